@@ -1,0 +1,59 @@
+"""agentctx: a structured, versioned context layer for Claude Code.
+
+The public API is small and loaded lazily (PEP 562), so ``import agentctx`` costs nothing: the hook
+fast path imports submodules of this package and must not pay for the store's dependencies.
+
+    from agentctx import Store, NewRecord, SearchQuery
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from agentctx.errors import (
+        AgentctxError,
+        ConfigError,
+        ConflictError,
+        DatabaseError,
+        NotFoundError,
+        SchemaVersionError,
+        TransferError,
+        ValidationError,
+    )
+    from agentctx.project import ProjectIdentity, identify
+    from agentctx.records import NewRecord, Record
+    from agentctx.store import SearchHit, SearchQuery, SearchResult, Store
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Store": "agentctx.store",
+    "SearchQuery": "agentctx.store",
+    "SearchHit": "agentctx.store",
+    "SearchResult": "agentctx.store",
+    "NewRecord": "agentctx.records",
+    "Record": "agentctx.records",
+    "ProjectIdentity": "agentctx.project",
+    "identify": "agentctx.project",
+    "AgentctxError": "agentctx.errors",
+    "ValidationError": "agentctx.errors",
+    "NotFoundError": "agentctx.errors",
+    "ConflictError": "agentctx.errors",
+    "SchemaVersionError": "agentctx.errors",
+    "DatabaseError": "agentctx.errors",
+    "ConfigError": "agentctx.errors",
+    "TransferError": "agentctx.errors",
+}
+
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentctx' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

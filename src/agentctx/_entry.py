@@ -1,0 +1,21 @@
+"""The console entry point: route ``agentctx hook …`` to the fast path before anything heavy loads.
+
+Hooks run on every Claude Code event, so ``agentctx hook`` must not pay for cyclopts, anthropic, mcp or
+fastembed imports. This module imports nothing but ``sys`` until it knows which path it is on.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    """Run the agentctx command line."""
+    argv = sys.argv[1:]
+    if argv[:1] == ["hook"]:
+        from agentctx.hooks.runner import run_hook
+
+        sys.exit(run_hook(argv[1:]))
+    from agentctx.cli import run
+
+    sys.exit(run(argv))

@@ -1,0 +1,129 @@
+"""Settings: a small JSON file in the home, read by every process, written only by ``config set``.
+
+Standard library only (hooks read ``llm`` to decide whether to start extraction). Keys are flat and
+dotted; each has a kind and a default, so a bad key or value is refused before anything is written.
+Unknown keys found in the file are kept (a newer agentctx may have written them) but not used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from agentctx import home
+from agentctx.errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_TRUE = {"on", "true", "yes", "1"}
+_FALSE = {"off", "false", "no", "0"}
+
+#: key -> (kind, default, help)
+SETTINGS: dict[str, tuple[str, Any, str]] = {
+    "llm": ("bool", True, "LLM extraction of records from transcripts (Claude Haiku)"),
+    "llm.model": ("str", "claude-haiku-4-5", "model used for extraction and merge checks"),
+    "embeddings": ("bool", True, "local embeddings for consolidation and hybrid search"),
+    "embedding.model": ("str", "BAAI/bge-small-en-v1.5", "fastembed model name"),
+    "embedding.path": ("str", "", "a local model folder to load instead of downloading"),
+    "reinforcement_threshold": ("int", 3, "sessions before an inferred preference is reinforced"),
+    "team_export": ("bool", False, "maintain .agentctx/context.md in each project"),
+}
+
+
+def load(path: str | None = None) -> dict[str, Any]:
+    """Every setting with defaults filled in; :class:`ConfigError` when the file is not valid JSON."""
+    values = {key: spec[1] for key, spec in SETTINGS.items()}
+    stored = _read(path or home.config_path())
+    for key, value in stored.items():
+        if key in SETTINGS:
+            try:
+                values[key] = coerce(key, value)
+            except ConfigError:
+                continue  # a hand-edited bad value falls back to the default; `doctor` reports it
+    return values
+
+
+def get(key: str, path: str | None = None) -> Any:
+    """One setting's value."""
+    _spec(key)
+    return load(path)[key]
+
+
+def set_value(key: str, raw: str | bool | int, path: str | None = None) -> Any:
+    """Validate and store one setting atomically; return the stored value."""
+    value = coerce(key, raw)
+    target = path or home.config_path()
+    stored = _read(target)
+    stored[key] = value
+    os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
+    tmp = f"{target}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(stored, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    os.replace(tmp, target)
+    return value
+
+
+def coerce(key: str, raw: Any) -> Any:
+    """The typed value of ``raw`` for ``key``, or :class:`ConfigError`."""
+    kind = _spec(key)[0]
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise ConfigError(f"{key} takes on or off (got {raw!r})")
+    if kind == "int":
+        try:
+            number = int(str(raw).strip()) if not isinstance(raw, bool) else None
+        except ValueError:
+            number = None
+        if number is None or number < 1:
+            raise ConfigError(f"{key} takes a whole number of at least 1 (got {raw!r})")
+        return number
+    if not isinstance(raw, str):
+        raise ConfigError(f"{key} takes text (got {raw!r})")
+    return raw.strip()
+
+
+def problems(path: str | None = None) -> list[str]:
+    """What is wrong with the stored file (for ``doctor``); empty when all is well."""
+    try:
+        stored = _read(path or home.config_path())
+    except ConfigError as exc:
+        return [str(exc)]
+    found = []
+    for key, value in stored.items():
+        if key not in SETTINGS:
+            found.append(f"unknown key {key!r} (ignored)")
+            continue
+        try:
+            coerce(key, value)
+        except ConfigError as exc:
+            found.append(f"{exc}; the default is used")
+    return found
+
+
+def _spec(key: str) -> tuple[str, Any, str]:
+    try:
+        return SETTINGS[key]
+    except KeyError:
+        raise ConfigError(f"unknown setting {key!r}; known: {', '.join(SETTINGS)}") from None
+
+
+def _read(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}; fix or delete the file") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} does not hold a JSON object; fix or delete the file")
+    return data

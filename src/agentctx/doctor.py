@@ -1,0 +1,104 @@
+"""Health checks behind ``agentctx doctor``: what works, what does not, and how to fix it.
+
+Each check is independent and never raises; a failed check carries the next step to take.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from agentctx import config, db, home, schema
+from agentctx.errors import AgentctxError
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One finding: ``ok`` is True (fine), False (broken) or None (degraded but working)."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str = ""
+
+
+def run_checks() -> list[Check]:
+    """Every check, in the order ``doctor`` prints them."""
+    checks = [_check_home(), _check_config()]
+    checks.extend(_check_database())
+    return checks
+
+
+def _check_home() -> Check:
+    path = home.home_dir()
+    if not os.path.isdir(path):
+        return Check("home", None, f"{path} does not exist yet", "run `agentctx init`")
+    if not os.access(path, os.W_OK):
+        return Check("home", False, f"{path} is not writable", f"fix the permissions of {path}")
+    return Check("home", True, path)
+
+
+def _check_config() -> Check:
+    found = config.problems()
+    if found:
+        return Check("config", False, "; ".join(found), f"edit or delete {home.config_path()}")
+    return Check("config", True, home.config_path())
+
+
+def _check_database() -> list[Check]:
+    path = home.db_path()
+    checks = [Check("python", True, f"{sys.version.split()[0]} at {sys.executable}")]
+    if not os.path.exists(path):
+        probe, caps = db.connect(":memory:")
+        probe.close()
+        checks.append(Check("database", None, f"{path} does not exist yet", "run `agentctx init`"))
+    else:
+        try:
+            conn, caps = db.connect(path, create=False, readonly=True)
+        except AgentctxError as exc:
+            return [*checks, Check("database", False, str(exc), _repair_hint(path))]
+        try:
+            version = schema.schema_version(conn)
+            integrity = conn.execute("PRAGMA quick_check").fetchone()[0]
+            records = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+        except Exception as exc:
+            return [*checks, Check("database", False, f"{path}: {exc}", _repair_hint(path))]
+        finally:
+            conn.close()
+        if version > schema.SCHEMA_VERSION:
+            checks.append(
+                Check(
+                    "database", False,
+                    f"schema version {version} is newer than this agentctx ({schema.SCHEMA_VERSION})",
+                    "upgrade agentctx: pip install -U agentctx-cc",
+                )  # fmt: skip
+            )
+        elif integrity != "ok":
+            checks.append(Check("database", False, f"integrity check: {integrity}", _repair_hint(path)))
+        else:
+            checks.append(
+                Check("database", True, f"{path} (schema {version}, {records} records)")
+            )
+    checks.append(Check("sqlite", True, f"SQLite {caps.sqlite_version} (sqlean.py)"))
+    checks.append(
+        Check("fts5", True, "available")
+        if caps.fts5
+        else Check("fts5", None, "missing: search uses LIKE", "install a sqlean.py wheel with FTS5")
+    )
+    checks.append(
+        Check("sqlite-vec", True, caps.vec_version or "")
+        if caps.vec_version
+        else Check(
+            "sqlite-vec", None, f"not loaded ({caps.vec_error}): vectors use numpy",
+            "pip install -U sqlite-vec",
+        )  # fmt: skip
+    )
+    return checks
+
+
+def _repair_hint(path: str) -> str:
+    return (
+        f"move {path} aside (mv {path} {path}.broken) and run `agentctx init`; "
+        f"try `sqlite3 {path} .recover` to salvage records, then `agentctx import`"
+    )

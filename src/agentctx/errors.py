@@ -1,0 +1,40 @@
+"""The one exception family of agentctx.
+
+Every error the library raises on purpose derives from :class:`AgentctxError` and carries a message a
+person can act on. Adapters translate at their edge only: the CLI prints the message and exits non-zero,
+the MCP server returns a tool error, the hooks write a log line and exit 0.
+"""
+
+from __future__ import annotations
+
+
+class AgentctxError(Exception):
+    """Root of every deliberate agentctx error; its message says what to do next."""
+
+
+class ValidationError(AgentctxError):
+    """Raised by record validation when a field is empty, too long or not one of its allowed values."""
+
+
+class NotFoundError(AgentctxError):
+    """Raised by the store when an id names no record (or a record of another project)."""
+
+
+class ConflictError(AgentctxError):
+    """Raised by the store when a write contradicts the current state, e.g. superseding a superseded record."""
+
+
+class SchemaVersionError(AgentctxError):
+    """Raised when opening a database written by a newer agentctx; it is never downgraded."""
+
+
+class DatabaseError(AgentctxError):
+    """Raised when the database file cannot be opened or read (corrupt, locked too long, not SQLite)."""
+
+
+class ConfigError(AgentctxError):
+    """Raised by the config module for an unknown key, a value of the wrong kind or an unreadable file."""
+
+
+class TransferError(AgentctxError):
+    """Raised by export/import when a file is not an agentctx export or cannot be parsed."""

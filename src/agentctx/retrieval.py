@@ -1,0 +1,179 @@
+"""Keyword retrieval: a safe FTS5 query from any text, the search SQL, and the reranking formula.
+
+Standard library only (plus nothing): the UserPromptSubmit hook runs this synchronously on every prompt,
+and the async store runs the same SQL, so both rank identically.
+
+Query building: the text is lower-cased and cut into word tokens (``\\w+``, so ``useAuthStore`` stays one
+token and ``foo.bar()`` gives ``foo`` and ``bar``); stop words and one-letter tokens are dropped; at most
+:data:`MAX_TERMS` distinct tokens are kept, each double-quoted (FTS5 syntax in the user's text is inert)
+and joined with ``OR`` so BM25 ranks by how many and how rare the terms are. No token left → no query.
+
+Ranking: ``final = bm25_relevance × type_weight × confidence_weight × recency × pin_boost`` where
+``bm25_relevance = -bm25(title ×4, body ×1, keywords ×2)`` and ``recency = max(RECENCY_FLOOR,
+0.5 ** (age_days / half_life[type]))`` with age from ``valid_from``; decisions, conventions and profile
+records never decay. See docs/spec.md, "Search".
+"""
+
+from __future__ import annotations
+
+import re
+
+from agentctx.clock import age_days
+from agentctx.schema import GLOBAL_PROJECT_ID, RECORD_COLUMNS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any
+
+MAX_TERMS = 24
+BM25_WEIGHTS = (4.0, 1.0, 2.0)  # title, body, keywords
+TYPE_WEIGHT = {
+    "decision": 1.3,
+    "convention": 1.2,
+    "bugfix": 1.0,
+    "discovery": 1.0,
+    "preference": 1.0,
+    "profile": 0.9,
+    "handover": 0.8,
+}
+CONFIDENCE_WEIGHT = {"explicit": 1.0, "reinforced": 1.0, "inferred": 0.7}
+HALF_LIFE_DAYS: dict[str, float | None] = {
+    "decision": None,
+    "convention": None,
+    "profile": None,
+    "preference": 365.0,
+    "discovery": 90.0,
+    "bugfix": 60.0,
+    "handover": 14.0,
+}
+RECENCY_FLOOR = 0.25
+PIN_BOOST = 1.5
+
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are as at be because been before
+    being below between both but by can could did do does doing done down during each else few for
+    from further get got had has have having he her here hers him his how i if in into is it its
+    itself just let lets like me more most my myself no nor not now of off on once only or other our
+    ours out over own please same she should so some such than that the their theirs them then there
+    these they this those through to too under until up us very was we were what when where which
+    while who whom why will with would you your yours yourself ok okay yes thanks thank hi hello hey
+    sure want need make use using just really""".split()
+)
+
+_TOKEN = re.compile(r"\w+")
+_COLUMNS_SQL = ", ".join(f"r.{name}" for name in RECORD_COLUMNS)
+
+
+def query_terms(text: str, max_terms: int = MAX_TERMS) -> list[str]:
+    """The distinct searchable tokens of ``text``, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for token in _TOKEN.findall(text.lower()):
+        if len(token) < 2 or token in STOPWORDS or token in seen:
+            continue
+        seen[token] = None
+        if len(seen) >= max_terms:
+            break
+    return list(seen)
+
+
+def fts_query(terms: Sequence[str]) -> str | None:
+    """An FTS5 MATCH expression that ORs the quoted terms; None when there is nothing to search."""
+    if not terms:
+        return None
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def scope_projects(project_id: str | None, scope: str) -> tuple[str, ...]:
+    """The ``project_id`` values a search covers: ``all`` = project + global."""
+    if scope == "global" or not project_id:
+        return (GLOBAL_PROJECT_ID,)
+    if scope == "project":
+        return (project_id,)
+    return (project_id, GLOBAL_PROJECT_ID)
+
+
+def _filters(
+    project_ids: Sequence[str],
+    types: Sequence[str],
+    as_of: str | None,
+    include_superseded: bool,
+    exclude_ids: Iterable[str],
+) -> tuple[str, list[Any]]:
+    clauses = [f"r.project_id IN ({', '.join('?' * len(project_ids))})"]
+    params: list[Any] = list(project_ids)
+    if types:
+        clauses.append(f"r.type IN ({', '.join('?' * len(types))})")
+        params.extend(types)
+    if as_of is not None:
+        clauses.append("r.valid_from <= ? AND (r.superseded_at IS NULL OR r.superseded_at > ?)")
+        params.extend((as_of, as_of))
+    elif not include_superseded:
+        clauses.append("r.superseded_at IS NULL")
+    excluded = list(exclude_ids)
+    if excluded:
+        clauses.append(f"r.id NOT IN ({', '.join('?' * len(excluded))})")
+        params.extend(excluded)
+    return " AND ".join(clauses), params
+
+
+def search_sql(
+    terms: Sequence[str],
+    *,
+    fts: bool,
+    project_ids: Sequence[str],
+    types: Sequence[str] = (),
+    as_of: str | None = None,
+    include_superseded: bool = False,
+    exclude_ids: Iterable[str] = (),
+    candidates: int = 50,
+) -> tuple[str, list[Any]]:
+    """SQL and parameters returning record columns plus ``rank`` (lower is better), best first.
+
+    ``fts=True`` uses the FTS5 index and BM25; ``fts=False`` is the degraded LIKE-style fallback
+    that counts term hits with ``instr`` (title ×4, keywords ×2, body ×1).
+    """
+    where, params = _filters(project_ids, types, as_of, include_superseded, exclude_ids)
+    if fts:
+        match = fts_query(terms)
+        w_title, w_body, w_keywords = BM25_WEIGHTS
+        sql = (
+            f"SELECT {_COLUMNS_SQL}, bm25(records_fts, {w_title}, {w_body}, {w_keywords}) AS rank "
+            "FROM records_fts JOIN records AS r ON r.rowid = records_fts.rowid "
+            f"WHERE records_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
+        )
+        return sql, [match, *params, candidates]
+    hits = " + ".join(
+        "(instr(lower(r.title), ?) > 0) * 4 + (instr(lower(r.keywords), ?) > 0) * 2"
+        " + (instr(lower(r.body), ?) > 0)"
+        for _ in terms
+    )
+    hit_params = [t for term in terms for t in (term, term, term)]
+    sql = (
+        f"SELECT * FROM (SELECT {_COLUMNS_SQL}, -({hits}) AS rank FROM records AS r "
+        f"WHERE {where}) WHERE rank < 0 ORDER BY rank LIMIT ?"
+    )
+    return sql, [*hit_params, *params, candidates]
+
+
+def rank_score(row: Any, reference: float | None = None) -> float:
+    """The reranked score of a search row (needs ``rank``, ``type``, ``confidence``, ...)."""
+    relevance = max(-float(row["rank"]), 1e-6)
+    half_life = HALF_LIFE_DAYS.get(row["type"])
+    recency = 1.0
+    if half_life:
+        recency = max(RECENCY_FLOOR, 0.5 ** (age_days(row["valid_from"], reference) / half_life))
+    score = relevance * TYPE_WEIGHT.get(row["type"], 1.0) * recency
+    score *= CONFIDENCE_WEIGHT.get(row["confidence"], 1.0)
+    if row["pinned"]:
+        score *= PIN_BOOST
+    return score
+
+
+def rerank(
+    rows: Iterable[Any], limit: int, reference: float | None = None
+) -> list[tuple[Any, float]]:
+    """The ``limit`` best rows by :func:`rank_score`, with their scores, best first."""
+    scored = [(row, rank_score(row, reference)) for row in rows]
+    scored.sort(key=lambda pair: (-pair[1], pair[0]["id"]))
+    return scored[:limit]

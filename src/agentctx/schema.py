@@ -1,0 +1,240 @@
+"""The schema, as an ordered list of named migrations, and the objects that depend on capabilities.
+
+Each migration runs with its bookkeeping row in one ``BEGIN IMMEDIATE`` transaction, so concurrent
+openers apply it once and a crash leaves either all of it or none. ``PRAGMA user_version`` mirrors the
+number of applied migrations: the hooks compare it with :data:`SCHEMA_VERSION` without reading the table,
+and a database whose version is higher than ours was written by a newer agentctx and is refused.
+
+Objects that need an optional capability live outside the numbered list and are ensured after it: the
+FTS5 index (with its sync triggers) when FTS5 exists, and the sqlite-vec table when the extension loads.
+A store first opened without them gains them, rebuilt from the records, the first time they are there.
+"""
+
+from __future__ import annotations
+
+from agentctx.db import iter_sql_statements
+from agentctx.errors import SchemaVersionError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlean
+
+    from agentctx.db import Capabilities
+
+RECORD_TYPES = ("decision", "convention", "preference", "discovery", "bugfix", "handover", "profile")
+SCOPES = ("project", "global")
+CONFIDENCES = ("explicit", "inferred", "reinforced")
+SOURCES = ("llm_extraction", "hook_observation", "mcp_tool", "cli", "import")
+NODE_KINDS = ("file", "symbol", "package", "module", "branch")
+REL_TYPES = ("supersedes", "applies_to", "observed_in", "derives_from", "scoped_to")
+GLOBAL_PROJECT_ID = "global"
+TITLE_MAX = 120
+BODY_MAX = 2000
+EMBEDDING_DIMS = 384
+RECORD_COLUMNS = (
+    "id", "project_id", "type", "title", "body", "scope", "confidence", "source", "valid_from",
+    "recorded_at", "keywords", "key", "rationale", "pinned", "reinforce_count", "superseded_at",
+    "superseded_by", "access_count", "last_accessed", "score", "claudemd_drift_score", "session_id",
+    "pending_embedding",
+)  # fmt: skip
+
+
+def _in(values: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
+_INITIAL = f"""
+CREATE TABLE projects (
+  project_id   TEXT PRIMARY KEY,
+  name         TEXT NOT NULL,
+  root         TEXT,
+  remote       TEXT,
+  created_at   TEXT NOT NULL,
+  last_seen_at TEXT NOT NULL
+);
+
+CREATE TABLE records (
+  id                   TEXT PRIMARY KEY,
+  project_id           TEXT NOT NULL,
+  type                 TEXT NOT NULL CHECK (type IN {_in(RECORD_TYPES)}),
+  title                TEXT NOT NULL CHECK (length(title) BETWEEN 1 AND {TITLE_MAX}),
+  body                 TEXT NOT NULL CHECK (length(body) BETWEEN 1 AND {BODY_MAX}),
+  keywords             TEXT NOT NULL DEFAULT '',
+  key                  TEXT,
+  rationale            TEXT,
+  scope                TEXT NOT NULL DEFAULT 'project' CHECK (scope IN {_in(SCOPES)}),
+  pinned               INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1)),
+  confidence           TEXT NOT NULL DEFAULT 'inferred' CHECK (confidence IN {_in(CONFIDENCES)}),
+  reinforce_count      INTEGER NOT NULL DEFAULT 0,
+  valid_from           TEXT NOT NULL,
+  recorded_at          TEXT NOT NULL,
+  superseded_at        TEXT,
+  superseded_by        TEXT REFERENCES records(id),
+  access_count         INTEGER NOT NULL DEFAULT 0,
+  last_accessed        TEXT,
+  score                REAL NOT NULL DEFAULT 1.0,
+  claudemd_drift_score REAL NOT NULL DEFAULT 0.0,
+  source               TEXT NOT NULL CHECK (source IN {_in(SOURCES)}),
+  session_id           TEXT,
+  pending_embedding    INTEGER NOT NULL DEFAULT 1 CHECK (pending_embedding IN (0, 1)),
+  CHECK ((scope = 'global') = (project_id = '{GLOBAL_PROJECT_ID}'))
+);
+CREATE INDEX records_current ON records(project_id, type) WHERE superseded_at IS NULL;
+CREATE INDEX records_project_valid ON records(project_id, valid_from);
+CREATE INDEX records_superseded_by ON records(superseded_by);
+CREATE INDEX records_session ON records(session_id);
+CREATE INDEX records_pending_embedding ON records(pending_embedding) WHERE pending_embedding = 1;
+CREATE UNIQUE INDEX records_one_current_handover
+  ON records(project_id) WHERE type = 'handover' AND superseded_at IS NULL;
+CREATE UNIQUE INDEX records_one_current_profile_key
+  ON records(project_id, key) WHERE type = 'profile' AND key IS NOT NULL AND superseded_at IS NULL;
+
+CREATE TABLE nodes (
+  id         TEXT PRIMARY KEY,
+  project_id TEXT NOT NULL,
+  kind       TEXT NOT NULL CHECK (kind IN {_in(NODE_KINDS)}),
+  name       TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  UNIQUE (project_id, kind, name)
+);
+
+CREATE TABLE edges (
+  id         TEXT PRIMARY KEY,
+  from_id    TEXT NOT NULL,
+  to_id      TEXT NOT NULL,
+  rel_type   TEXT NOT NULL CHECK (rel_type IN {_in(REL_TYPES)}),
+  weight     REAL NOT NULL DEFAULT 1.0,
+  created_at TEXT NOT NULL,
+  UNIQUE (from_id, to_id, rel_type)
+);
+CREATE INDEX edges_from ON edges(from_id);
+CREATE INDEX edges_to ON edges(to_id);
+
+CREATE TABLE record_entities (
+  record_id TEXT NOT NULL REFERENCES records(id) ON DELETE CASCADE,
+  entity_id TEXT NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+  PRIMARY KEY (record_id, entity_id)
+) WITHOUT ROWID;
+CREATE INDEX record_entities_entity ON record_entities(entity_id);
+
+CREATE TABLE sessions (
+  session_id          TEXT PRIMARY KEY,
+  project_id          TEXT,
+  cwd                 TEXT,
+  transcript_path     TEXT,
+  started_at          TEXT,
+  ended_at            TEXT,
+  tokens_injected     INTEGER NOT NULL DEFAULT 0,
+  injections          INTEGER NOT NULL DEFAULT 0,
+  extraction_cost_usd REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX sessions_project ON sessions(project_id, started_at);
+"""
+
+#: The ordered, named migrations. Append only: never edit or reorder a released entry.
+MIGRATIONS: tuple[tuple[str, str], ...] = (("0001_initial", _INITIAL),)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+FTS_OBJECTS = """
+CREATE VIRTUAL TABLE records_fts USING fts5(
+  title, body, keywords,
+  content='records', content_rowid='rowid',
+  tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
+  INSERT INTO records_fts(rowid, title, body, keywords)
+  VALUES (new.rowid, new.title, new.body, new.keywords);
+END;
+CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN
+  INSERT INTO records_fts(records_fts, rowid, title, body, keywords)
+  VALUES ('delete', old.rowid, old.title, old.body, old.keywords);
+END;
+CREATE TRIGGER records_fts_update AFTER UPDATE OF title, body, keywords ON records BEGIN
+  INSERT INTO records_fts(records_fts, rowid, title, body, keywords)
+  VALUES ('delete', old.rowid, old.title, old.body, old.keywords);
+  INSERT INTO records_fts(rowid, title, body, keywords)
+  VALUES (new.rowid, new.title, new.body, new.keywords);
+END;
+INSERT INTO records_fts(records_fts) VALUES ('rebuild');
+"""
+
+VEC_OBJECTS = f"""
+CREATE VIRTUAL TABLE records_vec USING vec0(
+  record_id TEXT PRIMARY KEY,
+  embedding float[{EMBEDDING_DIMS}] distance_metric=cosine
+);
+"""
+
+
+def schema_version(conn: sqlean.Connection) -> int:
+    """The ``user_version`` of an open database (0 for a new file)."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def check_not_newer(version: int, path: str) -> None:
+    """Refuse a database written by a newer agentctx."""
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"the database at {path} has schema version {version}, newer than this agentctx "
+            f"understands ({SCHEMA_VERSION}); upgrade agentctx (pip install -U agentctx-cc) "
+            "rather than let an older version touch it"
+        )
+
+
+def migrate(conn: sqlean.Connection, caps: Capabilities, path: str) -> list[str]:
+    """Apply pending migrations and capability objects; return the names applied now."""
+    applied_now: list[str] = []
+    check_not_newer(schema_version(conn), path)
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    for index, (name, script) in enumerate(MIGRATIONS, start=1):
+        if schema_version(conn) >= index:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-check under the write lock: a concurrent opener may have applied it meanwhile.
+            version = schema_version(conn)
+            check_not_newer(version, path)
+            if version < index:
+                for statement in iter_sql_statements(script):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations(name, applied_at) "
+                    "VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+                    (name,),
+                )
+                conn.execute(f"PRAGMA user_version = {index}")
+                applied_now.append(name)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    if caps.fts5 and _ensure(conn, "records_fts", FTS_OBJECTS):
+        applied_now.append("records_fts")
+    if caps.vec_version and _ensure(conn, "records_vec", VEC_OBJECTS):
+        applied_now.append("records_vec")
+    return applied_now
+
+
+def _ensure(conn: sqlean.Connection, table: str, script: str) -> bool:
+    """Create a capability-dependent object set once, atomically; True when created now."""
+    if _table_exists(conn, table):
+        return False
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if _table_exists(conn, table):
+            conn.execute("COMMIT")
+            return False
+        for statement in iter_sql_statements(script):
+            conn.execute(statement)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return True
+
+
+def _table_exists(conn: sqlean.Connection, table: str) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    return row is not None

@@ -1,0 +1,610 @@
+"""The store: the one async library API over the SQLite file.
+
+``Store.open()`` applies pending migrations, then every adapter (CLI, MCP server, workers, dashboard)
+awaits its methods. Writes run in ``BEGIN IMMEDIATE`` transactions serialized by a per-store lock, so a
+failed write leaves nothing behind and concurrent processes queue on SQLite's busy timeout rather than
+failing. Supersession and the keyed rules (one current handover per project, one current profile record
+per key) happen inside the same transaction as the insert; partial unique indexes make them hold even
+against a racing writer. Nothing here deletes a record except :meth:`Store.reset`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Self
+
+import anyio
+import sqlean
+
+from agentctx import clock, db, home, retrieval, schema
+from agentctx.errors import ConflictError, DatabaseError, NotFoundError, ValidationError
+from agentctx.records import COLUMNS, NewRecord, Record
+
+if TYPE_CHECKING:
+    import aiosqlite
+
+    from agentctx.project import ProjectIdentity
+
+_COLS = ", ".join(COLUMNS)
+_PLACEHOLDERS = ", ".join("?" * len(COLUMNS))
+HISTORY_MAX_DEPTH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """A keyword search: text plus filters (see :mod:`agentctx.retrieval` for the ranking)."""
+
+    text: str
+    project_id: str | None = None
+    types: Sequence[str] = ()
+    scope: str = "all"  # all (project + global) | project | global
+    as_of: str | None = None
+    include_superseded: bool = False
+    exclude_ids: Sequence[str] = ()
+    limit: int = 10
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One search result: the record and its reranked score."""
+
+    record: Record
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """Search results; ``degraded`` names why the LIKE fallback ran instead of FTS5, if it did."""
+
+    hits: list[SearchHit]
+    degraded: str | None = None
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """What an import did: ``added`` new rows per table, ``skipped`` rows already present."""
+
+    added: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    superseded_on_conflict: list[str] = field(default_factory=list)
+
+
+class Store:
+    """The context store. Open with ``async with await Store.open() as store`` or ``Store.open()``."""
+
+    def __init__(self, conn: aiosqlite.Connection, caps: db.Capabilities, path: str) -> None:
+        self._conn = conn
+        self.capabilities = caps
+        self.path = path
+        self._write_lock = anyio.Lock()
+
+    @classmethod
+    async def open(cls, path: str | None = None, *, create: bool = True) -> Store:
+        """Open (and by default create) the store at ``path`` (default: the home's database)."""
+        if path is None:
+            path = home.db_path()
+            if create:
+                home.ensure_home()
+        elif create:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        await anyio.to_thread.run_sync(_prepare, path, create)
+        conn, caps = await db.connect_async(path, create=False)
+        return cls(conn, caps, path)
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self._conn.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._write_lock:
+            try:
+                await self._conn.execute("BEGIN IMMEDIATE")
+            except sqlean.OperationalError as exc:
+                raise DatabaseError(f"the database is busy or unwritable: {exc}") from exc
+            try:
+                yield self._conn
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+            await self._conn.execute("COMMIT")
+
+    async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        async with self._conn.execute(sql, params) as cursor:
+            return list(await cursor.fetchall())
+
+    async def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        async with self._conn.execute(sql, params) as cursor:
+            return await cursor.fetchone()
+
+    @property
+    def has_fts(self) -> bool:
+        """True when the FTS5 index exists on this store."""
+        return self.capabilities.fts5
+
+    # -- projects -----------------------------------------------------------------------------
+
+    async def touch_project(self, identity: ProjectIdentity) -> None:
+        """Insert or refresh the row describing a project (name, root, remote, last seen)."""
+        now = clock.now()
+        async with self._write() as conn:
+            await conn.execute(
+                "INSERT INTO projects(project_id, name, root, remote, created_at, last_seen_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(project_id) DO UPDATE SET "
+                "name = excluded.name, root = excluded.root, remote = excluded.remote, "
+                "last_seen_at = excluded.last_seen_at",
+                (identity.project_id, identity.name, identity.root, identity.remote, now, now),
+            )
+
+    async def projects(self) -> list[dict[str, Any]]:
+        """Every project row, most recently seen first."""
+        rows = await self._rows("SELECT * FROM projects ORDER BY last_seen_at DESC")
+        return [dict(row) for row in rows]
+
+    # -- records ------------------------------------------------------------------------------
+
+    async def get(self, record_id: str) -> Record:
+        """The record with this id (current or not); :class:`NotFoundError` when there is none."""
+        row = await self._one(f"SELECT {_COLS} FROM records WHERE id = ?", (record_id,))
+        if row is None:
+            raise NotFoundError(f"no record with id {record_id!r}; find ids with `agentctx search`")
+        return Record.from_row(row)
+
+    async def get_many(
+        self, ids: Sequence[str], project_id: str | None = None, *, touch: bool = True
+    ) -> tuple[list[Record], list[str]]:
+        """Records by id in the given order, and the ids missing (unknown or of another project).
+
+        With ``touch`` each found record's ``access_count`` and ``last_accessed`` are bumped.
+        """
+        found: list[Record] = []
+        missing: list[str] = []
+        allowed = retrieval.scope_projects(project_id, "all") if project_id else None
+        for record_id in dict.fromkeys(ids):
+            row = await self._one(f"SELECT {_COLS} FROM records WHERE id = ?", (record_id,))
+            if row is None or (allowed is not None and row["project_id"] not in allowed):
+                missing.append(record_id)
+            else:
+                found.append(Record.from_row(row))
+        if touch and found:
+            now = clock.now()
+            async with self._write() as conn:
+                await conn.executemany(
+                    "UPDATE records SET access_count = access_count + 1, last_accessed = ? "
+                    "WHERE id = ?",
+                    [(now, r.id) for r in found],
+                )
+            found = [replace(r, access_count=r.access_count + 1, last_accessed=now) for r in found]
+        return found, missing
+
+    async def add(self, new: NewRecord) -> Record:
+        """Validate and insert a record, applying supersession and the keyed rules atomically."""
+        valid = new.validated()
+        async with self._write() as conn:
+            return await self._insert(conn, valid)
+
+    async def _insert(self, conn: aiosqlite.Connection, valid: NewRecord) -> Record:
+        now = clock.now()
+        record = valid.to_record(clock.ulid(), now)
+        to_supersede: list[str] = []
+        if valid.supersedes:
+            old = await self._current_for_update(valid.supersedes, valid.project_id)
+            if old.type != record.type:
+                raise ValidationError(
+                    f"record {old.id} is a {old.type}; a {record.type} cannot supersede it"
+                )
+            to_supersede.append(old.id)
+        keyed = await self._keyed_current(record)
+        if keyed is not None and keyed not in to_supersede:
+            to_supersede.append(keyed)
+        await conn.execute("PRAGMA defer_foreign_keys = ON")
+        for old_id in to_supersede:
+            cursor = await conn.execute(
+                "UPDATE records SET superseded_at = ?, superseded_by = ? "
+                "WHERE id = ? AND superseded_at IS NULL",
+                (now, record.id, old_id),
+            )
+            if cursor.rowcount != 1:
+                raise ConflictError(f"record {old_id} was superseded meanwhile; nothing was written")
+            await _add_edge(conn, record.id, old_id, "supersedes", now)
+        values = [getattr(record, name) for name in COLUMNS]
+        await conn.execute(f"INSERT INTO records({_COLS}) VALUES ({_PLACEHOLDERS})", values)
+        return record
+
+    async def _current_for_update(self, record_id: str, project_id: str) -> Record:
+        old = await self.get(record_id)
+        if old.project_id not in (project_id, schema.GLOBAL_PROJECT_ID):
+            raise NotFoundError(f"no record with id {record_id!r} in this project")
+        if old.superseded_at is not None:
+            raise ConflictError(
+                f"record {record_id} is already superseded by {old.superseded_by}; "
+                f"supersede the current version ({old.superseded_by}) instead"
+            )
+        return old
+
+    async def _keyed_current(self, record: Record) -> str | None:
+        if record.type == "handover":
+            row = await self._one(
+                "SELECT id FROM records WHERE project_id = ? AND type = 'handover' "
+                "AND superseded_at IS NULL",
+                (record.project_id,),
+            )
+        elif record.type == "profile" and record.key:
+            row = await self._one(
+                "SELECT id FROM records WHERE project_id = ? AND type = 'profile' AND key = ? "
+                "AND superseded_at IS NULL",
+                (record.project_id, record.key),
+            )
+        else:
+            return None
+        return None if row is None else str(row["id"])
+
+    async def supersede(
+        self,
+        old_id: str,
+        new_body: str,
+        rationale: str,
+        *,
+        project_id: str | None = None,
+        title: str | None = None,
+        source: str = "cli",
+        confidence: str = "explicit",
+        session_id: str | None = None,
+    ) -> tuple[Record, Record]:
+        """Replace a current record by a new version; return ``(old, new)`` as they are after it."""
+        old = await self.get(old_id)
+        if project_id and old.project_id not in (project_id, schema.GLOBAL_PROJECT_ID):
+            raise NotFoundError(f"no record with id {old_id!r} in this project")
+        if not rationale or not rationale.strip():
+            raise ValidationError("a rationale is required to supersede a record")
+        created = await self.add(
+            NewRecord(
+                type=old.type,
+                title=title if title is not None else old.title,
+                body=new_body,
+                project_id=old.project_id,
+                scope=old.scope,
+                confidence=confidence,
+                source=source,
+                pinned=old.pinned,
+                keywords=old.keywords,
+                key=old.key,
+                rationale=rationale,
+                session_id=session_id,
+                supersedes=old_id,
+            )
+        )
+        return await self.get(old_id), created
+
+    async def edit(
+        self, record_id: str, *, title: str | None = None, body: str | None = None
+    ) -> tuple[Record, Record]:
+        """A new version of a record with a changed title and/or body (history kept)."""
+        old = await self.get(record_id)
+        new_title = old.title if title is None else title
+        new_body = old.body if body is None else body
+        if " ".join(new_title.split()) == old.title and new_body.strip() == old.body:
+            raise ValidationError("nothing to change: the title and body are as they are")
+        return await self.supersede(record_id, new_body, "edited", title=new_title)
+
+    async def set_pinned(self, record_id: str, pinned: bool) -> Record:
+        """Pin or unpin a record in place (pinning ranks, it does not change the fact)."""
+        async with self._write() as conn:
+            cursor = await conn.execute(
+                "UPDATE records SET pinned = ? WHERE id = ?", (int(pinned), record_id)
+            )
+            if cursor.rowcount != 1:
+                raise NotFoundError(f"no record with id {record_id!r}")
+        return await self.get(record_id)
+
+    async def history(self, record_id: str) -> list[Record]:
+        """The supersession chain through a record, both ways, oldest first."""
+        await self.get(record_id)
+        rows = await self._rows(
+            f"""
+            WITH RECURSIVE
+              back(id, depth) AS (
+                SELECT ?, 0
+                UNION
+                SELECT r.id, back.depth + 1 FROM records r JOIN back ON r.superseded_by = back.id
+                WHERE back.depth < {HISTORY_MAX_DEPTH}),
+              fwd(id, depth) AS (
+                SELECT ?, 0
+                UNION
+                SELECT r.superseded_by, fwd.depth + 1 FROM records r JOIN fwd ON r.id = fwd.id
+                WHERE r.superseded_by IS NOT NULL AND fwd.depth < {HISTORY_MAX_DEPTH})
+            SELECT {_COLS} FROM records WHERE id IN (SELECT id FROM back UNION SELECT id FROM fwd)
+            ORDER BY recorded_at, id
+            """,
+            (record_id, record_id),
+        )
+        return [Record.from_row(row) for row in rows]
+
+    async def list_records(
+        self,
+        project_id: str | None = None,
+        *,
+        types: Sequence[str] = (),
+        include_superseded: bool = True,
+    ) -> list[Record]:
+        """Records of one project (and, unless ``project_id`` is None = all, not global ones)."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if project_id is not None:
+            clauses.append("project_id = ?")
+            params.append(project_id)
+        if types:
+            clauses.append(f"type IN ({', '.join('?' * len(types))})")
+            params.extend(types)
+        if not include_superseded:
+            clauses.append("superseded_at IS NULL")
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = await self._rows(
+            f"SELECT {_COLS} FROM records {where} ORDER BY project_id, type, recorded_at, id",
+            params,
+        )
+        return [Record.from_row(row) for row in rows]
+
+    # -- search -------------------------------------------------------------------------------
+
+    async def search(self, query: SearchQuery) -> SearchResult:
+        """Keyword search with BM25 and the reranking formula; LIKE fallback when FTS5 fails."""
+        terms = retrieval.query_terms(query.text)
+        if not terms or query.limit <= 0:
+            return SearchResult([])
+        for types_value in query.types:
+            if types_value not in schema.RECORD_TYPES:
+                raise ValidationError(
+                    f"type {types_value!r} is not one of: {', '.join(schema.RECORD_TYPES)}"
+                )
+        if query.scope not in ("all", "project", "global"):
+            raise ValidationError(f"scope {query.scope!r} is not one of: all, project, global")
+        params = {
+            "project_ids": retrieval.scope_projects(query.project_id, query.scope),
+            "types": tuple(query.types),
+            "as_of": query.as_of,
+            "include_superseded": query.include_superseded,
+            "exclude_ids": tuple(query.exclude_ids),
+            "candidates": max(50, query.limit * 5),
+        }
+        degraded: str | None = None
+        rows: list[Any] | None = None
+        if self.has_fts:
+            sql, args = retrieval.search_sql(terms, fts=True, **params)
+            try:
+                rows = await self._rows(sql, args)
+            except sqlean.OperationalError as exc:
+                degraded = f"FTS5 query failed ({exc}); used LIKE search"
+        else:
+            degraded = "FTS5 is not available in this SQLite; used LIKE search"
+        if rows is None:
+            sql, args = retrieval.search_sql(terms, fts=False, **params)
+            rows = await self._rows(sql, args)
+        hits = [
+            SearchHit(Record.from_row(row), score)
+            for row, score in retrieval.rerank(rows, query.limit)
+        ]
+        return SearchResult(hits, degraded)
+
+    # -- whole-store operations -----------------------------------------------------------------
+
+    async def status(self, project_id: str | None = None) -> dict[str, Any]:
+        """Counts by type (current records of the project and global), history and sessions."""
+        ids = retrieval.scope_projects(project_id, "all")
+        marks = ", ".join("?" * len(ids))
+        counts = {t: 0 for t in schema.RECORD_TYPES}
+        for row in await self._rows(
+            f"SELECT type, count(*) AS n FROM records WHERE project_id IN ({marks}) "
+            "AND superseded_at IS NULL GROUP BY type",
+            ids,
+        ):
+            counts[row["type"]] = row["n"]
+        superseded = await self._one(
+            f"SELECT count(*) FROM records WHERE project_id IN ({marks}) "
+            "AND superseded_at IS NOT NULL",
+            ids,
+        )
+        sessions = await self._one(
+            "SELECT count(*), coalesce(sum(tokens_injected), 0), "
+            "coalesce(sum(extraction_cost_usd), 0) FROM sessions WHERE project_id = ?",
+            (project_id,),
+        )
+        totals = await self._one(
+            "SELECT (SELECT count(*) FROM records), (SELECT count(*) FROM projects)"
+        )
+        return {
+            "project_id": project_id,
+            "counts": counts,
+            "current": sum(counts.values()),
+            "superseded": superseded[0],
+            "sessions": sessions[0],
+            "tokens_injected": sessions[1],
+            "extraction_cost_usd": sessions[2],
+            "store": {"path": self.path, "records": totals[0], "projects": totals[1]},
+        }
+
+    async def reset(self, project_id: str) -> int:
+        """Delete every record of one project (not global ones) with its links; return how many."""
+        if project_id == schema.GLOBAL_PROJECT_ID:
+            raise ValidationError("reset works on a project; global records are kept")
+        async with self._write() as conn:
+            await conn.execute("PRAGMA defer_foreign_keys = ON")
+            ids = "SELECT id FROM records WHERE project_id = ?"
+            await conn.execute(
+                f"DELETE FROM edges WHERE from_id IN ({ids}) OR to_id IN ({ids})",
+                (project_id, project_id),
+            )
+            if self.capabilities.vec_version:
+                await conn.execute(f"DELETE FROM records_vec WHERE record_id IN ({ids})", (project_id,))
+            await conn.execute("DELETE FROM nodes WHERE project_id = ?", (project_id,))
+            cursor = await conn.execute("DELETE FROM records WHERE project_id = ?", (project_id,))
+            return int(cursor.rowcount)
+
+    async def export_data(self, project_id: str | None = None) -> dict[str, Any]:
+        """Projects, records, edges, nodes and entity links as plain data (``None`` = everything)."""
+        records = await self.list_records(project_id)
+        ids = {r.id for r in records}
+        project_ids = {r.project_id for r in records}
+        if project_id is not None:
+            project_ids.add(project_id)
+        projects = [p for p in await self.projects() if p["project_id"] in project_ids]
+        edges = [
+            dict(row)
+            for row in await self._rows("SELECT * FROM edges ORDER BY created_at, id")
+            if row["from_id"] in ids or row["to_id"] in ids
+        ]
+        links = [
+            dict(row)
+            for row in await self._rows(
+                "SELECT * FROM record_entities ORDER BY record_id, entity_id"
+            )
+            if row["record_id"] in ids
+        ]
+        nodes = [
+            dict(row)
+            for row in await self._rows("SELECT * FROM nodes ORDER BY project_id, kind, name")
+            if row["project_id"] in project_ids
+        ]
+        return {
+            "format": "agentctx-export",
+            "version": 1,
+            "projects": sorted(projects, key=lambda p: str(p["project_id"])),
+            "records": [r.to_dict() for r in records],
+            "edges": edges,
+            "nodes": nodes,
+            "record_entities": links,
+        }
+
+    async def import_data(self, data: dict[str, Any]) -> ImportReport:
+        """Merge an export (same shape as :meth:`export_data`); rows already present are kept.
+
+        Idempotent by id. A current handover or keyed profile record that collides with a current
+        one already here is resolved by time: the later ``valid_from`` stays current and the other is
+        marked superseded by it, so the keyed rules still hold.
+        """
+        report = ImportReport()
+        records = [_record_from_data(item) for item in data.get("records", [])]
+        async with self._write() as conn:
+            await conn.execute("PRAGMA defer_foreign_keys = ON")
+            await _insert_rows(conn, "projects", data.get("projects", []), report)
+            for record in records:
+                await self._import_record(conn, record, report)
+            await _insert_rows(conn, "nodes", data.get("nodes", []), report)
+            await _insert_rows(conn, "edges", data.get("edges", []), report)
+            await _insert_rows(conn, "record_entities", data.get("record_entities", []), report)
+        return report
+
+    async def _import_record(
+        self, conn: aiosqlite.Connection, record: Record, report: ImportReport
+    ) -> None:
+        if await self._one("SELECT 1 FROM records WHERE id = ?", (record.id,)):
+            report.skipped["records"] = report.skipped.get("records", 0) + 1
+            return
+        if record.superseded_at is None:
+            rival = await self._keyed_current(record)
+            if rival is not None:
+                other = await self.get(rival)
+                newer, older = (record, other) if record.valid_from >= other.valid_from else (other, record)
+                if older is other:
+                    await conn.execute(
+                        "UPDATE records SET superseded_at = ?, superseded_by = ? WHERE id = ?",
+                        (newer.valid_from, newer.id, older.id),
+                    )
+                else:
+                    record = replace(record, superseded_at=newer.valid_from, superseded_by=newer.id)
+                await _add_edge(conn, newer.id, older.id, "supersedes", newer.valid_from)
+                report.superseded_on_conflict.append(older.id)
+        values = [getattr(record, name) for name in COLUMNS]
+        await conn.execute(f"INSERT INTO records({_COLS}) VALUES ({_PLACEHOLDERS})", values)
+        report.added["records"] = report.added.get("records", 0) + 1
+
+
+def _prepare(path: str, create: bool) -> None:
+    """Create or migrate the database file (sync; run in a worker thread by ``Store.open``)."""
+    conn, caps = db.connect(path, create=create)
+    try:
+        schema.migrate(conn, caps, path)
+    except sqlean.DatabaseError as exc:
+        raise DatabaseError(f"cannot prepare the database at {path}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+async def _add_edge(
+    conn: aiosqlite.Connection, from_id: str, to_id: str, rel_type: str, created_at: str
+) -> None:
+    await conn.execute(
+        "INSERT OR IGNORE INTO edges(id, from_id, to_id, rel_type, created_at) VALUES (?, ?, ?, ?, ?)",
+        (clock.ulid(), from_id, to_id, rel_type, created_at),
+    )
+
+
+_TABLE_COLUMNS = {
+    "projects": ("project_id", "name", "root", "remote", "created_at", "last_seen_at"),
+    "nodes": ("id", "project_id", "kind", "name", "created_at"),
+    "edges": ("id", "from_id", "to_id", "rel_type", "weight", "created_at"),
+    "record_entities": ("record_id", "entity_id"),
+}
+
+
+async def _insert_rows(
+    conn: aiosqlite.Connection, table: str, rows: Iterable[dict[str, Any]], report: ImportReport
+) -> None:
+    columns = _TABLE_COLUMNS[table]
+    sql = (
+        f"INSERT OR IGNORE INTO {table}({', '.join(columns)}) "
+        f"VALUES ({', '.join('?' * len(columns))})"
+    )
+    for row in rows:
+        try:
+            values = [row[name] for name in columns]
+        except (KeyError, TypeError) as exc:
+            raise ValidationError(f"import: a {table} row lacks a field ({exc})") from exc
+        cursor = await conn.execute(sql, values)
+        bucket = report.added if cursor.rowcount == 1 else report.skipped
+        bucket[table] = bucket.get(table, 0) + 1
+
+
+def _record_from_data(item: Any) -> Record:
+    if not isinstance(item, dict):
+        raise ValidationError("import: a record entry is not an object")
+    missing = [name for name in ("id", "project_id", "valid_from", "recorded_at") if not item.get(name)]
+    if missing:
+        raise ValidationError(f"import: a record lacks {', '.join(missing)}")
+    draft = NewRecord(
+        type=item.get("type", ""),
+        title=item.get("title", ""),
+        body=item.get("body", ""),
+        project_id=item["project_id"],
+        scope=item.get("scope", "project"),
+        confidence=item.get("confidence", "inferred"),
+        source=item.get("source", "import"),
+    ).validated()
+    data = {name: item[name] for name in COLUMNS if name in item}
+    data.update(title=draft.title, body=draft.body, project_id=draft.project_id)
+    try:
+        return Record.from_row({name: data.get(name, _DEFAULTS.get(name)) for name in COLUMNS})
+    except TypeError as exc:
+        raise ValidationError(f"import: record {item.get('id')!r} is malformed ({exc})") from exc
+
+
+_DEFAULTS: dict[str, Any] = {
+    "keywords": "",
+    "pinned": False,
+    "reinforce_count": 0,
+    "access_count": 0,
+    "score": 1.0,
+    "claudemd_drift_score": 0.0,
+    "pending_embedding": True,
+}

@@ -1,0 +1,62 @@
+"""Shared fixtures: every test runs against its own agentctx home in a tmp folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from agentctx.store import Store
+
+
+@pytest.fixture(autouse=True)
+def agentctx_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Point AGENTCTX_HOME at a fresh folder so no test touches the user's store."""
+    home_dir = tmp_path / "agentctx-home"
+    monkeypatch.setenv("AGENTCTX_HOME", str(home_dir))
+    yield home_dir
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Run async tests on asyncio (what cyclopts and the MCP server use)."""
+    return "asyncio"
+
+
+@pytest.fixture
+async def store(agentctx_home: Path) -> AsyncIterator[Store]:
+    """An open store in the test's home."""
+    opened = await Store.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    """A plain (non-git) project folder."""
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
+
+
+def run_cli(
+    *args: str, cwd: Path | str | None = None, input: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``agentctx`` console entry point in a subprocess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "agentctx", *args],
+        cwd=cwd,
+        input=input,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
