@@ -8,7 +8,7 @@ fast path imports submodules of this package and must not pay for the store's de
 
 from __future__ import annotations
 
-from importlib import import_module
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'agentctx' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    __import__(module)
+    value = getattr(sys.modules[module], name)
     globals()[name] = value
     return value

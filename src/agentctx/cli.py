@@ -1,8 +1,9 @@
 """The ``agentctx`` command line: a thin adapter over the library.
 
 Each command opens the store, awaits one library call and renders the result as text or, with
-``--json``, as objects keyed by the record fields. Library errors (:class:`AgentctxError`) become one
-line on stderr and exit code 1; usage errors are cyclopts' own messages with exit code 2.
+``--json``, as objects keyed by the record fields. Library errors (:class:`AgentctxError`) and
+database errors become one line on stderr and exit code 1; usage errors are cyclopts' own messages
+with exit code 2; an interrupt exits with 130.
 """
 
 from __future__ import annotations
@@ -12,17 +13,21 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import anyio
 import orjson
-from cyclopts import App, Parameter
+import sqlean
+from cyclopts import App, CycloptsError, Parameter
 
 from agentctx import __version__, clock, config, doctor, home, transfer
-from agentctx.errors import AgentctxError, ValidationError
+from agentctx.errors import AgentctxError, ConflictError, ValidationError
 from agentctx.project import ProjectIdentity, identify
 from agentctx.records import NewRecord, Record
 from agentctx.store import SearchQuery, Store
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 app = App(
     name="agentctx",
@@ -41,15 +46,26 @@ def run(argv: list[str]) -> int:
     try:
         result = app(argv, exit_on_error=False, print_error=True, result_action="return_value")
     except AgentctxError as exc:
-        sys.stderr.write(f"agentctx: error: {exc}\n")
-        return 1
+        return _error(str(exc))
+    except sqlean.Error as exc:  # a damaged or unreadable file surfacing mid-query
+        return _error(
+            f"the database at {home.db_path()} failed ({exc}); run `agentctx doctor` for a fix"
+        )
+    except CycloptsError:  # usage errors, already printed by cyclopts
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("agentctx: interrupted\n")
+        return 130
     except SystemExit as exc:
+        if exc.code is None:
+            return 0
         return exc.code if isinstance(exc.code, int) else 1
-    except Exception as exc:  # cyclopts usage errors (already printed) and anything unexpected
-        if type(exc).__module__.startswith("cyclopts"):
-            return 2
-        raise
     return result if isinstance(result, int) else 0
+
+
+def _error(message: str) -> int:
+    sys.stderr.write(f"agentctx: error: {message}\n")
+    return 1
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -97,7 +113,8 @@ def _show(record: Record) -> None:
     _out(f"{record.title}")
     _out(f"  id          {record.id}")
     _out(f"  type        {record.type} ({record.scope}, {record.confidence})")
-    _out(f"  source      {record.source}" + (f", session {record.session_id}" if record.session_id else ""))
+    session = f", session {record.session_id}" if record.session_id else ""
+    _out(f"  source      {record.source}{session}")
     _out(f"  valid from  {record.valid_from}   recorded {record.recorded_at}")
     if record.pinned:
         _out("  pinned      yes")
@@ -108,8 +125,8 @@ def _show(record: Record) -> None:
     if record.rationale:
         _out(f"  rationale   {record.rationale}")
     if record.superseded_by:
-        _out(f"  SUPERSEDED  at {record.superseded_at} by {record.superseded_by} "
-             f"(agentctx show {record.superseded_by})")  # fmt: skip
+        successor = record.superseded_by
+        _out(f"  SUPERSEDED  at {record.superseded_at} by {successor} (agentctx show {successor})")
     _out()
     _out(record.body)
 
@@ -117,32 +134,44 @@ def _show(record: Record) -> None:
 # -- records ---------------------------------------------------------------------------------------
 
 
+_TYPES_HELP = "decision, convention, preference, discovery, bugfix, handover, profile"
+_KEY_HELP = "Profile key (a new profile record supersedes the current one with the same key)."
+
+
 @app.command
 async def record(
     *,
-    type: Annotated[str, Parameter(help="decision, convention, preference, discovery, bugfix, handover, profile")],  # noqa: A002
+    type: Annotated[str, Parameter(help=_TYPES_HELP)],
     title: str,
     body: str,
     scope: Literal["project", "global"] = "project",
     confidence: Literal["explicit", "inferred", "reinforced"] = "explicit",
     pin: Annotated[bool, Parameter(negative="")] = False,
     supersedes: str | None = None,
-    key: Annotated[str | None, Parameter(help="Profile key (a new profile record supersedes the current one with the same key).")] = None,
+    key: Annotated[str | None, Parameter(help=_KEY_HELP)] = None,
     keywords: Annotated[str, Parameter(help="Extra search words, space-separated (up to 8).")] = "",
     json: Json = False,
 ) -> int:
     """Record a fact explicitly (source cli)."""
     project = _project()
+    new = NewRecord(
+        type=type,
+        title=title,
+        body=body,
+        project_id=project.project_id,
+        scope=scope,
+        confidence=confidence,
+        source="cli",
+        pinned=pin,
+        supersedes=supersedes,
+        key=key,
+        keywords=keywords,
+    )
 
     async def action(store: Store) -> int:
+        created = await store.add(new)
+        # Only after a successful write: a refused record leaves no trace, not even a project row.
         await store.touch_project(project)
-        created = await store.add(
-            NewRecord(
-                type=type, title=title, body=body, project_id=project.project_id, scope=scope,
-                confidence=confidence, source="cli", pinned=pin, supersedes=supersedes, key=key,
-                keywords=keywords,
-            )  # fmt: skip
-        )
         if json:
             _json(created.to_dict())
         else:
@@ -152,18 +181,23 @@ async def record(
     return await _with_store(action)
 
 
+_ALL_HELP = "Include superseded records (history)."
+
+
 @app.command
 async def search(
     query: str,
     *,
-    type: Annotated[list[str] | None, Parameter(help="Only these types (repeatable).")] = None,  # noqa: A002
+    type: Annotated[list[str] | None, Parameter(help="Only these types (repeatable).")] = None,
     scope: Literal["all", "project", "global"] = "all",
     as_of: Annotated[str | None, Parameter(help="What was true then: ISO date or time.")] = None,
-    all: Annotated[bool, Parameter(negative="", help="Include superseded records (history).")] = False,  # noqa: A002
+    all: Annotated[bool, Parameter(negative="", help=_ALL_HELP)] = False,
     limit: int = 10,
     json: Json = False,
 ) -> int:
     """Keyword search over current records of this project and the global ones."""
+    if limit < 1:
+        raise ValidationError(f"--limit takes a number of at least 1 (got {limit})")
     as_of_value = None
     if as_of is not None:
         try:
@@ -175,9 +209,14 @@ async def search(
     async def action(store: Store) -> int:
         result = await store.search(
             SearchQuery(
-                text=query, project_id=project.project_id, types=tuple(type or ()), scope=scope,
-                as_of=as_of_value, include_superseded=all, limit=limit,
-            )  # fmt: skip
+                text=query,
+                project_id=project.project_id,
+                types=tuple(type or ()),
+                scope=scope,
+                as_of=as_of_value,
+                include_superseded=all,
+                limit=limit,
+            )
         )
         if json:
             _json([{**hit.record.to_dict(), "rank_score": hit.score} for hit in result.hits])
@@ -193,11 +232,14 @@ async def search(
     return await _with_store(action)
 
 
+_HISTORY_HELP = "Show the whole supersession chain."
+
+
 @app.command
 async def show(
     record_id: str,
     *,
-    history: Annotated[bool, Parameter(negative="", help="Show the whole supersession chain.")] = False,
+    history: Annotated[bool, Parameter(negative="", help=_HISTORY_HELP)] = False,
     json: Json = False,
 ) -> int:
     """Show one record (a superseded id names its successor)."""
@@ -234,6 +276,11 @@ async def edit(
         new_title, new_body = title, body
         if new_title is None and new_body is None:
             current = await store.get(record_id)
+            if not current.is_current:  # refuse before the user spends time in the editor
+                raise ConflictError(
+                    f"record {record_id} is already superseded by {current.superseded_by}; "
+                    f"edit the current version ({current.superseded_by}) instead"
+                )
             new_title, new_body = _edit_in_editor(current)
         old, new = await store.edit(record_id, title=new_title, body=new_body)
         if json:
@@ -253,8 +300,8 @@ def _edit_in_editor(current: Record) -> tuple[str, str]:
         fh.write(f"{current.title}\n\n{current.body}\n")
         path = fh.name
     try:
-        subprocess.run([*shlex.split(editor), path], check=True)  # noqa: ASYNC221 - waits for the user
-        with open(path, encoding="utf-8") as fh:  # noqa: ASYNC230
+        subprocess.run([*shlex.split(editor), path], check=True)
+        with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except (OSError, subprocess.CalledProcessError) as exc:
         raise ValidationError(f"the editor failed ({exc}); nothing was changed") from exc
@@ -310,7 +357,7 @@ async def _set_pin(record_id: str, pinned: bool, as_json: bool) -> int:
 @app.command
 async def export(
     *,
-    format: Literal["md", "json"] = "md",  # noqa: A002
+    format: Literal["md", "json"] = "md",
     out: Annotated[str | None, Parameter(help="Write to this file instead of stdout.")] = None,
     project: Annotated[bool, Parameter(negative="", help="Only the current project.")] = False,
 ) -> int:
@@ -319,7 +366,10 @@ async def export(
 
     async def action(store: Store) -> int:
         data = await store.export_data(project_id)
-        payload = transfer.to_json(data) if format == "json" else transfer.to_markdown(data).encode()
+        if format == "json":
+            payload = transfer.to_json(data)
+        else:
+            payload = transfer.to_markdown(data).encode()
         if out:
             await _write_file(out, payload)
             sys.stderr.write(f"exported {len(data['records'])} records to {out}\n")
@@ -332,8 +382,6 @@ async def export(
 
 
 async def _write_file(path: str, payload: bytes) -> None:
-    import anyio
-
     tmp = f"{path}.{os.getpid()}.tmp"
     await anyio.Path(tmp).write_bytes(payload)
     os.replace(tmp, path)
@@ -342,8 +390,6 @@ async def _write_file(path: str, payload: bytes) -> None:
 @app.command(name="import")
 async def import_(file: str, *, json: Json = False) -> int:
     """Import a JSON or Markdown export; records already present (same id) are left as they are."""
-    import anyio
-
     try:
         text = await anyio.Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -353,8 +399,13 @@ async def import_(file: str, *, json: Json = False) -> int:
     async def action(store: Store) -> int:
         report = await store.import_data(data)
         if json:
-            _json({"added": report.added, "skipped": report.skipped,
-                   "superseded_on_conflict": report.superseded_on_conflict})  # fmt: skip
+            _json(
+                {
+                    "added": report.added,
+                    "skipped": report.skipped,
+                    "superseded_on_conflict": report.superseded_on_conflict,
+                }
+            )
         else:
             added = report.added.get("records", 0)
             skipped = report.skipped.get("records", 0)
@@ -376,12 +427,17 @@ async def status(*, json: Json = False) -> int:
             _json(info)
             return 0
         _out(f"project   {project.name} ({project.project_id[:12]})  {project.root}")
-        _out(f"store     {info['store']['path']}: {info['store']['records']} records, "
-             f"{info['store']['projects']} projects")  # fmt: skip
+        store_info = info["store"]
+        _out(
+            f"store     {store_info['path']}: {store_info['records']} records, "
+            f"{store_info['projects']} projects"
+        )
         _out("current   " + ", ".join(f"{t} {n}" for t, n in info["counts"].items()))
         _out(f"history   {info['superseded']} superseded records")
-        _out(f"sessions  {info['sessions']}, {info['tokens_injected']} tokens injected, "
-             f"${info['extraction_cost_usd']:.4f} extraction cost")  # fmt: skip
+        _out(
+            f"sessions  {info['sessions']}, {info['tokens_injected']} tokens injected, "
+            f"${info['extraction_cost_usd']:.4f} extraction cost"
+        )
         return 0
 
     return await _with_store(action)
@@ -402,15 +458,17 @@ def doctor_command(*, json: Json = False) -> int:
     return 1 if any(c.ok is False for c in checks) else 0
 
 
-
 @app.command
-async def reset(*, force: Annotated[bool, Parameter(negative="")] = False) -> int:
+def reset(*, force: Annotated[bool, Parameter(negative="")] = False) -> int:
     """Delete the current project's records (global records are kept). Asks first unless --force."""
     project = _project()
     if not force:
         if not sys.stdin.isatty():
             raise ValidationError("reset deletes records: confirm interactively or pass --force")
-        answer = input(f"Delete every record of {project.name} ({project.root})? [y/N] ")
+        try:  # asked before the event loop starts, so Ctrl-C interrupts the question at once
+            answer = input(f"Delete every record of {project.name} ({project.root})? [y/N] ")
+        except EOFError:
+            answer = ""
         if answer.strip().lower() not in ("y", "yes"):
             _out("nothing deleted")
             return 1
@@ -420,7 +478,7 @@ async def reset(*, force: Annotated[bool, Parameter(negative="")] = False) -> in
         _out(f"deleted {deleted} records of {project.name}")
         return 0
 
-    return await _with_store(action)
+    return anyio.run(_with_store, action)
 
 
 # -- config ----------------------------------------------------------------------------------------

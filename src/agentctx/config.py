@@ -33,7 +33,7 @@ SETTINGS: dict[str, tuple[str, Any, str]] = {
 
 
 def load(path: str | None = None) -> dict[str, Any]:
-    """Every setting with defaults filled in; :class:`ConfigError` when the file is not valid JSON."""
+    """Every setting with defaults filled in; :class:`ConfigError` when the file is unreadable."""
     values = {key: spec[1] for key, spec in SETTINGS.items()}
     stored = _read(path or home.config_path())
     for key, value in stored.items():
@@ -88,7 +88,10 @@ def coerce(key: str, raw: Any) -> Any:
         return number
     if not isinstance(raw, str):
         raise ConfigError(f"{key} takes text (got {raw!r})")
-    return raw.strip()
+    text = raw.strip()
+    if not text and SETTINGS[key][1]:  # a name with a non-empty default cannot be blanked
+        raise ConfigError(f"{key} takes a non-empty name (the default is {SETTINGS[key][1]!r})")
+    return text
 
 
 def problems(path: str | None = None) -> list[str]:

@@ -33,7 +33,7 @@ def run_checks() -> list[Check]:
 def _check_home() -> Check:
     path = home.home_dir()
     if not os.path.isdir(path):
-        return Check("home", None, f"{path} does not exist yet", "run `agentctx init`")
+        return Check("home", None, f"{path} does not exist yet", _CREATE_HINT)
     if not os.access(path, os.W_OK):
         return Check("home", False, f"{path} is not writable", f"fix the permissions of {path}")
     return Check("home", True, path)
@@ -50,9 +50,13 @@ def _check_database() -> list[Check]:
     path = home.db_path()
     checks = [Check("python", True, f"{sys.version.split()[0]} at {sys.executable}")]
     if not os.path.exists(path):
-        probe, caps = db.connect(":memory:")
+        checks.append(Check("database", None, f"{path} does not exist yet", _CREATE_HINT))
+        try:  # read-only: the write policy asks for WAL, which an in-memory database refuses
+            probe, caps = db.connect(":memory:", readonly=True)
+        except AgentctxError as exc:
+            fix = "reinstall the driver: pip install -U --force-reinstall sqlean.py"
+            return [*checks, Check("sqlite", False, str(exc), fix)]
         probe.close()
-        checks.append(Check("database", None, f"{path} does not exist yet", "run `agentctx init`"))
     else:
         try:
             conn, caps = db.connect(path, create=False, readonly=True)
@@ -69,17 +73,19 @@ def _check_database() -> list[Check]:
         if version > schema.SCHEMA_VERSION:
             checks.append(
                 Check(
-                    "database", False,
-                    f"schema version {version} is newer than this agentctx ({schema.SCHEMA_VERSION})",
+                    "database",
+                    False,
+                    f"schema version {version} is newer than this agentctx "
+                    f"({schema.SCHEMA_VERSION})",
                     "upgrade agentctx: pip install -U agentctx-cc",
-                )  # fmt: skip
+                )
             )
         elif integrity != "ok":
-            checks.append(Check("database", False, f"integrity check: {integrity}", _repair_hint(path)))
-        else:
             checks.append(
-                Check("database", True, f"{path} (schema {version}, {records} records)")
+                Check("database", False, f"integrity check: {integrity}", _repair_hint(path))
             )
+        else:
+            checks.append(Check("database", True, f"{path} (schema {version}, {records} records)"))
     checks.append(Check("sqlite", True, f"SQLite {caps.sqlite_version} (sqlean.py)"))
     checks.append(
         Check("fts5", True, "available")
@@ -90,15 +96,22 @@ def _check_database() -> list[Check]:
         Check("sqlite-vec", True, caps.vec_version or "")
         if caps.vec_version
         else Check(
-            "sqlite-vec", None, f"not loaded ({caps.vec_error}): vectors use numpy",
+            "sqlite-vec",
+            None,
+            f"not loaded ({caps.vec_error}): vectors use numpy",
             "pip install -U sqlite-vec",
-        )  # fmt: skip
+        )
     )
     return checks
 
 
+# Any command that opens the store (``status``, ``record``, ...) creates the home and the database.
+_CREATE_HINT = "it is created on first use: run `agentctx status`"
+
+
 def _repair_hint(path: str) -> str:
     return (
-        f"move {path} aside (mv {path} {path}.broken) and run `agentctx init`; "
-        f"try `sqlite3 {path} .recover` to salvage records, then `agentctx import`"
+        f"move the file aside (mv {path} {path}.broken); the next agentctx command creates a new, "
+        "empty store; then restore your records with `agentctx import FILE` from an earlier "
+        "`agentctx export`, if you have one"
     )

@@ -11,6 +11,8 @@ Layout::
     models/         embedding model cache
     profile/        a Markdown mirror of the global developer profile
     sessions/       per-session hook state (dedup ledgers), removed at SessionEnd
+    spool/          observations waiting for the database (busy, missing), applied by the next hook
+    locks/          lock files of the background workers
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 HOME_ENV = "AGENTCTX_HOME"
 DB_NAME = "agentctx.db"
 CONFIG_NAME = "config.json"
-SUBDIRS = ("logs", "digests", "models", "profile", "sessions")
+SUBDIRS = ("logs", "digests", "models", "profile", "sessions", "spool", "locks")
 
 
 def home_dir() -> str:

@@ -12,7 +12,6 @@ A store first opened without them gains them, rebuilt from the records, the firs
 
 from __future__ import annotations
 
-from agentctx.db import iter_sql_statements
 from agentctx.errors import SchemaVersionError
 
 TYPE_CHECKING = False
@@ -126,10 +125,29 @@ CREATE TABLE sessions (
   ended_at            TEXT,
   tokens_injected     INTEGER NOT NULL DEFAULT 0,
   injections          INTEGER NOT NULL DEFAULT 0,
-  extraction_cost_usd REAL NOT NULL DEFAULT 0
+  extraction_cost_usd REAL NOT NULL DEFAULT 0,
+  extract_requested_size INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX sessions_project ON sessions(project_id, started_at);
 """
+
+_COLUMN_LIST = ", ".join(RECORD_COLUMNS)
+INSERT_RECORD_SQL = (
+    f"INSERT INTO records({_COLUMN_LIST}) VALUES ({', '.join('?' * len(RECORD_COLUMNS))})"
+)
+SUPERSEDE_SQL = (
+    "UPDATE records SET superseded_at = ?, superseded_by = ? WHERE id = ? AND superseded_at IS NULL"
+)
+INSERT_EDGE_SQL = (
+    "INSERT OR IGNORE INTO edges(id, from_id, to_id, rel_type, created_at) VALUES (?, ?, ?, ?, ?)"
+)
+CURRENT_HANDOVER_SQL = (
+    "SELECT id FROM records WHERE project_id = ? AND type = 'handover' AND superseded_at IS NULL"
+)
+CURRENT_PROFILE_KEY_SQL = (
+    "SELECT id FROM records WHERE project_id = ? AND type = 'profile' AND key = ? "
+    "AND superseded_at IS NULL"
+)
 
 #: The ordered, named migrations. Append only: never edit or reorder a released entry.
 MIGRATIONS: tuple[tuple[str, str], ...] = (("0001_initial", _INITIAL),)
@@ -184,6 +202,8 @@ def check_not_newer(version: int, path: str) -> None:
 def migrate(conn: sqlean.Connection, caps: Capabilities, path: str) -> list[str]:
     """Apply pending migrations and capability objects; return the names applied now."""
     applied_now: list[str] = []
+    from agentctx.db import iter_sql_statements
+
     check_not_newer(schema_version(conn), path)
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
@@ -219,6 +239,8 @@ def migrate(conn: sqlean.Connection, caps: Capabilities, path: str) -> list[str]
 
 def _ensure(conn: sqlean.Connection, table: str, script: str) -> bool:
     """Create a capability-dependent object set once, atomically; True when created now."""
+    from agentctx.db import iter_sql_statements
+
     if _table_exists(conn, table):
         return False
     conn.execute("BEGIN IMMEDIATE")

@@ -1,0 +1,301 @@
+"""PostToolUse / PostToolUseFailure and PreCompact: deterministic capture, no LLM.
+
+* Write/Edit/MultiEdit/NotebookEdit → the file, linked to the session.
+* ``git checkout -b``/``switch -c`` and branch switches (git's "Switched to … branch" line) → the branch.
+* A failing test run (pytest, jest, vitest, go test, cargo test, npm/pnpm/yarn/bun test, …) → an
+  inferred bugfix stub "Test failure: <command>" linked to the failing file; other hard errors in Bash
+  output → "Error observed: <command>". Clean runs record nothing.
+* PreCompact → a handover snapshot of the working state (the newest real user request and the files
+  touched, read from the transcript tail) that supersedes the previous handover.
+
+All text is redacted before it is stored. Writes that cannot happen now are spooled, not lost.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from agentctx.hooks import fastjson, spool
+from agentctx.hooks.storage import open_db
+from agentctx.redact import redact
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agentctx.hooks.runner import HookContext
+
+EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+OUTPUT_TAIL_CHARS = 64_000
+TRANSCRIPT_TAIL_BYTES = 512 * 1024
+
+_TEST_COMMAND = re.compile(
+    r"""(?x)
+    \b(?:pytest|py\.test|jest|vitest|mocha|ava|rspec|phpunit|ctest|tox|nox|nextest)\b
+    | (?:-m\s+(?:pytest|unittest)\b)
+    | \b(?:go|cargo|swift|dotnet|mvn|gradle|gradlew|mix|deno|bun|zig)\s+(?:[\w-]+\s+)?test\b
+    | \b(?:npm|pnpm|yarn)\s+(?:run\s+)?test\b | \bnpm\s+t\b
+    | \bmake\s+(?:test|check)\b
+    """
+)
+_TEST_FAILED = re.compile(
+    r"""(?xm)
+    \b\d+\s+(?:failed|failing|failures?|errors?)\b | ^FAILED\b | ^FAIL\b | \bFAIL\s | ^---\sFAIL
+    | test\sresult:\sFAILED | \bTests?:\s+\d+\s+failed | ^ERROR\b | \bAssertionError\b
+    | ^\s*(?:✗|✕|×)\s | \bpanicked\sat\b
+    """
+)
+_FAILING_FILE = [
+    re.compile(r"(?m)^(?:FAILED|ERROR)\s+([\w./\\-]+\.py)(?:::|\s|$)"),
+    re.compile(r"(?m)^\s*(?:FAIL|✗|×)\s+([\w./@-]+\.(?:[cm]?[jt]sx?))\b"),
+    re.compile(r"(?m)^\s*([\w./-]+_test\.go):\d+:"),
+    re.compile(r"(?m)-->\s+([\w./-]+\.rs):\d+"),
+    re.compile(r"(?m)^rspec\s+\./([\w./-]+_spec\.rb)"),
+    re.compile(r"([\w./-]+\.(?:py|[cm]?[jt]sx?|go|rs|rb|java|kt|exs?|php|cs|swift)):\d+"),
+]
+_HARD_ERROR = re.compile(
+    r"""(?xm)
+    Traceback\s\(most\srecent\scall\slast\) | \bcommand\snot\sfound\b | ^fatal:\s | ^panic:\s
+    | \bSegmentation\sfault\b | ^npm\sERR!  | \berror\[E\d+\] | ^error:\s | ^Error:\s
+    | \b(?:SyntaxError|ModuleNotFoundError|ImportError|NameError|TypeError|ReferenceError):\s
+    | \bCannot\sfind\smodule\b | \bPermission\sdenied\b | \bNo\ssuch\sfile\sor\sdirectory\b
+    """
+)
+_SWITCHED = re.compile(r"Switched to (?:a new )?branch '([^'\n]+)'|Already on '([^'\n]+)'")
+_NEW_BRANCH = re.compile(r"\bgit\s+(?:checkout\s+-[bB]|switch\s+(?:-[cC]|--create))\s+([^\s;&|]+)")
+
+
+def handle(ctx: HookContext) -> None:
+    """Record what the event shows; prints nothing."""
+    observations = pre_compact(ctx) if ctx.event == "PreCompact" else tool_use(ctx)
+    if observations:
+        store(ctx, observations)
+
+
+def store(ctx: HookContext, observations: list[dict[str, Any]]) -> None:
+    """Write observations now, or spool them when the store cannot take them."""
+    import sqlean
+
+    from agentctx.hooks.observe import apply
+
+    conn = open_db(ctx, write=True)
+    if conn is not None:
+        try:
+            spool.drain(conn, ctx.log)
+            apply(conn, observations)
+            return
+        except sqlean.OperationalError as exc:
+            ctx.log(f"store busy ({exc}); observations spooled")
+        finally:
+            conn.close()
+    spool.save(observations)
+
+
+def tool_use(ctx: HookContext) -> list[dict[str, Any]]:
+    """Observations of one PostToolUse / PostToolUseFailure event."""
+    tool = ctx.text("tool_name")
+    tool_input = ctx.payload.get("tool_input")
+    if not isinstance(tool_input, dict):
+        tool_input = {}
+    base = _base(ctx)
+    if tool in EDIT_TOOLS:
+        path = tool_input.get("file_path") or tool_input.get("notebook_path")
+        if isinstance(path, str) and path:
+            return [{**base, "kind": "file", "name": _relative(ctx, path)}]
+        return []
+    if tool != "Bash":
+        return []
+    command = tool_input.get("command")
+    if not isinstance(command, str) or not command.strip():
+        return []
+    output = _tool_output(ctx)
+    failed = ctx.event == "PostToolUseFailure"
+    found: list[dict[str, Any]] = []
+    for match in _SWITCHED.finditer(output):
+        found.append({**base, "kind": "branch", "name": match.group(1) or match.group(2)})
+    if failed is False:
+        for match in _NEW_BRANCH.finditer(command):
+            found.append({**base, "kind": "branch", "name": match.group(1)})
+    short = _short_command(command)
+    if _TEST_COMMAND.search(command):
+        if failed or _TEST_FAILED.search(output):
+            files = _failing_files(ctx, output)
+            summary = _first_lines(output, _TEST_FAILED)
+            body = (
+                f"A test run failed in this session: `{short}`."
+                + (f"\nFailing: {', '.join(files)}." if files else "")
+                + (f"\nOutput:\n{summary}" if summary else "")
+                + "\n(Captured by the PostToolUse hook; extraction may add the cause and fix.)"
+            )
+            found.append(_stub(base, f"Test failure: {short}", body, files, "test failure"))
+    elif _HARD_ERROR.search(output) and (failed or "Traceback" in output or "panic:" in output):
+        summary = _first_lines(output, _HARD_ERROR)
+        body = (
+            f"A command failed with an error in this session: `{short}`."
+            + (f"\nOutput:\n{summary}" if summary else "")
+            + "\n(Captured by the PostToolUse hook.)"
+        )
+        found.append(_stub(base, f"Error observed: {short}", body, _failing_files(ctx, output), "error"))
+    return found
+
+
+def pre_compact(ctx: HookContext) -> list[dict[str, Any]]:
+    """A handover snapshot from the transcript tail, before compaction loses it."""
+    request, files, note = _transcript_state(ctx.text("transcript_path"))
+    if not request and not files:
+        return []
+    trigger = ctx.text("trigger") or "auto"
+    lines = [f"Snapshot of the working state before a {trigger} compaction."]
+    if request:
+        lines.append(f"Current request: {_clip(request, 900)}")
+    if files:
+        lines.append("Files touched: " + ", ".join(_relative(ctx, f) for f in files))
+    if note:
+        lines.append(f"Last assistant note: {_clip(note, 400)}")
+    title = "Handover: " + _clip(" ".join((request or "work in progress").split()), 100)
+    return [
+        {
+            **_base(ctx),
+            "kind": "handover",
+            "title": redact(title),
+            "body": redact("\n".join(lines)),
+            "files": [_relative(ctx, f) for f in files],
+        }
+    ]
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _base(ctx: HookContext) -> dict[str, Any]:
+    from agentctx import clock
+
+    return {"project_id": ctx.project.project_id, "session_id": ctx.session_id, "at": clock.now()}
+
+
+def _stub(base: dict[str, Any], title: str, body: str, files: list[str], word: str) -> dict[str, Any]:
+    return {
+        **base,
+        "kind": "stub",
+        "title": redact(title),
+        "body": redact(body),
+        "files": files,
+        "keywords": word,
+    }
+
+
+def _tool_output(ctx: HookContext) -> str:
+    parts: list[str] = []
+    error = ctx.payload.get("error")
+    if isinstance(error, str):
+        parts.append(error)
+    response = ctx.payload.get("tool_response")
+    if isinstance(response, dict):
+        for key in ("stdout", "stderr", "output", "error"):
+            value = response.get(key)
+            if isinstance(value, str):
+                parts.append(value)
+    elif isinstance(response, str):
+        parts.append(response)
+    text = "\n".join(parts)
+    return text[-OUTPUT_TAIL_CHARS:]
+
+
+def _short_command(command: str) -> str:
+    first = " ".join(command.strip().splitlines()[0].split()) if command.strip() else ""
+    return _clip(redact(first), 90)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _first_lines(output: str, pattern: re.Pattern[str], limit: int = 6) -> str:
+    lines = [line.rstrip() for line in output.splitlines() if pattern.search(line)]
+    return _clip("\n".join(lines[:limit]), 600)
+
+
+def _relative(ctx: HookContext, path: str) -> str:
+    root = ctx.project.root
+    full = path if os.path.isabs(path) else os.path.join(ctx.cwd, path)
+    full = os.path.normpath(full)
+    try:
+        rel = os.path.relpath(full, root)
+    except ValueError:
+        return full
+    return full if rel.startswith("..") else rel
+
+
+def _failing_files(ctx: HookContext, output: str) -> list[str]:
+    for pattern in _FAILING_FILE:
+        found = list(dict.fromkeys(m.group(1) for m in pattern.finditer(output)))
+        if found:
+            return [_relative(ctx, f) for f in found[:5]]
+    return []
+
+
+def _transcript_state(path: str) -> tuple[str, list[str], str]:
+    """(newest real user request, files touched recently, last assistant text) from the tail."""
+    if not path:
+        return "", [], ""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - TRANSCRIPT_TAIL_BYTES))
+            data = fh.read()
+    except OSError:
+        return "", [], ""
+    lines = data.decode("utf-8", "replace").split("\n")
+    if size > TRANSCRIPT_TAIL_BYTES:
+        lines = lines[1:]  # the first line is cut
+    request = ""
+    note = ""
+    files: list[str] = []
+    for line in reversed(lines):
+        try:
+            entry = fastjson.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("isSidechain"):
+            continue
+        message = entry.get("message")
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if entry.get("type") == "assistant" and isinstance(content, list):
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "tool_use" and block.get("name") in EDIT_TOOLS:
+                    args = block.get("input")
+                    target = args.get("file_path") or args.get("notebook_path") if isinstance(args, dict) else None
+                    if isinstance(target, str) and target not in files and len(files) < 12:
+                        files.append(target)
+                elif block.get("type") == "text" and not note and isinstance(block.get("text"), str):
+                    note = block["text"].strip()
+        elif entry.get("type") == "user" and not request and _is_real_request(entry, content):
+            request = _text_of(content)
+    return request, list(reversed(files)), note
+
+
+def _is_real_request(entry: dict[str, Any], content: Any) -> bool:
+    if entry.get("isMeta") or entry.get("isCompactSummary") or entry.get("toolUseResult") is not None:
+        return False
+    text = _text_of(content).lstrip()
+    if not text:
+        return False
+    return not text.startswith(("<command-", "<local-command", "Caveat:", "[Request interrupted"))
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            return ""
+        return "\n".join(
+            b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
+        )
+    return ""

@@ -1,0 +1,133 @@
+"""Per-session hook state: an append-only, owner-only file of what was injected and when.
+
+One JSON line per event in ``<home>/sessions/<session_id>.jsonl`` (mode 0600): the record ids injected
+and the token estimate. UserPromptSubmit reads it to skip records already shown in the session, under an
+exclusive ``flock`` so that concurrent hooks neither lose ids nor inject a record twice. Writing here
+instead of the database keeps SessionStart free of the SQLite import; SessionEnd folds the totals into
+the ``sessions`` row and removes the file. A lock that cannot be had within :data:`LOCK_WAIT_S` is
+skipped (fail-open): a duplicate injection is better than a stalled prompt.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from agentctx import home
+from agentctx.hooks import fastjson
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Self
+
+LOCK_WAIT_S = 0.3
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+def safe_session_id(session_id: str) -> str:
+    """A file-name-safe form of a session id (hashed when it is not plain)."""
+    if session_id and len(session_id) <= 128 and set(session_id) <= _SAFE and session_id[0] != ".":
+        return session_id
+    from agentctx.project import sha256_hex
+
+    return "h-" + sha256_hex(session_id)[:32]
+
+
+def path_for(session_id: str) -> str:
+    """The ledger file of a session."""
+    return os.path.join(home.sub("sessions"), safe_session_id(session_id) + ".jsonl")
+
+
+def read_entries(session_id: str) -> list[dict[str, Any]]:
+    """Every readable entry of a session's ledger (torn or foreign lines are skipped)."""
+    try:
+        with open(path_for(session_id), encoding="utf-8", errors="replace") as fh:
+            return _parse(fh.read())
+    except OSError:
+        return []
+
+
+def totals(entries: list[dict[str, Any]]) -> tuple[int, int]:
+    """``(tokens injected, injections)`` over ledger entries."""
+    tokens = 0
+    count = 0
+    for entry in entries:
+        value = entry.get("tokens")
+        if isinstance(value, int) and value > 0:
+            tokens += value
+            count += 1
+    return tokens, count
+
+
+def injected_ids(entries: list[dict[str, Any]]) -> set[str]:
+    """Every record id a session has been shown."""
+    ids: set[str] = set()
+    for entry in entries:
+        value = entry.get("ids")
+        if isinstance(value, list):
+            ids.update(v for v in value if isinstance(v, str))
+    return ids
+
+
+class Ledger:
+    """An open, locked session ledger: ``with Ledger(session_id) as ledger: ledger.append({...})``."""
+
+    def __init__(self, session_id: str) -> None:
+        self.path = path_for(session_id)
+        self.entries: list[dict[str, Any]] = []
+        self.locked = False
+        self._fd = -1
+
+    def __enter__(self) -> Self:
+        os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        self.locked = _lock(self._fd)
+        chunks = []
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        while chunk := os.read(self._fd, 65536):
+            chunks.append(chunk)
+        self.entries = _parse(b"".join(chunks).decode("utf-8", "replace"))
+        return self
+
+    def append(self, entry: dict[str, Any]) -> None:
+        """Add one entry (one ``write`` of one line, so concurrent appends never interleave)."""
+        line = fastjson.dumps({"t": round(time.time(), 3), **entry}) + "\n"
+        os.write(self._fd, line.encode("utf-8"))
+        self.entries.append(entry)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing releases the flock
+            self._fd = -1
+
+
+def _lock(fd: int) -> bool:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: appends are still whole lines
+        return False
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        except OSError:
+            return False
+
+
+def _parse(text: str) -> list[dict[str, Any]]:
+    entries = []
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        try:
+            value = fastjson.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            entries.append(value)
+    return entries

@@ -1,0 +1,240 @@
+"""Stop, SessionEnd and CwdChanged: session bookkeeping and the detached background workers.
+
+* **Stop** fires after every assistant turn. It records the session and starts a detached extraction
+  only when the transcript grew by :data:`EXTRACT_GROWTH_BYTES` since the last one was requested and
+  none is running for the session; it never calls an LLM itself.
+* **SessionEnd** (1.5 s budget shared by all SessionEnd hooks) marks the session ended, folds the
+  session ledger (tokens injected) into the ``sessions`` row, removes the ledger, and starts one
+  detached worker that runs the final extraction (if anything is left) and then consolidation.
+* **CwdChanged** moves the session's active project to the new directory.
+
+Workers are started with a double fork and ``setsid`` so that they outlive the hook and Claude Code
+never waits for them; their output goes to ``logs/workers.log``. With ``llm`` off in config or no
+``ANTHROPIC_API_KEY``, no extraction is started; consolidation still runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from agentctx import clock, config, home
+from agentctx.hooks import ledger, spool
+from agentctx.hooks.storage import open_db
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from datetime import datetime
+
+    import sqlean
+
+    from agentctx.hooks.runner import HookContext
+
+#: ~8K tokens of transcript: extraction per turn would cost a call per turn for little new text.
+EXTRACT_GROWTH_BYTES = 32 * 1024
+STALE_LEDGER_S = 24 * 3600
+WORKER_MODULE = "agentctx.workers"
+
+
+def handle(ctx: HookContext) -> None:
+    """Dispatch on the event; prints nothing."""
+    conn = open_db(ctx, write=True)
+    if conn is None:
+        return
+    try:
+        spool.drain(conn, ctx.log)
+        if ctx.event == "Stop":
+            _stop(ctx, conn)
+        elif ctx.event == "SessionEnd":
+            _session_end(ctx, conn)
+        elif ctx.event == "CwdChanged":
+            _cwd_changed(ctx, conn)
+    finally:
+        conn.close()
+
+
+def upsert_session(ctx: HookContext, conn: sqlean.Connection, cwd: str | None = None) -> None:
+    """Create or refresh the session row (project, cwd, transcript path)."""
+    if not ctx.session_id:
+        return
+    from agentctx.project import identify
+
+    project = identify(cwd) if cwd else ctx.project
+    entries = ledger.read_entries(ctx.session_id)
+    started = clock.now()
+    if entries and isinstance(entries[0].get("t"), int | float):
+        started = clock.format_time(_utc(float(entries[0]["t"])))
+    conn.execute(
+        "INSERT INTO sessions(session_id, project_id, cwd, transcript_path, started_at) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
+        "project_id = excluded.project_id, cwd = excluded.cwd, "
+        "transcript_path = coalesce(nullif(excluded.transcript_path, ''), transcript_path)",
+        (ctx.session_id, project.project_id, cwd or ctx.cwd, ctx.text("transcript_path"), started),
+    )
+
+
+def _stop(ctx: HookContext, conn: sqlean.Connection) -> None:
+    upsert_session(ctx, conn)
+    transcript = ctx.text("transcript_path")
+    if not ctx.session_id or not transcript or not _llm_enabled(ctx):
+        return
+    try:
+        size = os.path.getsize(transcript)
+    except OSError:
+        return
+    row = conn.execute(
+        "SELECT extract_requested_size FROM sessions WHERE session_id = ?", (ctx.session_id,)
+    ).fetchone()
+    requested = int(row[0]) if row else 0
+    if size - requested < EXTRACT_GROWTH_BYTES or extraction_running(ctx.session_id):
+        return
+    if start_worker(ctx, ["extract", "--session-id", ctx.session_id, "--transcript", transcript]):
+        conn.execute(
+            "UPDATE sessions SET extract_requested_size = ? WHERE session_id = ?",
+            (size, ctx.session_id),
+        )
+
+
+def _session_end(ctx: HookContext, conn: sqlean.Connection) -> None:
+    if ctx.session_id:
+        upsert_session(ctx, conn)
+        fold_ledger(conn, ctx.session_id, ended=True)
+    _fold_stale_ledgers(conn, ctx)
+    args = ["worker", "session-end", "--project", ctx.project.project_id]
+    if ctx.session_id:
+        args += ["--session-id", ctx.session_id, "--transcript", ctx.text("transcript_path")]
+    if not _llm_enabled(ctx):
+        args.append("--no-extract")
+    start_worker(ctx, args)
+
+
+def _cwd_changed(ctx: HookContext, conn: sqlean.Connection) -> None:
+    new_cwd = ctx.text("new_cwd") or ctx.cwd
+    upsert_session(ctx, conn, cwd=new_cwd)
+    if ctx.session_id:
+        from agentctx.project import identify
+
+        with ledger.Ledger(ctx.session_id) as state:
+            state.append(
+                {"event": ctx.event, "cwd": new_cwd, "project_id": identify(new_cwd).project_id}
+            )
+
+
+def fold_ledger(conn: sqlean.Connection, session_id: str, *, ended: bool) -> None:
+    """Add a session's ledger totals to its row, mark it ended if asked, then drop the ledger."""
+    tokens, count = ledger.totals(ledger.read_entries(session_id))
+    conn.execute(
+        "INSERT INTO sessions(session_id, started_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (session_id, clock.now()),
+    )
+    conn.execute(
+        "UPDATE sessions SET tokens_injected = tokens_injected + ?, injections = injections + ?, "
+        "ended_at = CASE WHEN ? THEN ? ELSE ended_at END WHERE session_id = ?",
+        (tokens, count, int(ended), clock.now(), session_id),
+    )
+    try:
+        os.unlink(ledger.path_for(session_id))
+    except FileNotFoundError:
+        pass
+
+
+def _fold_stale_ledgers(conn: sqlean.Connection, ctx: HookContext) -> None:
+    """Sessions that never saw SessionEnd (a crash) still get their tokens counted, once."""
+    folder = home.sub("sessions")
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(".jsonl")]
+    except OSError:
+        return
+    cutoff = time.time() - STALE_LEDGER_S
+    for name in names:
+        try:
+            if os.path.getmtime(os.path.join(folder, name)) < cutoff:
+                fold_ledger(conn, name[: -len(".jsonl")], ended=True)
+                ctx.log(f"folded the stale ledger of session {name[:-6]}")
+        except OSError:
+            continue
+
+
+def _llm_enabled(ctx: HookContext) -> bool:
+    try:
+        enabled = bool(config.get("llm"))
+    except Exception as exc:  # noqa: BLE001 - a broken config must not break the hook
+        ctx.log(f"config unreadable ({exc}); treating llm as off")
+        return False
+    if not enabled:
+        return False
+    if not os.environ.get("ANTHROPIC_API_KEY", "").strip():
+        ctx.log("ANTHROPIC_API_KEY is not set: no LLM extraction (deterministic capture only)")
+        return False
+    return True
+
+
+def extraction_running(session_id: str) -> bool:
+    """True while an extraction worker holds the session's lock file."""
+    path = os.path.join(home.sub("locks"), f"extract-{ledger.safe_session_id(session_id)}.lock")
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def start_worker(ctx: HookContext, args: Sequence[str]) -> bool:
+    """Start ``agentctx <args>`` detached, if this agentctx has the workers; True when started."""
+    import importlib.util
+
+    if importlib.util.find_spec(WORKER_MODULE) is None:
+        ctx.log(f"background worker not available in this version; skipped: {' '.join(args[:2])}")
+        return False
+    spawn_detached([sys.executable, "-m", "agentctx", *args], os.path.join(home.sub("logs"), "workers.log"))
+    return True
+
+
+def spawn_detached(argv: Sequence[str], log_path: str) -> None:
+    """Run ``argv`` in a new session, detached from us (double fork); returns at once."""
+    os.makedirs(os.path.dirname(log_path), mode=0o700, exist_ok=True)
+    if not hasattr(os, "fork"):  # pragma: no cover - Windows
+        import subprocess
+
+        flags = getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(
+            subprocess, "CREATE_NEW_PROCESS_GROUP", 0
+        )
+        with open(log_path, "ab") as log_file:
+            subprocess.Popen(
+                list(argv), stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
+                creationflags=flags, close_fds=True,
+            )  # fmt: skip
+        return
+    pid = os.fork()
+    if pid == 0:  # child: new session, fork again so the worker is not our child
+        try:
+            os.setsid()
+            if os.fork() != 0:
+                os._exit(0)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.dup2(devnull, 0)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            os.execv(argv[0], list(argv))
+        except BaseException:  # noqa: BLE001 - nothing may escape a forked child
+            os._exit(1)
+    os.waitpid(pid, 0)
+
+
+def _utc(epoch: float) -> datetime:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC)

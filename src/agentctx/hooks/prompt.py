@@ -1,0 +1,145 @@
+"""UserPromptSubmit and SubagentStart: inject the records that matter for what is asked now.
+
+UserPromptSubmit runs BM25 over the prompt (current records of the project and global ones), reranks,
+drops records this session has already been shown, and injects the top three that fit together within
+2,000 tokens and 8,000 characters (a record that does not fit is skipped for the next one). Trivial
+prompts and prompts with no new match print nothing. Inferred records are marked unconfirmed.
+
+SubagentStart gives a subagent the project's active decisions and conventions (800 tokens).
+"""
+
+from __future__ import annotations
+
+from agentctx import clock, retrieval
+from agentctx.hooks.ledger import Ledger
+from agentctx.hooks.storage import open_db
+from agentctx.tokens import estimate_tokens, truncate_to_tokens
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    import sqlean
+
+    from agentctx.hooks.runner import HookContext
+
+TOP_K = 3
+MAX_TOKENS = 2000
+MAX_CHARS = 8000
+SUBAGENT_MAX_TOKENS = 800
+SUBAGENT_MAX_CHARS = 3200
+RECORD_BODY_CHARS = 1500
+HEADER = "Relevant records from the agentctx context store (not shown earlier in this session):"
+
+
+def handle(ctx: HookContext) -> str | None:
+    """Dispatch on the event."""
+    if ctx.event == "SubagentStart":
+        return _subagent(ctx)
+    return _prompt(ctx)
+
+
+def _prompt(ctx: HookContext) -> str | None:
+    terms = retrieval.query_terms(ctx.text("prompt"))
+    if not terms:
+        return None
+    conn = open_db(ctx)
+    if conn is None:
+        return None
+    try:
+        if not ctx.session_id:
+            return _render(_search(ctx, conn, terms, ()), ctx)[0] or None
+        with Ledger(ctx.session_id) as ledger:
+            from agentctx.hooks.ledger import injected_ids
+
+            rows = _search(ctx, conn, terms, injected_ids(ledger.entries))
+            text, ids = _render(rows, ctx)
+            if not text:
+                return None
+            ledger.append({"event": ctx.event, "ids": ids, "tokens": estimate_tokens(text)})
+            return text
+    finally:
+        conn.close()
+
+
+def _search(
+    ctx: HookContext, conn: sqlean.Connection, terms: list[str], exclude: set[str] | tuple[()]
+) -> list[Any]:
+    import sqlean
+
+    args: dict[str, Any] = {
+        "project_ids": retrieval.scope_projects(ctx.project.project_id, "all"),
+        "exclude_ids": sorted(exclude),
+        "candidates": 40,
+    }
+    try:
+        sql, params = retrieval.search_sql(terms, fts=True, **args)
+        rows = conn.execute(sql, params).fetchall()
+    except sqlean.OperationalError as exc:
+        ctx.log(f"FTS5 search failed ({exc}); used LIKE search")
+        sql, params = retrieval.search_sql(terms, fts=False, **args)
+        rows = conn.execute(sql, params).fetchall()
+    return [row for row, _score in retrieval.rerank(rows, limit=12)]
+
+
+def _render(rows: list[Any], ctx: HookContext) -> tuple[str, list[str]]:
+    """Up to three record blocks that fit both caps together, and their ids."""
+    used = estimate_tokens(HEADER) + 2
+    chars = len(HEADER) + 2
+    blocks: list[str] = []
+    ids: list[str] = []
+    for row in rows:
+        if len(blocks) == TOP_K:
+            break
+        block = format_record(row)
+        cost, size = estimate_tokens(block) + 2, len(block) + 2
+        if used + cost > MAX_TOKENS or chars + size > MAX_CHARS:
+            continue
+        used += cost
+        chars += size
+        blocks.append(block)
+        ids.append(row["id"])
+    if not blocks:
+        return "", []
+    return "\n\n".join([HEADER, *blocks]), ids
+
+
+def format_record(row: Any) -> str:
+    """One record as injected: a heading line with type, title, age and id, then the body."""
+    age = clock.age_days(row["valid_from"])
+    when = "today" if age < 1 else f"{int(age)}d ago"
+    notes = [row["type"], when, f"id {row['id']}"]
+    if row["confidence"] == "inferred":
+        notes.append("inferred, unconfirmed")
+    if row["scope"] == "global":
+        notes.append("all projects")
+    body = truncate_to_tokens(row["body"], 450, RECORD_BODY_CHARS)
+    if len(body) < len(row["body"]):
+        body += " […]"
+    return f"### {row['title']} ({', '.join(notes)})\n{body}"
+
+
+def _subagent(ctx: HookContext) -> str | None:
+    conn = open_db(ctx)
+    if conn is None:
+        return None
+    try:
+        rows = conn.execute(
+            "SELECT id, type, title, body, confidence FROM records "
+            "WHERE project_id = ? AND type IN ('decision', 'convention') AND superseded_at IS NULL "
+            "ORDER BY pinned DESC, confidence = 'inferred', score DESC, valid_from DESC LIMIT 40",
+            (ctx.project.project_id,),
+        ).fetchall()
+    finally:
+        conn.close()
+    if not rows:
+        return None
+    lines = ["Project decisions and conventions (agentctx):"]
+    for row in rows:
+        flag = " (inferred, unconfirmed)" if row["confidence"] == "inferred" else ""
+        lines.append(f"- [{row['type']}] {row['title']}: {' '.join(row['body'].split())}{flag}")
+    text = truncate_to_tokens("\n".join(lines), SUBAGENT_MAX_TOKENS, SUBAGENT_MAX_CHARS)
+    if text and ctx.session_id:  # counted in the session's tax, but no dedup: a new context
+        with Ledger(ctx.session_id) as ledger:
+            ledger.append({"event": ctx.event, "ids": [], "tokens": estimate_tokens(text)})
+    return text or None

@@ -1,0 +1,171 @@
+"""``agentctx hook <event>``: read the event JSON on stdin, run its handler, print the contract JSON.
+
+Fail-open, always: whatever happens (bad input, a missing or locked or corrupt database, an unwritable
+home, a bug) the process exits 0 and stdout holds nothing or exactly
+``{"hookSpecificOutput":{"hookEventName":…,"additionalContext":…}}``. While a handler runs,
+``sys.stdout`` points at stderr so a stray print cannot corrupt the contract; errors are appended to
+``<home>/logs/hooks.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from agentctx import home
+from agentctx.hooks import fastjson
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agentctx.project import ProjectIdentity
+
+MAX_STDIN_BYTES = 32 * 1024 * 1024
+LOG_MAX_BYTES = 1024 * 1024
+
+#: CLI name -> (module with ``handle(ctx)``, the Claude Code events it serves; the first is default)
+EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "session-start": ("agentctx.hooks.session_start", ("SessionStart",)),
+    "user-prompt-submit": ("agentctx.hooks.prompt", ("UserPromptSubmit",)),
+    "subagent-start": ("agentctx.hooks.prompt", ("SubagentStart",)),
+    "post-tool-use": ("agentctx.hooks.capture", ("PostToolUse", "PostToolUseFailure")),
+    "pre-compact": ("agentctx.hooks.capture", ("PreCompact",)),
+    "stop": ("agentctx.hooks.lifecycle", ("Stop",)),
+    "session-end": ("agentctx.hooks.lifecycle", ("SessionEnd",)),
+    "cwd-changed": ("agentctx.hooks.lifecycle", ("CwdChanged",)),
+}
+#: Events whose additionalContext Claude Code reads (the others print nothing).
+INJECTING = frozenset({"SessionStart", "UserPromptSubmit", "SubagentStart"})
+
+
+class HookContext:
+    """What a handler gets: the event, its payload, and lazily the project it runs in."""
+
+    __slots__ = ("_project", "event", "payload", "started")
+
+    def __init__(self, event: str, payload: dict[str, Any]) -> None:
+        self.event = event
+        self.payload = payload
+        self.started = time.monotonic()
+        self._project: ProjectIdentity | None = None
+
+    def text(self, key: str) -> str:
+        """A string field of the payload ('' when absent or not a string)."""
+        value = self.payload.get(key)
+        return value if isinstance(value, str) else ""
+
+    @property
+    def session_id(self) -> str:
+        """The Claude Code session id ('' when absent)."""
+        return self.text("session_id")
+
+    @property
+    def cwd(self) -> str:
+        """The session's working directory (payload, else CLAUDE_PROJECT_DIR, else ours)."""
+        return self.text("cwd") or os.environ.get("CLAUDE_PROJECT_DIR", "") or os.getcwd()
+
+    @property
+    def project(self) -> ProjectIdentity:
+        """The project the session works in."""
+        if self._project is None:
+            from agentctx.project import identify
+
+            self._project = identify(self.cwd)
+        return self._project
+
+    def log(self, message: str) -> None:
+        """Append a line to the hooks log."""
+        log(self.event, message, self.session_id)
+
+
+def run_hook(argv: list[str]) -> int:
+    """Run one hook; always returns 0."""
+    name = argv[0] if argv else ""
+    spec = EVENTS.get(name)
+    if spec is None:
+        log(name or "?", f"unknown hook event {name!r}; known: {', '.join(EVENTS)}")
+        return 0
+    module_name, events = spec
+    real_stdout = sys.stdout
+    output = ""
+    sys.stdout = sys.stderr
+    try:
+        payload = _read_payload(events[0])
+        if payload is not None:
+            event = payload.get("hook_event_name")
+            if event not in events:
+                event = events[0]
+            __import__(module_name)
+            handler = sys.modules[module_name].handle
+            text = handler(HookContext(event, payload))
+            if text and event in INJECTING:
+                output = fastjson.dumps(
+                    {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+                )
+    except BaseException as exc:  # noqa: BLE001 - fail-open is the contract, SystemExit included
+        _log_exception(events[0], exc)
+        output = ""
+    finally:
+        sys.stdout = real_stdout
+    if output:
+        try:
+            real_stdout.write(output)
+            real_stdout.flush()
+        except (OSError, ValueError):
+            pass
+    return 0
+
+
+def _read_payload(event: str) -> dict[str, Any] | None:
+    stdin = sys.stdin
+    if stdin is None or stdin.isatty():
+        log(event, "no event JSON on stdin (run by Claude Code, not by hand)")
+        return None
+    data = stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    if len(data) > MAX_STDIN_BYTES:
+        log(event, f"stdin over {MAX_STDIN_BYTES} bytes; event skipped")
+        return None
+    try:
+        payload = fastjson.loads(data.decode("utf-8", "replace"))
+    except ValueError as exc:
+        log(event, f"stdin is not JSON ({exc}); event skipped")
+        return None
+    if not isinstance(payload, dict):
+        log(event, "stdin JSON is not an object; event skipped")
+        return None
+    return payload
+
+
+def log(event: str, message: str, session_id: str = "") -> None:
+    """Append one line to ``<home>/logs/hooks.log``; never raises."""
+    try:
+        folder = home.sub("logs")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        path = os.path.join(folder, "hooks.log")
+        try:
+            if os.path.getsize(path) > LOG_MAX_BYTES:
+                os.replace(path, path + ".1")
+        except OSError:
+            pass
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        line = f"{stamp} {event} {session_id or '-'} {message}".replace("\n", " | ") + "\n"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except Exception:  # noqa: BLE001, S110 - logging must never break a hook
+        pass
+
+
+def _log_exception(event: str, exc: BaseException) -> None:
+    try:
+        import traceback
+
+        where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+        at = f" at {where[0].filename}:{where[0].lineno}" if where else ""
+    except Exception:  # noqa: BLE001
+        at = ""
+    log(event, f"{type(exc).__name__}: {exc}{at}")

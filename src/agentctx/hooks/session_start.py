@@ -1,0 +1,65 @@
+"""SessionStart: inject the project's pre-computed digest (hard cap 1,500 tokens).
+
+The fast path reads ``digests/<project>.json`` and imports neither SQLite nor ``json``. When the file
+is missing or corrupt (first session, or a write made it stale) the digest is built from the store
+within the same budget and saved for the next session.
+"""
+
+from __future__ import annotations
+
+import time
+
+from agentctx import digest
+from agentctx.hooks.ledger import Ledger
+from agentctx.tokens import estimate_tokens, truncate_to_tokens
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agentctx.hooks.runner import HookContext
+
+
+def handle(ctx: HookContext) -> str | None:
+    """The digest text, or None when the store knows nothing of this project."""
+    project = ctx.project
+    data = digest.read(project.project_id) or _build(ctx)
+    if data is None:
+        return None
+    text = truncate_to_tokens(str(data["text"]), digest.MAX_TOKENS, digest.MAX_CHARS)
+    if not text.strip():
+        return None
+    ids = [i for i in data["ids"] if isinstance(i, str) and i in text]
+    if ctx.session_id:
+        with Ledger(ctx.session_id) as ledger:
+            ledger.append(
+                {
+                    "event": ctx.event,
+                    "ids": ids,
+                    "tokens": estimate_tokens(text),
+                    "project_id": project.project_id,
+                    "cwd": ctx.cwd,
+                    "transcript_path": ctx.text("transcript_path"),
+                    "source": ctx.text("source"),
+                }
+            )
+    return text
+
+
+def _build(ctx: HookContext) -> dict[str, Any] | None:
+    from agentctx import clock
+    from agentctx.hooks.storage import open_db
+
+    started_ns = time.time_ns()
+    conn = open_db(ctx)
+    if conn is None:
+        return None
+    try:
+        data = digest.build(conn, ctx.project.project_id, ctx.project.name)
+    finally:
+        conn.close()
+    try:
+        digest.write(data, clock.now(), started_ns)
+    except OSError as exc:
+        ctx.log(f"could not save the digest: {exc}")
+    return data

@@ -1,0 +1,92 @@
+"""The spool: observations that could not be written yet wait here, never lost.
+
+When a capture hook cannot write (no database yet, another schema version, the write lock not had
+within the hook's short busy timeout) it saves its observations as one JSON file under
+``<home>/spool/``. The next hook that does get a write connection drains the spool first, oldest
+first, deleting each file only after its observations committed.
+"""
+
+from __future__ import annotations
+
+import os
+
+from agentctx import clock, home
+from agentctx.hooks import fastjson
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    import sqlean
+
+MAX_DRAIN = 200
+STALE_CLAIM_S = 300
+
+
+def folder() -> str:
+    """The spool folder."""
+    return home.sub("spool")
+
+
+def save(observations: list[dict[str, Any]]) -> str:
+    """Write observations to a new spool file (atomically); return its path."""
+    os.makedirs(folder(), mode=0o700, exist_ok=True)
+    path = os.path.join(folder(), f"{clock.ulid()}.json")
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(fastjson.dumps(observations))
+    os.replace(tmp, path)
+    return path
+
+
+def drain(conn: sqlean.Connection, log: Any = None) -> int:
+    """Apply and remove spooled observations (up to :data:`MAX_DRAIN` files); return how many.
+
+    A file is claimed by renaming it first, so two drainers never apply it twice; a claim left by a
+    killed process is released after :data:`STALE_CLAIM_S`.
+    """
+    import time
+
+    import sqlean
+
+    from agentctx.hooks.observe import apply
+
+    try:
+        names = sorted(os.listdir(folder()))
+    except OSError:
+        return 0
+    now = time.time()
+    for name in names:
+        if name.endswith(".claim"):
+            path = os.path.join(folder(), name)
+            try:
+                if now - os.path.getmtime(path) > STALE_CLAIM_S:
+                    os.replace(path, path.rsplit(".", 2)[0])
+            except OSError:
+                continue
+    done = 0
+    for name in [n for n in names if n.endswith(".json")][:MAX_DRAIN]:
+        path = os.path.join(folder(), name)
+        claimed = f"{path}.{os.getpid()}.claim"
+        try:
+            os.rename(path, claimed)
+        except OSError:
+            continue  # another process claimed it
+        try:
+            with open(claimed, encoding="utf-8") as fh:
+                observations = fastjson.loads(fh.read())
+            if not isinstance(observations, list):
+                raise ValueError("not a list")
+            apply(conn, [o for o in observations if isinstance(o, dict)])
+        except sqlean.OperationalError:
+            os.replace(claimed, path)  # busy: leave it for the next writer
+            break
+        except (ValueError, KeyError, TypeError, sqlean.IntegrityError) as exc:
+            os.replace(claimed, path + ".bad")  # kept for inspection, never retried forever
+            if log is not None:
+                log(f"spool file {name} unusable ({exc}); kept as {name}.bad")
+            continue
+        os.unlink(claimed)
+        done += 1
+    return done
