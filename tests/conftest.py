@@ -60,3 +60,25 @@ def run_cli(
         timeout=120,
         check=False,
     )
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The project's shared/ folder (fixtures), beside the repository as on every machine and CI."""
+    env = os.environ.get("AGENTCTX_SHARED_DIR")
+    candidates = [Path(env)] if env else []
+    candidates.append(Path(__file__).resolve().parents[2] / "shared")
+    for candidate in candidates:
+        if (candidate / "fixtures").is_dir():
+            return candidate
+    raise RuntimeError(
+        "shared/ fixtures not found: set AGENTCTX_SHARED_DIR to the folder that holds fixtures/"
+    )
+
+
+@pytest.fixture(scope="session")
+def transcripts(shared_dir: Path) -> list[Path]:
+    """The real Claude Code transcripts in shared/fixtures/transcripts."""
+    found = sorted((shared_dir / "fixtures" / "transcripts").glob("*.jsonl"))
+    assert found, "no transcript fixtures"
+    return found

@@ -1,0 +1,64 @@
+"""Helpers to run hooks as Claude Code does: a real subprocess, the event JSON on stdin."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+FORBIDDEN = ("cyclopts", "anthropic", "mcp", "fastembed", "numpy", "pydantic")
+
+
+def run_hook(
+    event: str,
+    payload: dict[str, Any] | bytes | str | None,
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | str | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[bytes]:
+    """``python -m agentctx hook <event>`` with ``payload`` on stdin (dicts are JSON-encoded)."""
+    if isinstance(payload, dict):
+        data = json.dumps(payload).encode()
+    elif isinstance(payload, str):
+        data = payload.encode()
+    else:
+        data = payload or b""
+    return subprocess.run(
+        [sys.executable, "-m", "agentctx", "hook", event],
+        input=data,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def contract(result: subprocess.CompletedProcess[bytes], event: str) -> str | None:
+    """The additionalContext of a hook's stdout, asserting the exact contract shape (None if empty)."""
+    assert result.returncode == 0, result.stderr
+    if not result.stdout:
+        return None
+    data = json.loads(result.stdout)
+    assert set(data) == {"hookSpecificOutput"}
+    inner = data["hookSpecificOutput"]
+    assert set(inner) == {"hookEventName", "additionalContext"}
+    assert inner["hookEventName"] == event
+    assert isinstance(inner["additionalContext"], str)
+    return str(inner["additionalContext"])
+
+
+def payload(event: str, session_id: str, cwd: Path, **extra: Any) -> dict[str, Any]:
+    """A payload with the common fields Claude Code sends."""
+    return {
+        "session_id": session_id,
+        "transcript_path": str(cwd / ".transcript.jsonl"),
+        "cwd": str(cwd),
+        "permission_mode": "default",
+        "hook_event_name": event,
+        **extra,
+    }
