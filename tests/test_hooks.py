@@ -135,8 +135,11 @@ def test_garbage_stdin_exits_zero_with_clean_stdout(event: str, project_dir: Pat
     for data in GARBAGE:
         result = run_hook(event, data, cwd=project_dir)
         assert result.returncode == 0, (data[:40], result.stderr)
-        assert result.stdout == b"", (data[:40], result.stdout[:200])
-    assert "Traceback" not in (home.sub("logs") and _log_text())
+        if data.startswith(b"{") and data.endswith(b"}"):
+            # an object with missing or odd fields: nothing, or exactly the contract
+            contract(result, EVENTS[event])
+        else:
+            assert result.stdout == b"", (data[:40], result.stdout[:200])
 
 
 def _log_text() -> str:
@@ -177,9 +180,10 @@ def test_locked_database_does_not_block(project_dir: Path) -> None:
     holder = sqlean.connect(home.db_path(), isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
+        # WAL: a writer's lock does not stop readers, so injection still works
         data = payload("UserPromptSubmit", SID, project_dir, prompt="grpc services")
         result = run_hook("user-prompt-submit", data, cwd=project_dir, timeout=10)
-        assert result.returncode == 0 and result.stdout == b""
+        assert contract(result, "UserPromptSubmit")
         write = payload("PostToolUse", SID, project_dir, tool_name="Write",
                         tool_input={"file_path": str(project_dir / "x.py")})  # fmt: skip
         assert run_hook("post-tool-use", write, cwd=project_dir).returncode == 0

@@ -12,7 +12,7 @@ import sys
 def main() -> None:
     """Run the agentctx command line."""
     argv = sys.argv[1:]
-    if argv[:1] == ["hook"]:
+    if argv[:1] == ["hook"] and argv[1:2] not in ([], ["--help"], ["-h"]):
         from agentctx.hooks.runner import run_hook
 
         sys.exit(run_hook(argv[1:]))

@@ -12,6 +12,7 @@ Standard library plus the driver only at import time: the hook path uses :func:`
 from __future__ import annotations
 
 import os
+import time
 
 import sqlean
 
@@ -19,7 +20,7 @@ from agentctx.errors import DatabaseError
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path; mypy reads this name as True
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from typing import Any
 
     import aiosqlite
@@ -57,8 +58,13 @@ def connect(
     create: bool = True,
     readonly: bool = False,
     check_same_thread: bool = True,
+    check_version: Callable[[int], object] | None = None,
 ) -> tuple[sqlean.Connection, Capabilities]:
-    """Open ``path`` with the connection policy; raise :class:`DatabaseError` when it cannot be used."""
+    """Open ``path`` with the connection policy; raise :class:`DatabaseError` when it cannot be used.
+
+    ``check_version`` is called with the file's ``user_version`` before anything is written to it
+    (the switch to WAL rewrites the header), so a refused database is left byte-for-byte untouched.
+    """
     if not create and not os.path.exists(path):
         raise DatabaseError(f"no database at {path}: run `agentctx init` (or any write) to create it")
     caps = Capabilities()
@@ -76,8 +82,10 @@ def connect(
     try:
         conn.row_factory = sqlean.Row
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        if check_version is not None:
+            check_version(int(conn.execute("PRAGMA user_version").fetchone()[0]))
         if not readonly:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = _enable_wal(conn, busy_timeout_ms)
             if str(mode).lower() != "wal":
                 raise DatabaseError(f"cannot switch {path} to WAL journal mode (got {mode})")
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -88,9 +96,31 @@ def connect(
         raise DatabaseError(
             f"the database at {path} is unreadable ({exc}); see `agentctx doctor` to repair or move it"
         ) from exc
+    except BaseException:
+        conn.close()
+        raise
     if load_vec:
         _load_vec(conn, caps)
     return conn, caps
+
+
+def _enable_wal(conn: sqlean.Connection, busy_timeout_ms: int) -> object:
+    """``PRAGMA journal_mode = WAL``, retried within the busy timeout.
+
+    Switching a new file to WAL needs an exclusive lock, and SQLite returns SQLITE_BUSY at once
+    (without the busy handler) when another process holds a lock meanwhile, e.g. several processes
+    creating the same store together. Already in WAL mode, the statement succeeds at once.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    delay = 0.001
+    while True:
+        try:
+            return conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlean.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 def _has_fts5(conn: sqlean.Connection) -> bool:

@@ -119,10 +119,14 @@ class NewRecord:
             problems.append("title is empty")
         elif len(title) > TITLE_MAX:
             problems.append(f"title is {len(title)} characters, over the limit of {TITLE_MAX}")
+        elif "\x00" in title:  # SQLite's length() stops at NUL: the CHECK would refuse it
+            problems.append("title contains a NUL character")
         if not body:
             problems.append("body is empty")
         elif len(body) > BODY_MAX:
             problems.append(f"body is {len(body)} characters, over the limit of {BODY_MAX}")
+        elif "\x00" in body:
+            problems.append("body contains a NUL character")
         project_id = GLOBAL_PROJECT_ID if self.scope == "global" else self.project_id
         if self.scope == "project" and (not project_id or project_id == GLOBAL_PROJECT_ID):
             problems.append("a project-scoped record needs a project id")

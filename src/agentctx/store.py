@@ -118,7 +118,14 @@ class Store:
             except BaseException:
                 await self._conn.execute("ROLLBACK")
                 raise
-            await self._conn.execute("COMMIT")
+            try:
+                await self._conn.execute("COMMIT")
+            except BaseException:
+                # A deferred foreign key that fails at COMMIT leaves the transaction open; end it,
+                # or every later write on this connection fails ("transaction within a transaction").
+                if self._conn.in_transaction:
+                    await self._conn.execute("ROLLBACK")
+                raise
 
     async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         async with self._conn.execute(sql, params) as cursor:
@@ -370,7 +377,7 @@ class Store:
                 )
         if query.scope not in ("all", "project", "global"):
             raise ValidationError(f"scope {query.scope!r} is not one of: all, project, global")
-        params = {
+        params: dict[str, Any] = {
             "project_ids": retrieval.scope_projects(query.project_id, query.scope),
             "types": tuple(query.types),
             "as_of": query.as_of,
@@ -441,6 +448,16 @@ class Store:
         async with self._write() as conn:
             await conn.execute("PRAGMA defer_foreign_keys = ON")
             ids = "SELECT id FROM records WHERE project_id = ?"
+            # A record of another scope (global) superseded by one of these becomes current again
+            # (unless a keyed rival is current now); otherwise its superseded_by would dangle.
+            await conn.execute(
+                "UPDATE records SET superseded_by = NULL, superseded_at = CASE WHEN EXISTS ("
+                "SELECT 1 FROM records AS o WHERE o.project_id = records.project_id "
+                "AND o.type = records.type AND o.superseded_at IS NULL AND o.id <> records.id "
+                "AND (o.type = 'handover' OR (o.type = 'profile' AND o.key = records.key))"
+                f") THEN superseded_at END WHERE project_id <> ? AND superseded_by IN ({ids})",
+                (project_id, project_id),
+            )
             await conn.execute(
                 f"DELETE FROM edges WHERE from_id IN ({ids}) OR to_id IN ({ids})",
                 (project_id, project_id),
@@ -495,14 +512,20 @@ class Store:
         """
         report = ImportReport()
         records = [_record_from_data(item) for item in data.get("records", [])]
-        async with self._write() as conn:
-            await conn.execute("PRAGMA defer_foreign_keys = ON")
-            await _insert_rows(conn, "projects", data.get("projects", []), report)
-            for record in records:
-                await self._import_record(conn, record, report)
-            await _insert_rows(conn, "nodes", data.get("nodes", []), report)
-            await _insert_rows(conn, "edges", data.get("edges", []), report)
-            await _insert_rows(conn, "record_entities", data.get("record_entities", []), report)
+        try:
+            async with self._write() as conn:
+                await conn.execute("PRAGMA defer_foreign_keys = ON")
+                await _insert_rows(conn, "projects", data.get("projects", []), report)
+                for record in records:
+                    await self._import_record(conn, record, report)
+                await _insert_rows(conn, "nodes", data.get("nodes", []), report)
+                await _insert_rows(conn, "edges", data.get("edges", []), report)
+                await _insert_rows(conn, "record_entities", data.get("record_entities", []), report)
+        except sqlean.IntegrityError as exc:
+            raise ValidationError(
+                f"import: the data is inconsistent ({exc}), e.g. a reference to a record that is "
+                "neither in the file nor in the store; nothing was imported"
+            ) from exc
         return report
 
     async def _import_record(
@@ -532,7 +555,10 @@ class Store:
 
 def _prepare(path: str, create: bool) -> None:
     """Create or migrate the database file (sync; run in a worker thread by ``Store.open``)."""
-    conn, caps = db.connect(path, create=create)
+    # The version is checked before the connection policy writes anything (WAL switch).
+    conn, caps = db.connect(
+        path, create=create, check_version=lambda version: schema.check_not_newer(version, path)
+    )
     try:
         schema.migrate(conn, caps, path)
     except sqlean.DatabaseError as exc:
@@ -576,10 +602,17 @@ async def _insert_rows(
         bucket[table] = bucket.get(table, 0) + 1
 
 
+#: Fields every imported record must carry (docs/spec.md, 8.4); the rest take column defaults.
+_REQUIRED = (
+    "id", "project_id", "type", "title", "body", "scope", "confidence", "source", "valid_from",
+    "recorded_at",
+)  # fmt: skip
+
+
 def _record_from_data(item: Any) -> Record:
     if not isinstance(item, dict):
         raise ValidationError("import: a record entry is not an object")
-    missing = [name for name in ("id", "project_id", "valid_from", "recorded_at") if not item.get(name)]
+    missing = [name for name in _REQUIRED if not item.get(name)]
     if missing:
         raise ValidationError(f"import: a record lacks {', '.join(missing)}")
     draft = NewRecord(

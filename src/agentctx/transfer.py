@@ -22,7 +22,11 @@ from agentctx.errors import TransferError
 from agentctx.schema import RECORD_TYPES
 
 FORMAT = "agentctx-export"
-_PLURAL = {t: ("Profile" if t == "profile" else t.capitalize() + "s") for t in RECORD_TYPES}
+_PLURAL = {
+    "decision": "Decisions", "convention": "Conventions", "preference": "Preferences",
+    "discovery": "Discoveries", "bugfix": "Bugfixes", "handover": "Handovers", "profile": "Profile",
+}  # fmt: skip
+assert set(_PLURAL) == set(RECORD_TYPES)
 _META = "<!-- agentctx:{kind} {payload} -->"
 _RECORD_START = re.compile(r"^<!-- agentctx:record (\{.*\}) -->$")
 _BLOCK = re.compile(r"^<!-- agentctx:(project|edge|node|link|export) (\{.*\}) -->$")
@@ -92,15 +96,18 @@ def _parse_markdown(text: str) -> dict[str, Any]:
         "edges": [], "nodes": [], "record_entities": [],
     }  # fmt: skip
     targets = {"project": "projects", "node": "nodes", "edge": "edges", "link": "record_entities"}
-    lines = text.replace("\r\n", "\n").split("\n")
+    if text.count("\r\n") == text.count("\n"):  # a CRLF file; else CRs belong to the bodies
+        text = text.replace("\r\n", "\n")
+    lines = text.split("\n")
+    marks = [line.removesuffix("\r") for line in lines]  # markers also match in mixed endings
     seen_header = False
     i = 0
     while i < len(lines):
-        line = lines[i]
+        line = marks[i]
         start = _RECORD_START.match(line)
         if start:
             record = _load(start.group(1), i)
-            heading = lines[i - 1] if i > 0 else ""
+            heading = marks[i - 1] if i > 0 else ""
             if not heading.startswith("#### "):
                 raise TransferError(f"line {i + 1}: a record marker must follow its '#### title' line")
             title = heading[5:]
@@ -108,7 +115,7 @@ def _parse_markdown(text: str) -> dict[str, Any]:
                 title = title[: -len(" (superseded)")]
             end = f"<!-- /agentctx:record {record.get('id')} -->"
             try:
-                stop = lines.index(end, i + 1)
+                stop = marks.index(end, i + 1)
             except ValueError:
                 raise TransferError(f"line {i + 1}: record {record.get('id')} has no end marker") from None
             record["title"] = title

@@ -49,6 +49,12 @@ def loads(text: str) -> Any:
         raise ValueError(f"not JSON at character {exc.value}") from None
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
+    except Exception:  # noqa: BLE001
+        # The C scanner builds its error by importing json.decoder, which can fail from this
+        # context (SystemError). On this error path only, let the json module parse and report.
+        import json
+
+        return json.loads(text)
     while end < end_text and text[end] in _WHITESPACE:
         end += 1
     if end != end_text:

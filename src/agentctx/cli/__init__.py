@@ -1,0 +1,131 @@
+"""The ``agentctx`` command line: a thin adapter over the library.
+
+Each command opens the store, awaits one library call and renders the result as text or, with
+``--json``, as objects keyed by the record fields. Library errors (:class:`AgentctxError`) and
+database errors become one line on stderr and exit code 1; usage errors are cyclopts' own messages
+with exit code 2; an interrupt exits with 130.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import orjson
+import sqlean
+from cyclopts import App, CycloptsError, Parameter
+
+from agentctx import __version__, clock, home
+from agentctx.errors import AgentctxError
+from agentctx.project import ProjectIdentity, identify
+from agentctx.store import Store
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from agentctx.records import Record
+
+app = App(
+    name="agentctx",
+    help="A structured, versioned context layer for Claude Code.",
+    version=__version__,
+    help_format="plaintext",
+)
+
+Json = Annotated[bool, Parameter(name="--json", negative="", help="Print JSON.")]
+
+
+def run(argv: list[str]) -> int:
+    """Run the CLI on ``argv``; return the process exit code."""
+    try:
+        result = app(argv, exit_on_error=False, print_error=True, result_action="return_value")
+    except AgentctxError as exc:
+        return _error(str(exc))
+    except sqlean.Error as exc:  # a damaged or unreadable file surfacing mid-query
+        return _error(
+            f"the database at {home.db_path()} failed ({exc}); run `agentctx doctor` for a fix"
+        )
+    except CycloptsError:  # usage errors, already printed by cyclopts
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("agentctx: interrupted\n")
+        return 130
+    except SystemExit as exc:
+        if exc.code is None:
+            return 0
+        return exc.code if isinstance(exc.code, int) else 1
+    return result if isinstance(result, int) else 0
+
+
+def _error(message: str) -> int:
+    sys.stderr.write(f"agentctx: error: {message}\n")
+    return 1
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _project() -> ProjectIdentity:
+    return identify(os.getcwd())
+
+
+async def _with_store(action: Callable[[Store], Awaitable[int | None]]) -> int:
+    store = await Store.open()
+    try:
+        return (await action(store)) or 0
+    finally:
+        await store.close()
+
+
+def _age(stamp: str) -> str:
+    days = clock.age_days(stamp)
+    if days < 1 / 24:
+        return f"{max(1, int(days * 1440))}m"
+    if days < 1:
+        return f"{int(days * 24)}h"
+    return f"{int(days)}d"
+
+
+def _line(record: Record, score: float | None = None) -> str:
+    flags = ("*" if record.pinned else "") + ("" if record.is_current else " superseded")
+    extra = f" {score:.2f}" if score is not None else ""
+    return (
+        f"{record.id}  {record.type:<10} {record.title}  "
+        f"[{record.scope}, {record.confidence}, {_age(record.valid_from)}{extra}{flags}]"
+    )
+
+
+def _show(record: Record) -> None:
+    _out(f"{record.title}")
+    _out(f"  id          {record.id}")
+    _out(f"  type        {record.type} ({record.scope}, {record.confidence})")
+    session = f", session {record.session_id}" if record.session_id else ""
+    _out(f"  source      {record.source}{session}")
+    _out(f"  valid from  {record.valid_from}   recorded {record.recorded_at}")
+    if record.pinned:
+        _out("  pinned      yes")
+    if record.key:
+        _out(f"  key         {record.key}")
+    if record.keywords:
+        _out(f"  keywords    {record.keywords}")
+    if record.rationale:
+        _out(f"  rationale   {record.rationale}")
+    if record.superseded_by:
+        successor = record.superseded_by
+        _out(f"  SUPERSEDED  at {record.superseded_at} by {successor} (agentctx show {successor})")
+    _out()
+    _out(record.body)
+
+
+
+# Command modules register themselves on ``app`` when imported.
+from agentctx.cli import admin, records, setup  # noqa: E402, F401

@@ -1,0 +1,236 @@
+"""Record commands: record, search, show, edit, supersede, pin, unpin."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from typing import Annotated, Literal
+
+from cyclopts import Parameter
+
+from agentctx import clock
+from agentctx.cli import Json, _json, _line, _out, _project, _show, _with_store, app
+from agentctx.errors import ConflictError, ValidationError
+from agentctx.records import NewRecord, Record
+from agentctx.store import SearchQuery, Store
+
+_TYPES_HELP = "decision, convention, preference, discovery, bugfix, handover, profile"
+_KEY_HELP = "Profile key (a new profile record supersedes the current one with the same key)."
+
+
+@app.command
+async def record(
+    *,
+    type: Annotated[str, Parameter(help=_TYPES_HELP)],
+    title: str,
+    body: str,
+    scope: Literal["project", "global"] = "project",
+    confidence: Literal["explicit", "inferred", "reinforced"] = "explicit",
+    pin: Annotated[bool, Parameter(negative="")] = False,
+    supersedes: str | None = None,
+    key: Annotated[str | None, Parameter(help=_KEY_HELP)] = None,
+    keywords: Annotated[str, Parameter(help="Extra search words, space-separated (up to 8).")] = "",
+    json: Json = False,
+) -> int:
+    """Record a fact explicitly (source cli)."""
+    project = _project()
+    new = NewRecord(
+        type=type,
+        title=title,
+        body=body,
+        project_id=project.project_id,
+        scope=scope,
+        confidence=confidence,
+        source="cli",
+        pinned=pin,
+        supersedes=supersedes,
+        key=key,
+        keywords=keywords,
+    )
+
+    async def action(store: Store) -> int:
+        created = await store.add(new)
+        # Only after a successful write: a refused record leaves no trace, not even a project row.
+        await store.touch_project(project)
+        if json:
+            _json(created.to_dict())
+        else:
+            _out(f"recorded {created.id}  {created.type}: {created.title}")
+        return 0
+
+    return await _with_store(action)
+
+
+_ALL_HELP = "Include superseded records (history)."
+
+
+@app.command
+async def search(
+    query: str,
+    *,
+    type: Annotated[list[str] | None, Parameter(help="Only these types (repeatable).")] = None,
+    scope: Literal["all", "project", "global"] = "all",
+    as_of: Annotated[str | None, Parameter(help="What was true then: ISO date or time.")] = None,
+    all: Annotated[bool, Parameter(negative="", help=_ALL_HELP)] = False,
+    limit: int = 10,
+    json: Json = False,
+) -> int:
+    """Keyword search over current records of this project and the global ones."""
+    if limit < 1:
+        raise ValidationError(f"--limit takes a number of at least 1 (got {limit})")
+    as_of_value = None
+    if as_of is not None:
+        try:
+            as_of_value = clock.parse_time(as_of)
+        except ValueError:
+            raise ValidationError(f"--as-of {as_of!r} is not an ISO date or time") from None
+    project = _project()
+
+    async def action(store: Store) -> int:
+        result = await store.search(
+            SearchQuery(
+                text=query,
+                project_id=project.project_id,
+                types=tuple(type or ()),
+                scope=scope,
+                as_of=as_of_value,
+                include_superseded=all,
+                limit=limit,
+            )
+        )
+        if json:
+            _json([{**hit.record.to_dict(), "rank_score": hit.score} for hit in result.hits])
+        else:
+            for hit in result.hits:
+                _out(_line(hit.record, hit.score))
+            if not result.hits:
+                _out("no matching records")
+        if result.degraded:
+            sys.stderr.write(f"agentctx: degraded search: {result.degraded}\n")
+        return 0
+
+    return await _with_store(action)
+
+
+_HISTORY_HELP = "Show the whole supersession chain."
+
+
+@app.command
+async def show(
+    record_id: str,
+    *,
+    history: Annotated[bool, Parameter(negative="", help=_HISTORY_HELP)] = False,
+    json: Json = False,
+) -> int:
+    """Show one record (a superseded id names its successor)."""
+
+    async def action(store: Store) -> int:
+        records = await store.history(record_id) if history else [await store.get(record_id)]
+        if json:
+            _json([r.to_dict() for r in records] if history else records[0].to_dict())
+            return 0
+        for index, rec in enumerate(records):
+            if index:
+                _out("\n" + "-" * 60)
+            _show(rec)
+        return 0
+
+    return await _with_store(action)
+
+
+@app.command
+async def edit(
+    record_id: str,
+    *,
+    title: str | None = None,
+    body: str | None = None,
+    json: Json = False,
+) -> int:
+    """Write a new version of a record that supersedes the old one (history is kept).
+
+    Without --title or --body, opens $EDITOR on the record: first line the title, then a blank line,
+    then the body.
+    """
+
+    async def action(store: Store) -> int:
+        new_title, new_body = title, body
+        if new_title is None and new_body is None:
+            current = await store.get(record_id)
+            if not current.is_current:  # refuse before the user spends time in the editor
+                raise ConflictError(
+                    f"record {record_id} is already superseded by {current.superseded_by}; "
+                    f"edit the current version ({current.superseded_by}) instead"
+                )
+            new_title, new_body = _edit_in_editor(current)
+        old, new = await store.edit(record_id, title=new_title, body=new_body)
+        if json:
+            _json({"old": old.to_dict(), "new": new.to_dict()})
+        else:
+            _out(f"{new.id} supersedes {old.id}")
+        return 0
+
+    return await _with_store(action)
+
+
+def _edit_in_editor(current: Record) -> tuple[str, str]:
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if not editor:
+        raise ValidationError("give --title and/or --body, or set $EDITOR to edit interactively")
+    with tempfile.NamedTemporaryFile("w+", suffix=".md", delete=False, encoding="utf-8") as fh:
+        fh.write(f"{current.title}\n\n{current.body}\n")
+        path = fh.name
+    try:
+        subprocess.run([*shlex.split(editor), path], check=True)
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ValidationError(f"the editor failed ({exc}); nothing was changed") from exc
+    finally:
+        os.unlink(path)
+    head, _, rest = text.partition("\n")
+    return head.strip(), rest.strip()
+
+
+@app.command
+async def supersede(record_id: str, *, body: str, rationale: str, json: Json = False) -> int:
+    """Replace a current record by a new version with a new body and a rationale."""
+    project = _project()
+
+    async def action(store: Store) -> int:
+        old, new = await store.supersede(record_id, body, rationale, project_id=project.project_id)
+        if json:
+            _json({"old": old.to_dict(), "new": new.to_dict()})
+        else:
+            _out(f"{new.id} supersedes {old.id}")
+        return 0
+
+    return await _with_store(action)
+
+
+@app.command
+async def pin(record_id: str, *, json: Json = False) -> int:
+    """Pin a record: it ranks higher in search and the digest."""
+    return await _set_pin(record_id, True, json)
+
+
+@app.command
+async def unpin(record_id: str, *, json: Json = False) -> int:
+    """Unpin a record."""
+    return await _set_pin(record_id, False, json)
+
+
+async def _set_pin(record_id: str, pinned: bool, as_json: bool) -> int:
+    async def action(store: Store) -> int:
+        updated = await store.set_pinned(record_id, pinned)
+        if as_json:
+            _json(updated.to_dict())
+        else:
+            _out(f"{'pinned' if pinned else 'unpinned'} {updated.id}")
+        return 0
+
+    return await _with_store(action)
+
+

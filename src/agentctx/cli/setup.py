@@ -1,0 +1,187 @@
+"""Setup commands: ``init`` registers agentctx with Claude Code, ``uninstall`` removes exactly that."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Annotated
+
+from cyclopts import Parameter
+
+from agentctx import config, home, install, profiling
+from agentctx.cli import Json, _json, _out, _project, app
+from agentctx.errors import ValidationError
+from agentctx.records import NewRecord
+from agentctx.store import Store
+
+Flag = Annotated[bool, Parameter(negative="")]
+
+
+@app.command
+async def init(
+    *,
+    project: Annotated[bool, Parameter(negative="", help="Register in this project's .claude/settings.json and .mcp.json instead of the user's files.")] = False,  # noqa: E501
+    no_mcp: Annotated[bool, Parameter(negative="", help="Do not register the MCP server.")] = False,
+    no_llm: Annotated[bool, Parameter(negative="", help="Turn LLM extraction off (config llm off).")] = False,  # noqa: E501
+    no_embeddings: Annotated[bool, Parameter(negative="", help="Turn local embeddings off.")] = False,  # noqa: E501
+    json: Json = False,
+) -> int:
+    """Set agentctx up: home, database, config, Claude Code hooks, MCP server, project profile.
+
+    Safe to run again: files already right are not rewritten, and profile facts that did not
+    change are not recorded again.
+    """
+    identity = _project()
+    home.ensure_home()
+    if no_llm:
+        config.set_value("llm", False)
+    if no_embeddings:
+        config.set_value("embeddings", False)
+    paths = install.settings_paths(Path.home(), Path(identity.root))
+    settings = paths.project_settings if project else paths.user_settings
+    mcp_file = paths.project_mcp if project else paths.user_mcp
+    assert settings is not None and mcp_file is not None
+    changes = [install.install_hooks(settings)]
+    if not no_mcp:
+        changes.append(install.install_mcp(mcp_file, project=project))
+    _remember_created([c.path for c in changes if c.action == "created"])
+    recorded: list[str] = []
+    async with await Store.open() as store:
+        await store.touch_project(identity)
+        current = {
+            r.key: r
+            for r in await store.list_records(
+                identity.project_id, types=("profile",), include_superseded=False
+            )
+            if r.key
+        }
+        for fact in profiling.detect(Path(identity.root)):
+            existing = current.get(fact.key)
+            if existing is not None and existing.body == fact.body.strip():
+                continue
+            await store.add(
+                NewRecord(type="profile", key=fact.key, title=fact.title, body=fact.body,
+                          project_id=identity.project_id, confidence="explicit", source="cli")
+            )  # fmt: skip
+            recorded.append(fact.key)
+    on_path = install.which_agentctx()
+    if json:
+        _json(
+            {
+                "home": home.home_dir(),
+                "changes": [{"path": str(c.path), "action": c.action, "description": c.description}
+                            for c in changes],  # fmt: skip
+                "profile_recorded": recorded,
+                "agentctx_on_path": on_path,
+                "project": {"id": identity.project_id, "name": identity.name, "root": identity.root},
+            }
+        )
+    else:
+        _out(f"home      {home.home_dir()}")
+        for change in changes:
+            _out(f"{change.action:<9} {change.path} ({change.description})")
+        _out(f"profile   {identity.name}: " + (", ".join(recorded) if recorded else "unchanged"))
+        _out("llm       " + ("on" if config.get("llm") else "off")
+             + ("" if os.environ.get("ANTHROPIC_API_KEY") else " (no ANTHROPIC_API_KEY: extraction waits for one)"))  # noqa: E501 # fmt: skip
+    if on_path is None:
+        sys.stderr.write(
+            "agentctx: warning: `agentctx` is not on PATH, but Claude Code runs `agentctx hook …` "
+            f"through PATH. Add {os.path.dirname(sys.executable)} to PATH, or install with "
+            "`pipx install agentctx-cc` / `uv tool install agentctx-cc`.\n"
+        )
+    return 0
+
+
+@app.command
+def uninstall(
+    *,
+    project: Annotated[bool, Parameter(negative="", help="Also remove the registrations from this project's files.")] = False,  # noqa: E501
+    purge: Annotated[bool, Parameter(negative="", help="Also delete the agentctx home (all data).")] = False,  # noqa: E501
+    yes: Annotated[bool, Parameter(negative="", help="Do not ask before --purge.")] = False,
+    json: Json = False,
+) -> int:
+    """Remove exactly what init added to Claude Code's files; data only with --purge."""
+    identity = _project()
+    paths = install.settings_paths(Path.home(), Path(identity.root))
+    targets = [(paths.user_settings, paths.user_mcp, False)]
+    if project and paths.project_settings and paths.project_mcp:
+        targets.append((paths.project_settings, paths.project_mcp, True))
+    changes = []
+    for settings, mcp_file, is_project in targets:
+        changes.append(install.uninstall_hooks(settings))
+        changes.append(install.uninstall_mcp(mcp_file, project=is_project))
+    _forget_created_if_empty(changes)
+    purged = False
+    if purge:
+        folder = home.home_dir()
+        if not yes:
+            if not sys.stdin.isatty():
+                raise ValidationError("--purge deletes all agentctx data: confirm or pass --yes")
+            answer = input(f"Delete {folder} and every record in it? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                raise ValidationError("nothing deleted")
+        if os.path.isdir(folder):
+            shutil.rmtree(folder)
+            purged = True
+    if json:
+        _json({"changes": [{"path": str(c.path), "action": c.action} for c in changes],
+               "purged": purged})  # fmt: skip
+    else:
+        for change in changes:
+            _out(f"{change.action:<9} {change.path} ({change.description})")
+        if purged:
+            _out(f"deleted   {home.home_dir()}")
+    return 0
+
+
+@app.command
+def hook(event: str) -> int:
+    """Run a Claude Code hook (reads the event JSON on stdin; Claude Code calls this, not you).
+
+    Events: session-start, user-prompt-submit, post-tool-use, pre-compact, stop, session-end,
+    cwd-changed, subagent-start. Always exits 0; problems go to logs/hooks.log in the home.
+    """
+    from agentctx.hooks.runner import run_hook
+
+    return run_hook([event])
+
+
+_STATE = "installed.json"
+
+
+def _remember_created(paths: list[Path]) -> None:
+    """Note the files init created, so that uninstall can remove them again when left empty."""
+    import orjson
+
+    state_path = Path(home.home_dir()) / _STATE
+    try:
+        known = set(orjson.loads(state_path.read_bytes()).get("created", []))
+    except (OSError, ValueError, AttributeError):
+        known = set()
+    known.update(str(p) for p in paths)
+    state_path.write_bytes(orjson.dumps({"created": sorted(known)}))
+
+
+def _forget_created_if_empty(changes: list[install.Change]) -> None:
+    """Delete settings files that init created and that our removal left as ``{}``."""
+    import orjson
+
+    state_path = Path(home.home_dir()) / _STATE
+    try:
+        created = set(orjson.loads(state_path.read_bytes()).get("created", []))
+    except (OSError, ValueError, AttributeError):
+        return
+    for change in changes:
+        path = change.path
+        if str(path) not in created or not path.exists():
+            continue
+        try:
+            empty = orjson.loads(path.read_bytes()) == {}
+        except (OSError, ValueError):
+            continue
+        if empty:
+            path.unlink()
+            created.discard(str(path))
+    state_path.write_bytes(orjson.dumps({"created": sorted(created)}))

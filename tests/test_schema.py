@@ -1,0 +1,396 @@
+"""The schema after migration, the connection policy, and refusing databases we must not touch."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from contextlib import closing
+from typing import TYPE_CHECKING
+
+import pytest
+
+from agentctx import db, schema
+from agentctx.errors import DatabaseError, SchemaVersionError
+from agentctx.records import NewRecord
+from agentctx.store import SearchQuery, Store
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import sqlean
+
+# (name, declared type, notnull, default as PRAGMA table_info reports it, pk position)
+Column = tuple[str, str, int, str | None, int]
+
+EXPECTED_COLUMNS: dict[str, list[Column]] = {
+    "records": [
+        ("id", "TEXT", 0, None, 1),
+        ("project_id", "TEXT", 1, None, 0),
+        ("type", "TEXT", 1, None, 0),
+        ("title", "TEXT", 1, None, 0),
+        ("body", "TEXT", 1, None, 0),
+        ("keywords", "TEXT", 1, "''", 0),
+        ("key", "TEXT", 0, None, 0),
+        ("rationale", "TEXT", 0, None, 0),
+        ("scope", "TEXT", 1, "'project'", 0),
+        ("pinned", "INTEGER", 1, "0", 0),
+        ("confidence", "TEXT", 1, "'inferred'", 0),
+        ("reinforce_count", "INTEGER", 1, "0", 0),
+        ("valid_from", "TEXT", 1, None, 0),
+        ("recorded_at", "TEXT", 1, None, 0),
+        ("superseded_at", "TEXT", 0, None, 0),
+        ("superseded_by", "TEXT", 0, None, 0),
+        ("access_count", "INTEGER", 1, "0", 0),
+        ("last_accessed", "TEXT", 0, None, 0),
+        ("score", "REAL", 1, "1.0", 0),
+        ("claudemd_drift_score", "REAL", 1, "0.0", 0),
+        ("source", "TEXT", 1, None, 0),
+        ("session_id", "TEXT", 0, None, 0),
+        ("pending_embedding", "INTEGER", 1, "1", 0),
+    ],
+    "nodes": [
+        ("id", "TEXT", 0, None, 1),
+        ("project_id", "TEXT", 1, None, 0),
+        ("kind", "TEXT", 1, None, 0),
+        ("name", "TEXT", 1, None, 0),
+        ("created_at", "TEXT", 1, None, 0),
+    ],
+    "edges": [
+        ("id", "TEXT", 0, None, 1),
+        ("from_id", "TEXT", 1, None, 0),
+        ("to_id", "TEXT", 1, None, 0),
+        ("rel_type", "TEXT", 1, None, 0),
+        ("weight", "REAL", 1, "1.0", 0),
+        ("created_at", "TEXT", 1, None, 0),
+    ],
+    "record_entities": [
+        ("record_id", "TEXT", 1, None, 1),
+        ("entity_id", "TEXT", 1, None, 2),
+    ],
+    "sessions": [
+        ("session_id", "TEXT", 0, None, 1),
+        ("project_id", "TEXT", 0, None, 0),
+        ("cwd", "TEXT", 0, None, 0),
+        ("transcript_path", "TEXT", 0, None, 0),
+        ("started_at", "TEXT", 0, None, 0),
+        ("ended_at", "TEXT", 0, None, 0),
+        ("tokens_injected", "INTEGER", 1, "0", 0),
+        ("injections", "INTEGER", 1, "0", 0),
+        ("extraction_cost_usd", "REAL", 1, "0", 0),
+        ("extract_requested_size", "INTEGER", 1, "0", 0),
+    ],
+    "projects": [
+        ("project_id", "TEXT", 0, None, 1),
+        ("name", "TEXT", 1, None, 0),
+        ("root", "TEXT", 0, None, 0),
+        ("remote", "TEXT", 0, None, 0),
+        ("created_at", "TEXT", 1, None, 0),
+        ("last_seen_at", "TEXT", 1, None, 0),
+    ],
+    "schema_migrations": [
+        ("name", "TEXT", 0, None, 1),
+        ("applied_at", "TEXT", 1, None, 0),
+    ],
+}
+
+EXPECTED_INDEXES = {
+    "records_current",
+    "records_project_valid",
+    "records_superseded_by",
+    "records_session",
+    "records_pending_embedding",
+    "records_one_current_handover",
+    "records_one_current_profile_key",
+    "edges_from",
+    "edges_to",
+    "record_entities_entity",
+    "sessions_project",
+}
+# The automatic indexes of PRIMARY KEY / UNIQUE constraints on our own (non-virtual) tables.
+EXPECTED_AUTOINDEXES = {
+    "sqlite_autoindex_records_1",
+    "sqlite_autoindex_nodes_1",
+    "sqlite_autoindex_nodes_2",
+    "sqlite_autoindex_edges_1",
+    "sqlite_autoindex_edges_2",
+    "sqlite_autoindex_projects_1",
+    "sqlite_autoindex_sessions_1",
+    "sqlite_autoindex_schema_migrations_1",
+}
+EXPECTED_TRIGGERS = {"records_fts_insert", "records_fts_delete", "records_fts_update"}
+OUR_TABLES = set(EXPECTED_COLUMNS)
+
+
+@pytest.fixture
+def db_path(agentctx_home: Path) -> str:
+    agentctx_home.mkdir()
+    return str(agentctx_home / "agentctx.db")
+
+
+def migrated(path: str) -> list[str]:
+    """Create or migrate ``path`` through the same functions ``Store.open`` uses."""
+    conn, caps = db.connect(path)
+    with closing(conn):
+        return schema.migrate(conn, caps, path)
+
+
+def names(conn: sqlean.Connection, kind: str) -> set[str]:
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = ?", (kind,)).fetchall()
+    return {str(row[0]) for row in rows}
+
+
+def table_sql(conn: sqlean.Connection, name: str) -> str:
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+    assert row is not None, f"{name} is missing"
+    return " ".join(str(row[0]).split())
+
+
+def snapshot(path: str) -> tuple[str, int, list[str]]:
+    """Content hash, mtime and the folder listing (a -wal or -shm file would show there)."""
+    with open(path, "rb") as handle:
+        digest = hashlib.sha256(handle.read()).hexdigest()
+    return digest, os.stat(path).st_mtime_ns, sorted(os.listdir(os.path.dirname(path)))
+
+
+def write_file(path: str, content: bytes) -> None:
+    with open(path, "wb") as handle:
+        handle.write(content)
+
+
+def snapshot_dir(path: str) -> list[str]:
+    return sorted(os.listdir(os.path.dirname(path)))
+
+
+# -- exact shape -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("table", sorted(EXPECTED_COLUMNS))
+def test_exact_columns(db_path: str, table: str) -> None:
+    migrated(db_path)
+    conn, _ = db.connect(db_path)
+    with closing(conn):
+        rows = conn.execute(f"PRAGMA table_info({table})").fetchall()
+    got = [(r["name"], r["type"], r["notnull"], r["dflt_value"], r["pk"]) for r in rows]
+    assert got == EXPECTED_COLUMNS[table]
+
+
+def test_record_columns_constant_matches_table(db_path: str) -> None:
+    migrated(db_path)
+    conn, _ = db.connect(db_path)
+    with closing(conn):
+        table = [str(r["name"]) for r in conn.execute("PRAGMA table_info(records)")]
+    assert sorted(table) == sorted(schema.RECORD_COLUMNS)
+    assert len(schema.RECORD_COLUMNS) == len(set(schema.RECORD_COLUMNS))
+
+
+def test_exact_indexes_and_triggers(db_path: str) -> None:
+    migrated(db_path)
+    conn, _ = db.connect(db_path)
+    with closing(conn):
+        indexes = names(conn, "index")
+        triggers = names(conn, "trigger")
+        index_tables = {
+            str(r[0]): str(r[1])
+            for r in conn.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index'")
+        }
+    ours = {name for name in indexes if index_tables[name] in OUR_TABLES}
+    assert ours == EXPECTED_INDEXES | EXPECTED_AUTOINDEXES
+    # Whatever else exists belongs to the virtual tables' shadow tables, never to ours.
+    assert all(
+        index_tables[name].startswith(("records_fts_", "records_vec_")) for name in indexes - ours
+    )
+    assert triggers == EXPECTED_TRIGGERS
+
+
+def test_unique_partial_indexes_are_declared_as_such(db_path: str) -> None:
+    migrated(db_path)
+    conn, _ = db.connect(db_path)
+    with closing(conn):
+        handover = table_sql(conn, "records_one_current_handover")
+        profile = table_sql(conn, "records_one_current_profile_key")
+        unique = {str(r["name"]): r["unique"] for r in conn.execute("PRAGMA index_list(records)")}
+    assert "WHERE type = 'handover' AND superseded_at IS NULL" in handover
+    assert "WHERE type = 'profile' AND key IS NOT NULL AND superseded_at IS NULL" in profile
+    assert unique["records_one_current_handover"] == 1
+    assert unique["records_one_current_profile_key"] == 1
+    assert unique["records_current"] == 0
+
+
+def test_records_fts_is_external_content_fts5(db_path: str) -> None:
+    migrated(db_path)
+    conn, caps = db.connect(db_path)
+    with closing(conn):
+        assert caps.fts5
+        sql = table_sql(conn, "records_fts")
+        columns = [r["name"] for r in conn.execute("PRAGMA table_info(records_fts)")]
+        tables = names(conn, "table")
+        # FTS5 accepts the 'integrity-check' command only on a healthy index.
+        conn.execute("INSERT INTO records_fts(records_fts) VALUES ('integrity-check')")
+    assert sql.startswith("CREATE VIRTUAL TABLE records_fts USING fts5(")
+    assert "content='records'" in sql
+    assert "content_rowid='rowid'" in sql
+    assert "tokenize='porter unicode61 remove_diacritics 2'" in sql
+    assert columns == ["title", "body", "keywords"]
+    # External content: FTS5 keeps no copy of the text (no records_fts_content shadow table).
+    assert "records_fts_content" not in tables
+    assert {"records_fts_data", "records_fts_idx", "records_fts_docsize"} <= tables
+
+
+@pytest.mark.anyio
+async def test_records_vec_is_vec0(db_path: str) -> None:
+    async with await Store.open(db_path) as store:
+        vec_version = store.capabilities.vec_version
+    if vec_version is None:
+        pytest.skip("sqlite-vec does not load here")
+    conn, _ = db.connect(db_path)
+    with closing(conn):
+        sql = table_sql(conn, "records_vec")
+    assert sql.startswith("CREATE VIRTUAL TABLE records_vec USING vec0(")
+    assert f"embedding float[{schema.EMBEDDING_DIMS}] distance_metric=cosine" in sql
+    assert "record_id TEXT PRIMARY KEY" in sql
+
+
+@pytest.mark.anyio
+async def test_version_and_connection_policy(db_path: str) -> None:
+    async with await Store.open(db_path):
+        pass
+    conn, _ = db.connect(db_path)
+    with closing(conn):
+        assert schema.schema_version(conn) == schema.SCHEMA_VERSION
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+        assert conn.in_transaction is False  # autocommit: writers BEGIN IMMEDIATE themselves
+        applied = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
+    assert applied == [name for name, _ in schema.MIGRATIONS]
+
+
+def test_hook_busy_timeout_is_applied(db_path: str) -> None:
+    migrated(db_path)
+    conn, _ = db.connect(db_path, busy_timeout_ms=db.HOOK_BUSY_TIMEOUT_MS, load_vec=False)
+    with closing(conn):
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == db.HOOK_BUSY_TIMEOUT_MS
+
+
+# -- migrating ---------------------------------------------------------------------------------
+
+
+def test_migrating_twice_applies_nothing(db_path: str) -> None:
+    first = migrated(db_path)
+    conn, caps = db.connect(db_path)
+    expected = ["0001_initial"]
+    if caps.fts5:
+        expected.append("records_fts")
+    if caps.vec_version:
+        expected.append("records_vec")
+    with closing(conn):
+        second = schema.migrate(conn, caps, db_path)
+        rows = conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
+    assert first == expected
+    assert second == []
+    assert rows == len(schema.MIGRATIONS)
+
+
+@pytest.mark.anyio
+async def test_reopening_a_store_migrates_nothing(db_path: str) -> None:
+    async with await Store.open(db_path) as store:
+        await store.add(NewRecord(type="decision", title="t", body="b", project_id="p"))
+    async with await Store.open(db_path) as store:
+        assert len(await store.list_records()) == 1
+    assert migrated(db_path) == []
+    conn, _ = db.connect(db_path)
+    with closing(conn):
+        assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 1
+
+
+@pytest.mark.anyio
+async def test_capability_objects_are_added_later_and_rebuilt(db_path: str) -> None:
+    """A store created without FTS5 and sqlite-vec gains them, the existing records indexed."""
+    conn, caps = db.connect(db_path, load_vec=False)
+    caps.fts5 = False
+    with closing(conn):
+        assert schema.migrate(conn, caps, db_path) == ["0001_initial"]
+        record = (
+            NewRecord(type="decision", title="Use gRPC", body="internal calls", project_id="p")
+            .validated()
+            .to_record("01ARZ3NDEKTSV4RRFFQ69G5FAV", "2026-01-01T00:00:00.000000Z")
+        )
+        conn.execute(schema.INSERT_RECORD_SQL, [getattr(record, c) for c in schema.RECORD_COLUMNS])
+        assert "records_fts" not in names(conn, "table")
+    async with await Store.open(db_path) as store:
+        assert store.has_fts
+        result = await store.search(SearchQuery("grpc", project_id="p"))
+        vec_version = store.capabilities.vec_version
+    assert result.degraded is None
+    assert [hit.record.id for hit in result.hits] == [record.id]
+    conn, _ = db.connect(db_path)
+    with closing(conn):
+        tables = names(conn, "table")
+    assert "records_fts" in tables
+    assert ("records_vec" in tables) == (vec_version is not None)
+
+
+# -- refusing ----------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+async def test_newer_schema_is_refused_and_left_untouched(db_path: str, journal: str) -> None:
+    conn, _ = db.connect(db_path, load_vec=False)
+    with closing(conn):
+        conn.execute(f"PRAGMA journal_mode = {journal}")
+        conn.execute("CREATE TABLE from_the_future (x)")
+        conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")
+    before = snapshot(db_path)
+    with pytest.raises(SchemaVersionError) as caught:
+        await Store.open(db_path)
+    message = str(caught.value)
+    assert f"schema version {schema.SCHEMA_VERSION + 1}" in message
+    assert "newer" in message
+    assert "upgrade agentctx" in message
+    assert db_path in message
+    assert snapshot(db_path) == before
+
+
+def test_migrate_refuses_newer_schema(db_path: str) -> None:
+    conn, caps = db.connect(db_path)
+    with closing(conn):
+        conn.execute("PRAGMA user_version = 99")
+        with pytest.raises(SchemaVersionError, match="schema version 99"):
+            schema.migrate(conn, caps, db_path)
+        tables = names(conn, "table")
+    assert "records" not in tables
+    assert "schema_migrations" not in tables
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"this is not a database, just some text\n" * 200, bytes(range(256)) * 64],
+    ids=["text", "binary"],
+)
+@pytest.mark.anyio
+async def test_non_sqlite_file_is_a_database_error(db_path: str, content: bytes) -> None:
+    write_file(db_path, content)
+    before = snapshot(db_path)
+    with pytest.raises(DatabaseError, match="not a database"):
+        await Store.open(db_path)
+    with pytest.raises(DatabaseError, match="not a database"):
+        db.connect(db_path)
+    assert snapshot(db_path) == before
+
+
+@pytest.mark.anyio
+async def test_open_without_create_needs_an_existing_file(db_path: str) -> None:
+    with pytest.raises(DatabaseError, match="no database at"):
+        await Store.open(db_path, create=False)
+    assert snapshot_dir(db_path) == []
+
+
+def test_sql_statement_splitter_keeps_trigger_bodies_whole() -> None:
+    statements = list(db.iter_sql_statements(schema.FTS_OBJECTS))
+    assert len(statements) == 5
+    assert statements[1].startswith("CREATE TRIGGER records_fts_insert")
+    assert statements[1].endswith("END;")
+    assert statements[3].count("INSERT INTO records_fts") == 2

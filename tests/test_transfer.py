@@ -1,0 +1,441 @@
+"""Export and import: JSON and Markdown round trips, idempotent merges, conflicts, bad input."""
+
+from __future__ import annotations
+
+import re
+from contextlib import closing
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentctx import clock, db, transfer
+from agentctx.errors import TransferError, ValidationError
+from agentctx.project import ProjectIdentity
+from agentctx.records import NewRecord
+from agentctx.store import Store
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+P = "a" * 64
+Q = "b" * 64
+
+TRICKY_BODY = (
+    "# A heading inside the body\n"
+    "## Another\n"
+    "#### Looks like a record title\n"
+    "<!-- an HTML comment --> then an arrow --> and a -- dash, and <!-- agentctx:export {} -->\n"
+    "trailing spaces here   \n"
+    "   indented line\n"
+    "\ttab-indented, unicode: ü 日本語 🚀 ﬁ \u2028 (line separator) \u00a0nbsp\n"
+    "\n"
+    "\n"
+    "two blank lines above; a Windows line\r\n"
+    "and a lone CR\r here\n"
+    "<!-- /agentctx:record not-this-one -->\n"
+    '<!-- agentctx:export {"format":"agentctx-export","version":1} -->\n'
+    '<!-- agentctx:edge {"id": "fake"} -->\n'
+    "```python\nprint('--')\n```"
+)
+
+
+def new(**changes: Any) -> NewRecord:
+    fields: dict[str, Any] = {"type": "decision", "title": "t", "body": "b", "project_id": P}
+    fields.update(changes)
+    return NewRecord(**fields)
+
+
+async def populate(store: Store) -> dict[str, Any]:
+    """A store with every kind of row an export carries."""
+    await store.touch_project(ProjectIdentity(P, "alpha", "/src/alpha", "github.com/o/alpha"))
+    await store.touch_project(ProjectIdentity(Q, "beta -- two", "/src/beta", None))
+    first = await store.add(new(title="Queue", body="Use RabbitMQ.", valid_from="2025-01-01"))
+    await store.supersede(first.id, "Use Kafka.", "throughput --> needed")
+    tricky = await store.add(
+        new(
+            type="bugfix",
+            title="Fix `--flag` parsing -> no more #### issues (superseded)",
+            body=TRICKY_BODY,
+            keywords=["argparse", "CLI"],
+            rationale="<!-- seen in prod -->",
+            session_id="sess-1",
+            confidence="inferred",
+            source="llm_extraction",
+            pinned=True,
+        )
+    )
+    await store.add(new(type="handover", title="Handover", body="Next: wire the importer."))
+    await store.add(new(type="profile", title="Tests", body="pytest -q", key="test_command"))
+    await store.add(
+        new(type="discovery", title="Beta", body="Beta builds with make.", project_id=Q)
+    )
+    await store.add(new(type="preference", title="Style", body="Short names.", scope="global"))
+    editor = await store.add(
+        new(type="profile", title="Editor", body="vim", key="editor", scope="global")
+    )
+    await store.supersede(editor.id, "helix", "switched", title="Editor (superseded)")
+    conn, _ = db.connect(store.path, load_vec=False)
+    with closing(conn):
+        conn.execute(
+            "INSERT INTO nodes(id, project_id, kind, name, created_at) VALUES "
+            "('node-1', ?, 'file', 'src/cli.py', ?), ('node-2', ?, 'symbol', 'main', ?)",
+            (P, clock.now(), Q, clock.now()),
+        )
+        conn.execute("INSERT INTO record_entities VALUES (?, 'node-1')", (tricky.id,))
+    return await store.export_data()
+
+
+@pytest.fixture
+async def source(store: Store) -> dict[str, Any]:
+    return await populate(store)
+
+
+@pytest.fixture
+async def other(tmp_path: Path) -> AsyncIterator[Store]:
+    """A second, empty store in another file."""
+    opened = await Store.open(str(tmp_path / "elsewhere" / "other.db"))
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def row_counts(data: dict[str, Any]) -> dict[str, int]:
+    tables = ("projects", "records", "edges", "nodes", "record_entities")
+    return {table: len(data[table]) for table in tables if data[table]}
+
+
+# -- round trips -------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_json_round_trip_into_an_empty_store(source: dict[str, Any], other: Store) -> None:
+    text = transfer.to_json(source)
+    assert text.endswith(b"\n")
+    parsed = transfer.parse(text.decode())
+    assert parsed == source
+    report = await other.import_data(parsed)
+    assert report.added == row_counts(source)
+    assert report.skipped == {}
+    assert report.superseded_on_conflict == []
+    assert await other.export_data() == source
+    assert row_counts(source) == {
+        "projects": 2,
+        "records": 9,
+        "edges": 2,
+        "nodes": 2,
+        "record_entities": 1,
+    }
+
+
+@pytest.mark.anyio
+async def test_markdown_round_trip_into_an_empty_store(
+    source: dict[str, Any], other: Store
+) -> None:
+    text = transfer.to_markdown(source)
+    parsed = transfer.parse(text)
+    assert sorted(parsed["records"], key=lambda r: str(r["id"])) == sorted(
+        source["records"], key=lambda r: str(r["id"])
+    )
+    await other.import_data(parsed)
+    assert await other.export_data() == source
+    tricky = next(r for r in source["records"] if r["type"] == "bugfix")
+    assert (await other.get(tricky["id"])).body == TRICKY_BODY
+    assert (await other.get(tricky["id"])).title == tricky["title"]
+
+
+@pytest.mark.anyio
+async def test_markdown_is_organized_for_people(source: dict[str, Any]) -> None:
+    text = transfer.to_markdown(source)
+    lines = text.split("\n")
+    assert lines[0] == "# agentctx context export"
+    order = [lines.index(s) for s in ("## alpha", "## beta -- two", "## Global (every project)")]
+    assert order == sorted(order)
+    headings = [line for line in lines if line.startswith("### ")]
+    assert headings == [
+        "### Decisions",
+        "### Bugfixes",
+        "### Handovers",
+        "### Profile",
+        "### Discoveries",
+        "### Preferences",
+        "### Profile",
+    ]
+    assert "#### Queue (superseded)" in lines
+    assert "#### Queue" in lines
+    # Comments never close early: no "--" inside any agentctx comment payload.
+    for line in lines:
+        if line.startswith("<!-- agentctx:"):
+            assert "--" not in line[len("<!-- ") : -len(" -->")]
+
+
+@pytest.mark.anyio
+async def test_crlf_markdown_is_accepted(store: Store, other: Store) -> None:
+    await store.add(new(title="Plain", body="line one\nline two   \n\nline four"))
+    data = await store.export_data()
+    parsed = transfer.parse(transfer.to_markdown(data).replace("\n", "\r\n"))
+    await other.import_data(parsed)
+    assert await other.export_data() == data
+
+
+@pytest.mark.anyio
+async def test_mixed_line_endings_keep_markers_and_bodies(store: Store, other: Store) -> None:
+    """Marker lines edited to CRLF still match; a body keeps exactly its own characters."""
+    await store.add(new(title="Mixed", body="first line\nsecond line\r\nthird line"))
+    data = await store.export_data()
+    lines = transfer.to_markdown(data).split("\n")
+    text = "\n".join(line + "\r" if line.startswith(("#", "<!--")) else line for line in lines)
+    await other.import_data(transfer.parse(text))
+    assert await other.export_data() == data
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("form", ["json", "markdown"])
+async def test_importing_into_the_same_store_adds_nothing(
+    store: Store, source: dict[str, Any], form: str
+) -> None:
+    text = transfer.to_json(source).decode() if form == "json" else transfer.to_markdown(source)
+    report = await store.import_data(transfer.parse(text))
+    assert report.added == {}
+    assert report.skipped == row_counts(source)
+    assert report.superseded_on_conflict == []
+    assert await store.export_data() == source
+
+
+@pytest.mark.anyio
+async def test_importing_twice_changes_nothing_the_second_time(
+    source: dict[str, Any], other: Store
+) -> None:
+    await other.import_data(source)
+    again = await other.import_data(source)
+    assert again.added == {}
+    assert await other.export_data() == source
+
+
+@pytest.mark.anyio
+async def test_project_export_leaves_out_other_projects_and_global(store: Store) -> None:
+    await populate(store)
+    data = await store.export_data(P)
+    assert {r["project_id"] for r in data["records"]} == {P}
+    assert [p["project_id"] for p in data["projects"]] == [P]
+    assert [n["id"] for n in data["nodes"]] == ["node-1"]
+    ids = {r["id"] for r in data["records"]}
+    assert all(e["from_id"] in ids or e["to_id"] in ids for e in data["edges"])
+
+
+titles = st.text(min_size=1, max_size=140).filter(
+    lambda t: 0 < len(" ".join(t.split())) <= 120 and "\x00" not in t
+)
+bodies = st.text(min_size=1, max_size=300).map(lambda b: b.replace("\x00", "")).filter(str.strip)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(items=st.lists(st.tuples(titles, bodies, st.booleans()), min_size=1, max_size=4))
+def test_markdown_round_trip_of_arbitrary_text(items: list[tuple[str, str, bool]]) -> None:
+    records = []
+    for n, (title, body, superseded) in enumerate(items):
+        valid = new(title=title, body=body).validated()
+        record = valid.to_record(f"ID{n:03d}", "2026-01-01T00:00:00.000000Z").to_dict()
+        if superseded:
+            record.update(superseded_at="2026-02-01T00:00:00.000000Z", superseded_by="ID999")
+        records.append(record)
+    data = {
+        "format": "agentctx-export",
+        "version": 1,
+        "projects": [],
+        "records": records,
+        "edges": [],
+        "nodes": [],
+        "record_entities": [],
+    }
+    assert transfer.parse(transfer.to_markdown(data)) == data
+    assert transfer.parse(transfer.to_json(data).decode()) == data
+
+
+# -- keyed conflicts on import -----------------------------------------------------------------
+
+
+async def handover_store(store: Store, body: str, valid_from: str) -> tuple[str, dict[str, Any]]:
+    record = await store.add(
+        new(type="handover", title="Handover", body=body, valid_from=valid_from)
+    )
+    return record.id, await store.export_data()
+
+
+async def current_handovers(store: Store) -> list[str]:
+    return [r.id for r in await store.list_records(P, types=["handover"], include_superseded=False)]
+
+
+@pytest.mark.anyio
+async def test_import_of_a_newer_current_handover_supersedes_ours(
+    store: Store, other: Store
+) -> None:
+    older, _ = await handover_store(store, "older work", "2026-01-01T00:00:00Z")
+    newer, newer_data = await handover_store(other, "newer work", "2026-02-01T00:00:00Z")
+    report = await store.import_data(newer_data)
+    assert report.superseded_on_conflict == [older]
+    assert await current_handovers(store) == [newer]
+    loser = await store.get(older)
+    assert loser.superseded_by == newer
+    assert loser.superseded_at == (await store.get(newer)).valid_from
+    history = await store.history(newer)
+    assert {r.id for r in history} == {older, newer}
+    data = await store.export_data()
+    assert [(e["from_id"], e["to_id"], e["rel_type"]) for e in data["edges"]] == [
+        (newer, older, "supersedes")
+    ]
+
+
+@pytest.mark.anyio
+async def test_import_of_an_older_current_handover_is_stored_superseded(
+    store: Store, other: Store
+) -> None:
+    newer, _ = await handover_store(store, "newer work", "2026-02-01T00:00:00Z")
+    older, older_data = await handover_store(other, "older work", "2026-01-01T00:00:00Z")
+    report = await store.import_data(transfer.parse(transfer.to_markdown(older_data)))
+    assert report.superseded_on_conflict == [older]
+    assert report.added == {"records": 1}
+    assert await current_handovers(store) == [newer]
+    imported = await store.get(older)
+    assert (imported.superseded_by, imported.superseded_at) == (
+        newer,
+        "2026-02-01T00:00:00.000000Z",
+    )
+
+
+@pytest.mark.anyio
+async def test_import_tie_on_valid_from_goes_to_the_incoming_handover(
+    store: Store, other: Store
+) -> None:
+    ours, _ = await handover_store(store, "ours", "2026-01-01T00:00:00Z")
+    theirs, data = await handover_store(other, "theirs", "2026-01-01T00:00:00Z")
+    await store.import_data(data)
+    assert await current_handovers(store) == [theirs]
+    assert (await store.get(ours)).superseded_by == theirs
+
+
+@pytest.mark.anyio
+async def test_import_of_a_colliding_profile_key(store: Store, other: Store) -> None:
+    mine = await store.add(
+        new(type="profile", title="t", body="make test", key="test", valid_from="2026-03-01")
+    )
+    theirs = await other.add(
+        new(type="profile", title="t", body="tox", key="test", valid_from="2026-01-01")
+    )
+    report = await store.import_data(await other.export_data())
+    assert report.superseded_on_conflict == [theirs.id]
+    current = await store.list_records(P, types=["profile"], include_superseded=False)
+    assert [r.id for r in current] == [mine.id]
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"records": []}', "not an agentctx export"),
+        ('{"format": "something-else"}', "not an agentctx export"),
+        ('  {"format": "agentctx-export"', "not valid JSON"),
+        ("[1, 2, 3]", "no agentctx:export marker"),
+        ("# My notes\n\nJust some Markdown.\n", "no agentctx:export marker"),
+        ("", "no agentctx:export marker"),
+        (
+            '<!-- agentctx:export {"format":"agentctx-export","version":1} -->\n'
+            '#### Title\n<!-- agentctx:record {"id": "X"} -->\nbody without an end\n',
+            "line 3: record X has no end marker",
+        ),
+        (
+            '<!-- agentctx:export {"format":"agentctx-export","version":1} -->\n'
+            '<!-- agentctx:record {"id": "X"} -->\nbody\n<!-- /agentctx:record X -->\n',
+            "must follow its '#### title' line",
+        ),
+        (
+            '<!-- agentctx:export {"format":"agentctx-export","version":1} -->\n'
+            "<!-- agentctx:node {not json} -->\n",
+            "line 2: unreadable metadata",
+        ),
+    ],
+)
+def test_non_exports_are_refused(text: str, message: str) -> None:
+    with pytest.raises(TransferError, match=re.escape(message)):
+        transfer.parse(text)
+
+
+def record_entry(**changes: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "id": "01HX0000000000000000000000",
+        "project_id": P,
+        "type": "decision",
+        "title": "Imported",
+        "body": "From a hand-written file.",
+        "scope": "project",
+        "confidence": "explicit",
+        "source": "import",
+        "valid_from": "2026-01-01T00:00:00.000000Z",
+        "recorded_at": "2026-01-01T00:00:00.000000Z",
+    }
+    entry.update(changes)
+    return entry
+
+
+@pytest.mark.anyio
+async def test_minimal_record_entries_take_column_defaults(store: Store) -> None:
+    report = await store.import_data({"format": "agentctx-export", "records": [record_entry()]})
+    assert report.added == {"records": 1}
+    record = await store.get("01HX0000000000000000000000")
+    assert (record.keywords, record.pinned, record.access_count, record.score) == (
+        "",
+        False,
+        0,
+        1.0,
+    )
+    assert record.source == "import"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"scope": None}, "lacks scope"),
+        ({"source": None, "confidence": None}, "lacks confidence, source"),
+        ({"type": "opinion"}, "type 'opinion'"),
+        ({"title": "t" * 121}, "title is 121 characters"),
+        ({"superseded_by": "NOT-THERE", "superseded_at": "2026-02-01"}, "inconsistent"),
+    ],
+)
+async def test_bad_record_entries_import_nothing(
+    store: Store, entry: dict[str, Any], message: str
+) -> None:
+    data = {
+        "format": "agentctx-export",
+        "projects": [{"project_id": P, "name": "p", "root": None, "remote": None,
+                      "created_at": "x", "last_seen_at": "x"}],
+        "records": [record_entry(id="01HX0000000000000000000001"), record_entry(**entry)],
+    }  # fmt: skip
+    with pytest.raises(ValidationError, match=message):
+        await store.import_data(data)
+    assert await store.list_records() == []
+    assert await store.projects() == []
+    # A failed import leaves the store writable.
+    await store.add(new())
+    assert len(await store.list_records()) == 1
+
+
+@pytest.mark.anyio
+async def test_rows_lacking_fields_are_refused(store: Store) -> None:
+    with pytest.raises(ValidationError, match="a edges row lacks a field"):
+        await store.import_data({"format": "agentctx-export", "edges": [{"id": "e"}]})
+    with pytest.raises(ValidationError, match="not an object"):
+        await store.import_data({"format": "agentctx-export", "records": ["nope"]})
+
+
+def test_json_payload_is_sorted_and_indented() -> None:
+    data = {"format": "agentctx-export", "version": 1, "b": [1], "a": {"y": 2, "x": 1}}
+    text = transfer.to_json(data).decode()
+    assert text.startswith('{\n  "a": {\n    "x": 1,')
+    assert orjson.loads(text) == data
