@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -43,23 +41,6 @@ def project_dir(tmp_path: Path) -> Path:
     path = tmp_path / "project"
     path.mkdir()
     return path
-
-
-def run_cli(
-    *args: str, cwd: Path | str | None = None, input: str | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run the real ``agentctx`` console entry point in a subprocess."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "agentctx", *args],
-        cwd=cwd,
-        input=input,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ from agentctx import __version__, config
 from agentctx.config import SETTINGS
 from agentctx.records import COLUMNS
 from agentctx.schema import RECORD_TYPES
-from conftest import run_cli
+from tests.helpers import run_cli
 
 if TYPE_CHECKING:
     import subprocess

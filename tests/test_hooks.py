@@ -20,7 +20,7 @@ from agentctx.project import identify
 from agentctx.records import NewRecord
 from agentctx.store import Store
 from agentctx.tokens import estimate_tokens
-from tests.hookutil import FORBIDDEN, contract, payload, run_hook
+from tests.helpers import FORBIDDEN, contract, payload, run_hook
 
 SID = "5f0c9a61-9a2b-4c1e-8f3d-0123456789ab"
 EVENTS = {

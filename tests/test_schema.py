@@ -24,7 +24,8 @@ Column = tuple[str, str, int, str | None, int]
 
 EXPECTED_COLUMNS: dict[str, list[Column]] = {
     "records": [
-        ("id", "TEXT", 0, None, 1),
+        ("seq", "INTEGER", 0, None, 1),
+        ("id", "TEXT", 1, None, 0),
         ("project_id", "TEXT", 1, None, 0),
         ("type", "TEXT", 1, None, 0),
         ("title", "TEXT", 1, None, 0),
@@ -179,7 +180,8 @@ def test_record_columns_constant_matches_table(db_path: str) -> None:
     conn, _ = db.connect(db_path)
     with closing(conn):
         table = [str(r["name"]) for r in conn.execute("PRAGMA table_info(records)")]
-    assert sorted(table) == sorted(schema.RECORD_COLUMNS)
+    # seq is the storage rowid (stable FTS keys); it is not part of a record
+    assert sorted(table) == sorted(["seq", *schema.RECORD_COLUMNS])
     assert len(schema.RECORD_COLUMNS) == len(set(schema.RECORD_COLUMNS))
 
 
@@ -228,7 +230,7 @@ def test_records_fts_is_external_content_fts5(db_path: str) -> None:
         conn.execute("INSERT INTO records_fts(records_fts) VALUES ('integrity-check')")
     assert sql.startswith("CREATE VIRTUAL TABLE records_fts USING fts5(")
     assert "content='records'" in sql
-    assert "content_rowid='rowid'" in sql
+    assert "content_rowid='seq'" in sql
     assert "tokenize='porter unicode61 remove_diacritics 2'" in sql
     assert columns == ["title", "body", "keywords"]
     # External content: FTS5 keeps no copy of the text (no records_fts_content shadow table).

@@ -342,6 +342,17 @@ async def test_edit_makes_a_new_version(store: Store) -> None:
 # -- reset -------------------------------------------------------------------------------------
 
 
+async def test_a_project_record_cannot_supersede_a_global_one(store: Store) -> None:
+    shared = await store.add(new(title="Style", body="global style", scope="global"))
+    before = await store.list_records()
+    with pytest.raises(ValidationError, match="is global"):
+        await store.add(new(title="Style", body="P style", supersedes=shared.id))
+    assert await store.list_records() == before
+    assert (await store.get(shared.id)).is_current
+    _, newer = await store.supersede(shared.id, "global style v2", "why")
+    assert newer.scope == "global"
+
+
 async def test_reset_deletes_only_that_projects_records(store: Store) -> None:
     kept_global = await store.add(new(title="Global", body="global fact", scope="global"))
     theirs = await store.add(new(project_id=Q, body="Q fact"))
@@ -349,9 +360,7 @@ async def test_reset_deletes_only_that_projects_records(store: Store) -> None:
     mine = await store.add(new(body="P fact"))
     _, mine2 = await store.supersede(mine.id, "P fact v2", "why")
     await store.add(new(type="handover", title="H", body="P handover"))
-    # A project record that supersedes a global one: after the reset the global one is current.
     overridden = await store.add(new(title="Style", body="global style", scope="global"))
-    override = await store.add(new(title="Style", body="P style", supersedes=overridden.id))
     conn, _ = db.connect(store.path, load_vec=False)
     with closing(conn):
         for node, project in (("nP", P), ("nQ", Q)):
@@ -363,7 +372,7 @@ async def test_reset_deletes_only_that_projects_records(store: Store) -> None:
             "INSERT INTO record_entities VALUES (?, 'nP'), (?, 'nQ')", (mine2.id, theirs2.id)
         )
 
-    assert await store.reset(P) == 4
+    assert await store.reset(P) == 3
 
     left = {r.id for r in await store.list_records()}
     assert left == {kept_global.id, theirs.id, theirs2.id, overridden.id}
@@ -372,7 +381,6 @@ async def test_reset_deletes_only_that_projects_records(store: Store) -> None:
     assert edges(store.path) == [(theirs2.id, theirs.id, "supersedes")]
     assert query(store.path, "SELECT id FROM nodes") == [("nQ",)]
     assert query(store.path, "SELECT * FROM record_entities") == [(theirs2.id, "nQ")]
-    assert override.id not in left
     assert sorted(await ids(store, "fact style", project_id=P)) == sorted(
         [kept_global.id, overridden.id]
     )
@@ -387,22 +395,6 @@ async def test_reset_deletes_only_that_projects_records(store: Store) -> None:
     assert await ids(store, "fresh", project_id=P) == [again.id]
     assert await store.reset(Q) == 2
     assert await store.reset(Q) == 0
-
-
-async def test_reset_keeps_a_keyed_rule_when_restoring_global_records(store: Store) -> None:
-    def editor(body: str, **changes: Any) -> NewRecord:
-        return new(type="profile", title="editor", body=body, key="editor", **changes)
-
-    first = await store.add(editor("vim", scope="global"))
-    await store.add(editor("code", supersedes=first.id))
-    second = await store.add(editor("helix", scope="global"))  # no current global editor: added
-    assert second.is_current
-    await store.reset(P)
-    restored = await store.get(first.id)
-    assert restored.superseded_by is None
-    assert not restored.is_current  # the later global record keeps the key
-    current = await store.list_records("global", include_superseded=False)
-    assert [r.id for r in current] == [second.id]
 
 
 async def test_reset_refuses_global(store: Store) -> None:

@@ -33,7 +33,6 @@ BUDGETS = {"profile": 200, "decisions": 500, "handover": 400, "preferences": 200
 DRIFT_THRESHOLD = 0.5
 DRIFT_MIN_CANDIDATES = 2
 FORMAT_VERSION = 1
-_CLOCK_SLACK_NS = 50_000_000
 _ITEM_BODY_CHARS = 220
 
 _DECISIONS_SQL = """
@@ -217,14 +216,17 @@ def write(digest: dict[str, Any], generated_at: str, read_started_ns: int) -> st
 
 
 def _changed_since(project_id: str, started_ns: int) -> bool:
-    # File times come from the kernel's coarse clock (a few ms behind time.time_ns()): allow slack.
-    started_ns -= _CLOCK_SLACK_NS
+    # The marker holds the writer's time.time_ns(): file mtimes come from a coarser kernel clock.
     for name in (project_id, GLOBAL_PROJECT_ID):
         try:
-            if os.stat(_marker(name)).st_mtime_ns >= started_ns:
-                return True
-        except OSError:
+            with open(_marker(name), encoding="ascii") as fh:
+                changed_ns = int(fh.read().strip() or 0)
+        except FileNotFoundError:
             continue
+        except (OSError, ValueError):
+            return True  # unreadable: assume the worst, the next build tries again
+        if changed_ns >= started_ns:
+            return True
     return False
 
 
@@ -261,12 +263,16 @@ def invalidate(project_ids: Iterable[str]) -> None:
     targets = set(project_ids)
     if not targets:
         return
+    import time
+
+    stamp = str(time.time_ns())
     for project_id in targets:
         try:
             os.makedirs(folder, mode=0o700, exist_ok=True)
-            with open(_marker(project_id), "a"):
-                pass
-            os.utime(_marker(project_id))
+            tmp = f"{_marker(project_id)}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="ascii") as fh:
+                fh.write(stamp)
+            os.replace(tmp, _marker(project_id))
         except OSError:
             pass
     try:

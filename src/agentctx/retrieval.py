@@ -139,7 +139,7 @@ def search_sql(
         w_title, w_body, w_keywords = BM25_WEIGHTS
         sql = (
             f"SELECT {_COLUMNS_SQL}, bm25(records_fts, {w_title}, {w_body}, {w_keywords}) AS rank "
-            "FROM records_fts JOIN records AS r ON r.rowid = records_fts.rowid "
+            "FROM records_fts JOIN records AS r ON r.seq = records_fts.rowid "
             f"WHERE records_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
         )
         return sql, [match, *params, candidates]

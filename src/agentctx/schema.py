@@ -8,6 +8,9 @@ and a database whose version is higher than ours was written by a newer agentctx
 Objects that need an optional capability live outside the numbered list and are ensured after it: the
 FTS5 index (with its sync triggers) when FTS5 exists, and the sqlite-vec table when the extension loads.
 A store first opened without them gains them, rebuilt from the records, the first time they are there.
+
+``records`` has an ``INTEGER PRIMARY KEY`` (``seq``) besides its ULID ``id`` because the external-content
+FTS index is keyed by rowid, and ``VACUUM`` may renumber the implicit rowids of a table without one.
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ CREATE TABLE projects (
 );
 
 CREATE TABLE records (
-  id                   TEXT PRIMARY KEY,
+  seq                  INTEGER PRIMARY KEY,
+  id                   TEXT NOT NULL UNIQUE,
   project_id           TEXT NOT NULL,
   type                 TEXT NOT NULL CHECK (type IN {_in(RECORD_TYPES)}),
   title                TEXT NOT NULL CHECK (length(title) BETWEEN 1 AND {TITLE_MAX}),
@@ -156,22 +160,22 @@ SCHEMA_VERSION = len(MIGRATIONS)
 FTS_OBJECTS = """
 CREATE VIRTUAL TABLE records_fts USING fts5(
   title, body, keywords,
-  content='records', content_rowid='rowid',
+  content='records', content_rowid='seq',
   tokenize='porter unicode61 remove_diacritics 2'
 );
 CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
   INSERT INTO records_fts(rowid, title, body, keywords)
-  VALUES (new.rowid, new.title, new.body, new.keywords);
+  VALUES (new.seq, new.title, new.body, new.keywords);
 END;
 CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN
   INSERT INTO records_fts(records_fts, rowid, title, body, keywords)
-  VALUES ('delete', old.rowid, old.title, old.body, old.keywords);
+  VALUES ('delete', old.seq, old.title, old.body, old.keywords);
 END;
 CREATE TRIGGER records_fts_update AFTER UPDATE OF title, body, keywords ON records BEGIN
   INSERT INTO records_fts(records_fts, rowid, title, body, keywords)
-  VALUES ('delete', old.rowid, old.title, old.body, old.keywords);
+  VALUES ('delete', old.seq, old.title, old.body, old.keywords);
   INSERT INTO records_fts(rowid, title, body, keywords)
-  VALUES (new.rowid, new.title, new.body, new.keywords);
+  VALUES (new.seq, new.title, new.body, new.keywords);
 END;
 INSERT INTO records_fts(records_fts) VALUES ('rebuild');
 """

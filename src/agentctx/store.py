@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 import sqlean
 
-from agentctx import clock, db, home, retrieval, schema
+from agentctx import clock, db, digest, home, retrieval, schema
 from agentctx.errors import ConflictError, DatabaseError, NotFoundError, ValidationError
 from agentctx.records import COLUMNS, NewRecord, Record
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from agentctx.project import ProjectIdentity
 
 _COLS = ", ".join(COLUMNS)
-_PLACEHOLDERS = ", ".join("?" * len(COLUMNS))
 HISTORY_MAX_DEPTH = 1000
 
 
@@ -80,6 +79,7 @@ class Store:
         self.capabilities = caps
         self.path = path
         self._write_lock = anyio.Lock()
+        self._changed: set[str] = set()  # projects whose records the open write transaction changes
 
     @classmethod
     async def open(cls, path: str | None = None, *, create: bool = True) -> Store:
@@ -117,6 +117,7 @@ class Store:
                 yield self._conn
             except BaseException:
                 await self._conn.execute("ROLLBACK")
+                self._changed.clear()
                 raise
             try:
                 await self._conn.execute("COMMIT")
@@ -125,7 +126,11 @@ class Store:
                 # or every later write on this connection fails ("transaction within a transaction").
                 if self._conn.in_transaction:
                     await self._conn.execute("ROLLBACK")
+                self._changed.clear()
                 raise
+            if self._changed:  # pre-computed digests of these projects are stale now
+                digest.invalidate(self._changed)
+                self._changed.clear()
 
     async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         async with self._conn.execute(sql, params) as cursor:
@@ -217,21 +222,22 @@ class Store:
             to_supersede.append(keyed)
         await conn.execute("PRAGMA defer_foreign_keys = ON")
         for old_id in to_supersede:
-            cursor = await conn.execute(
-                "UPDATE records SET superseded_at = ?, superseded_by = ? "
-                "WHERE id = ? AND superseded_at IS NULL",
-                (now, record.id, old_id),
-            )
+            cursor = await conn.execute(schema.SUPERSEDE_SQL, (now, record.id, old_id))
             if cursor.rowcount != 1:
                 raise ConflictError(f"record {old_id} was superseded meanwhile; nothing was written")
             await _add_edge(conn, record.id, old_id, "supersedes", now)
-        values = [getattr(record, name) for name in COLUMNS]
-        await conn.execute(f"INSERT INTO records({_COLS}) VALUES ({_PLACEHOLDERS})", values)
+        await conn.execute(schema.INSERT_RECORD_SQL, [getattr(record, n) for n in COLUMNS])
+        self._changed.add(record.project_id)
         return record
 
     async def _current_for_update(self, record_id: str, project_id: str) -> Record:
         old = await self.get(record_id)
-        if old.project_id not in (project_id, schema.GLOBAL_PROJECT_ID):
+        if old.project_id != project_id:
+            if old.project_id == schema.GLOBAL_PROJECT_ID:
+                raise ValidationError(
+                    f"record {record_id} is global: supersede it with a global record "
+                    "(scope global), so that every project sees the new version"
+                )
             raise NotFoundError(f"no record with id {record_id!r} in this project")
         if old.superseded_at is not None:
             raise ConflictError(
@@ -242,17 +248,9 @@ class Store:
 
     async def _keyed_current(self, record: Record) -> str | None:
         if record.type == "handover":
-            row = await self._one(
-                "SELECT id FROM records WHERE project_id = ? AND type = 'handover' "
-                "AND superseded_at IS NULL",
-                (record.project_id,),
-            )
+            row = await self._one(schema.CURRENT_HANDOVER_SQL, (record.project_id,))
         elif record.type == "profile" and record.key:
-            row = await self._one(
-                "SELECT id FROM records WHERE project_id = ? AND type = 'profile' AND key = ? "
-                "AND superseded_at IS NULL",
-                (record.project_id, record.key),
-            )
+            row = await self._one(schema.CURRENT_PROFILE_KEY_SQL, (record.project_id, record.key))
         else:
             return None
         return None if row is None else str(row["id"])
@@ -313,6 +311,8 @@ class Store:
             )
             if cursor.rowcount != 1:
                 raise NotFoundError(f"no record with id {record_id!r}")
+            row = await self._one("SELECT project_id FROM records WHERE id = ?", (record_id,))
+            self._changed.add(str(row[0]))
         return await self.get(record_id)
 
     async def history(self, record_id: str) -> list[Record]:
@@ -446,18 +446,9 @@ class Store:
         if project_id == schema.GLOBAL_PROJECT_ID:
             raise ValidationError("reset works on a project; global records are kept")
         async with self._write() as conn:
+            self._changed.add(project_id)
             await conn.execute("PRAGMA defer_foreign_keys = ON")
             ids = "SELECT id FROM records WHERE project_id = ?"
-            # A record of another scope (global) superseded by one of these becomes current again
-            # (unless a keyed rival is current now); otherwise its superseded_by would dangle.
-            await conn.execute(
-                "UPDATE records SET superseded_by = NULL, superseded_at = CASE WHEN EXISTS ("
-                "SELECT 1 FROM records AS o WHERE o.project_id = records.project_id "
-                "AND o.type = records.type AND o.superseded_at IS NULL AND o.id <> records.id "
-                "AND (o.type = 'handover' OR (o.type = 'profile' AND o.key = records.key))"
-                f") THEN superseded_at END WHERE project_id <> ? AND superseded_by IN ({ids})",
-                (project_id, project_id),
-            )
             await conn.execute(
                 f"DELETE FROM edges WHERE from_id IN ({ids}) OR to_id IN ({ids})",
                 (project_id, project_id),
@@ -512,6 +503,19 @@ class Store:
         """
         report = ImportReport()
         records = [_record_from_data(item) for item in data.get("records", [])]
+        projects = {r.id: r.project_id for r in records}
+        for record in records:
+            successor = record.superseded_by
+            if successor is None:
+                continue
+            if successor not in projects:
+                row = await self._one("SELECT project_id FROM records WHERE id = ?", (successor,))
+                projects[successor] = row[0] if row else record.project_id
+            if projects[successor] != record.project_id:
+                raise ValidationError(
+                    f"import: record {record.id} is superseded by {successor} of another project "
+                    "or scope; a record is only superseded within its own namespace"
+                )
         try:
             async with self._write() as conn:
                 await conn.execute("PRAGMA defer_foreign_keys = ON")
@@ -541,15 +545,14 @@ class Store:
                 newer, older = (record, other) if record.valid_from >= other.valid_from else (other, record)
                 if older is other:
                     await conn.execute(
-                        "UPDATE records SET superseded_at = ?, superseded_by = ? WHERE id = ?",
-                        (newer.valid_from, newer.id, older.id),
+                        schema.SUPERSEDE_SQL, (newer.valid_from, newer.id, older.id)
                     )
                 else:
                     record = replace(record, superseded_at=newer.valid_from, superseded_by=newer.id)
                 await _add_edge(conn, newer.id, older.id, "supersedes", newer.valid_from)
                 report.superseded_on_conflict.append(older.id)
-        values = [getattr(record, name) for name in COLUMNS]
-        await conn.execute(f"INSERT INTO records({_COLS}) VALUES ({_PLACEHOLDERS})", values)
+        await conn.execute(schema.INSERT_RECORD_SQL, [getattr(record, n) for n in COLUMNS])
+        self._changed.add(record.project_id)
         report.added["records"] = report.added.get("records", 0) + 1
 
 
@@ -570,10 +573,7 @@ def _prepare(path: str, create: bool) -> None:
 async def _add_edge(
     conn: aiosqlite.Connection, from_id: str, to_id: str, rel_type: str, created_at: str
 ) -> None:
-    await conn.execute(
-        "INSERT OR IGNORE INTO edges(id, from_id, to_id, rel_type, created_at) VALUES (?, ?, ?, ?, ?)",
-        (clock.ulid(), from_id, to_id, rel_type, created_at),
-    )
+    await conn.execute(schema.INSERT_EDGE_SQL, (clock.ulid(), from_id, to_id, rel_type, created_at))
 
 
 _TABLE_COLUMNS = {

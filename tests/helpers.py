@@ -1,4 +1,4 @@
-"""Helpers to run hooks as Claude Code does: a real subprocess, the event JSON on stdin."""
+"""Helpers to run agentctx as users and Claude Code do: real subprocesses."""
 
 from __future__ import annotations
 
@@ -62,3 +62,20 @@ def payload(event: str, session_id: str, cwd: Path, **extra: Any) -> dict[str, A
         "hook_event_name": event,
         **extra,
     }
+
+
+def run_cli(
+    *args: str, cwd: Path | str | None = None, input: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``agentctx`` console entry point in a subprocess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "agentctx", *args],
+        cwd=cwd,
+        input=input,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
