@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from agentctx.store import Store
 
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
 
 @pytest.fixture(autouse=True)
-def agentctx_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def agentctx_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point AGENTCTX_HOME at a fresh folder so no test touches the user's store."""
     home_dir = tmp_path / "agentctx-home"
     monkeypatch.setenv("AGENTCTX_HOME", str(home_dir))
-    yield home_dir
+    return home_dir
 
 
 @pytest.fixture

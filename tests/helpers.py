@@ -6,8 +6,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 FORBIDDEN = ("cyclopts", "anthropic", "mcp", "fastembed", "numpy", "pydantic")
 
@@ -65,7 +67,10 @@ def payload(event: str, session_id: str, cwd: Path, **extra: Any) -> dict[str, A
 
 
 def run_cli(
-    *args: str, cwd: Path | str | None = None, input: str | None = None, env: dict[str, str] | None = None
+    *args: str,
+    cwd: Path | str | None = None,
+    input: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run the real ``agentctx`` console entry point in a subprocess."""
     full_env = {**os.environ, **(env or {})}

@@ -54,7 +54,7 @@ def seed(project_dir: Path, records: list[dict[str, Any]]) -> list[str]:
 def query(sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
     conn = sqlean.connect(home.db_path())
     try:
-        return conn.execute(sql, params).fetchall()
+        return list(conn.execute(sql, params).fetchall())
     finally:
         conn.close()
 
@@ -269,7 +269,9 @@ def test_prompt_injects_matches_once_per_session(project_dir: Path) -> None:
 def test_trivial_prompt_prints_nothing(prompt: str, project_dir: Path) -> None:
     seed(project_dir, DECISIONS)
     data = payload("UserPromptSubmit", SID, project_dir, prompt=prompt)
-    assert contract(run_hook("user-prompt-submit", data, cwd=project_dir), "UserPromptSubmit") is None
+    assert (
+        contract(run_hook("user-prompt-submit", data, cwd=project_dir), "UserPromptSubmit") is None
+    )
 
 
 def test_prompt_top_three_within_budget(project_dir: Path) -> None:
@@ -435,8 +437,12 @@ def test_hard_error_is_observed_and_secrets_redacted(project_dir: Path) -> None:
 
 def test_branch_switches_become_branch_nodes(project_dir: Path) -> None:
     seed(project_dir, [])
-    _post(project_dir, "Bash", {"command": "git checkout -b feat/login"},
-          tool_response={"stdout": "", "stderr": "Switched to a new branch 'feat/login'\n"})
+    _post(
+        project_dir,
+        "Bash",
+        {"command": "git checkout -b feat/login"},
+        tool_response={"stdout": "", "stderr": "Switched to a new branch 'feat/login'\n"},
+    )
     _post(project_dir, "Bash", {"command": "git switch main"},
           tool_response={"stdout": "", "stderr": "Switched to branch 'main'\n"})  # fmt: skip
     names = sorted(r[0] for r in query("SELECT name FROM nodes WHERE kind = 'branch'"))
@@ -462,7 +468,9 @@ def _transcript(tmp_path: Path) -> Path:
     return path
 
 
-def test_pre_compact_snapshots_a_handover_that_supersedes(project_dir: Path, tmp_path: Path) -> None:
+def test_pre_compact_snapshots_a_handover_that_supersedes(
+    project_dir: Path, tmp_path: Path
+) -> None:
     seed(project_dir, [{"type": "handover", "title": "Old handover", "body": "old"}])
     data = payload("PreCompact", SID, project_dir, trigger="manual", custom_instructions="")
     data["transcript_path"] = str(_transcript(tmp_path))

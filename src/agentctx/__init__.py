@@ -47,7 +47,25 @@ _EXPORTS = {
     "TransferError": "agentctx.errors",
 }
 
-__all__ = [*_EXPORTS, "__version__"]
+__all__ = [
+    "AgentctxError",
+    "ConfigError",
+    "ConflictError",
+    "DatabaseError",
+    "NewRecord",
+    "NotFoundError",
+    "ProjectIdentity",
+    "Record",
+    "SchemaVersionError",
+    "SearchHit",
+    "SearchQuery",
+    "SearchResult",
+    "Store",
+    "TransferError",
+    "ValidationError",
+    "__version__",
+    "identify",
+]
 
 
 def __getattr__(name: str) -> object:

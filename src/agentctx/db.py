@@ -66,7 +66,9 @@ def connect(
     (the switch to WAL rewrites the header), so a refused database is left byte-for-byte untouched.
     """
     if not create and not os.path.exists(path):
-        raise DatabaseError(f"no database at {path}: run `agentctx init` (or any write) to create it")
+        raise DatabaseError(
+            f"no database at {path}: run `agentctx init` (or any write) to create it"
+        )
     caps = Capabilities()
     uri = f"file:{path}?mode=ro" if readonly else path
     try:
@@ -175,7 +177,7 @@ async def connect_async(
 async def _close_quietly(aconn: aiosqlite.Connection) -> None:
     try:
         await aconn.close()
-    except Exception:  # noqa: S110 - the open already failed; that error is the one to report
+    except Exception:
         pass
 
 

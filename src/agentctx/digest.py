@@ -276,7 +276,9 @@ def invalidate(project_ids: Iterable[str]) -> None:
         except OSError:
             pass
     try:
-        names = os.listdir(folder) if GLOBAL_PROJECT_ID in targets else [f"{p}.json" for p in targets]
+        names = (
+            os.listdir(folder) if GLOBAL_PROJECT_ID in targets else [f"{p}.json" for p in targets]
+        )
     except OSError:
         return
     for name in names:

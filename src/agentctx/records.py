@@ -84,7 +84,9 @@ class Record:
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Record))
-assert COLUMNS == RECORD_COLUMNS, "Record fields and schema.RECORD_COLUMNS must list the same columns"
+assert COLUMNS == RECORD_COLUMNS, (
+    "Record fields and schema.RECORD_COLUMNS must list the same columns"
+)
 
 
 @dataclass(slots=True)
@@ -181,7 +183,9 @@ class NewRecord:
 
 def normalize_keywords(keywords: list[str] | str) -> str:
     """Up to eight distinct search keywords as one space-separated, lower-case string."""
-    items = keywords.split() if isinstance(keywords, str) else [w for k in keywords for w in k.split()]
+    items = (
+        keywords.split() if isinstance(keywords, str) else [w for k in keywords for w in k.split()]
+    )
     seen: list[str] = []
     for word in items:
         word = word.strip().lower()

@@ -23,7 +23,15 @@ if TYPE_CHECKING:
 
     from agentctx.db import Capabilities
 
-RECORD_TYPES = ("decision", "convention", "preference", "discovery", "bugfix", "handover", "profile")
+RECORD_TYPES = (
+    "decision",
+    "convention",
+    "preference",
+    "discovery",
+    "bugfix",
+    "handover",
+    "profile",
+)
 SCOPES = ("project", "global")
 CONFIDENCES = ("explicit", "inferred", "reinforced")
 SOURCES = ("llm_extraction", "hook_observation", "mcp_tool", "cli", "import")

@@ -11,7 +11,6 @@ against a racing writer. Nothing here deletes a record except :meth:`Store.reset
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Self
@@ -24,6 +23,8 @@ from agentctx.errors import ConflictError, DatabaseError, NotFoundError, Validat
 from agentctx.records import COLUMNS, NewRecord, Record
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Sequence
+
     import aiosqlite
 
     from agentctx.project import ProjectIdentity
@@ -84,15 +85,10 @@ class Store:
     @classmethod
     async def open(cls, path: str | None = None, *, create: bool = True) -> Store:
         """Open (and by default create) the store at ``path`` (default: the home's database)."""
-        if path is None:
-            path = home.db_path()
-            if create:
-                home.ensure_home()
-        elif create:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        await anyio.to_thread.run_sync(_prepare, path, create)
-        conn, caps = await db.connect_async(path, create=False)
-        return cls(conn, caps, path)
+        target = path or home.db_path()
+        await anyio.to_thread.run_sync(_prepare, target, create, path is None)
+        conn, caps = await db.connect_async(target, create=False)
+        return cls(conn, caps, target)
 
     async def close(self) -> None:
         """Close the connection."""
@@ -224,7 +220,9 @@ class Store:
         for old_id in to_supersede:
             cursor = await conn.execute(schema.SUPERSEDE_SQL, (now, record.id, old_id))
             if cursor.rowcount != 1:
-                raise ConflictError(f"record {old_id} was superseded meanwhile; nothing was written")
+                raise ConflictError(
+                    f"record {old_id} was superseded meanwhile; nothing was written"
+                )
             await _add_edge(conn, record.id, old_id, "supersedes", now)
         await conn.execute(schema.INSERT_RECORD_SQL, [getattr(record, n) for n in COLUMNS])
         self._changed.add(record.project_id)
@@ -454,7 +452,9 @@ class Store:
                 (project_id, project_id),
             )
             if self.capabilities.vec_version:
-                await conn.execute(f"DELETE FROM records_vec WHERE record_id IN ({ids})", (project_id,))
+                await conn.execute(
+                    f"DELETE FROM records_vec WHERE record_id IN ({ids})", (project_id,)
+                )
             await conn.execute("DELETE FROM nodes WHERE project_id = ?", (project_id,))
             cursor = await conn.execute("DELETE FROM records WHERE project_id = ?", (project_id,))
             return int(cursor.rowcount)
@@ -542,11 +542,11 @@ class Store:
             rival = await self._keyed_current(record)
             if rival is not None:
                 other = await self.get(rival)
-                newer, older = (record, other) if record.valid_from >= other.valid_from else (other, record)
+                newer, older = (
+                    (record, other) if record.valid_from >= other.valid_from else (other, record)
+                )
                 if older is other:
-                    await conn.execute(
-                        schema.SUPERSEDE_SQL, (newer.valid_from, newer.id, older.id)
-                    )
+                    await conn.execute(schema.SUPERSEDE_SQL, (newer.valid_from, newer.id, older.id))
                 else:
                     record = replace(record, superseded_at=newer.valid_from, superseded_by=newer.id)
                 await _add_edge(conn, newer.id, older.id, "supersedes", newer.valid_from)
@@ -556,8 +556,12 @@ class Store:
         report.added["records"] = report.added.get("records", 0) + 1
 
 
-def _prepare(path: str, create: bool) -> None:
+def _prepare(path: str, create: bool, in_home: bool) -> None:
     """Create or migrate the database file (sync; run in a worker thread by ``Store.open``)."""
+    if create and in_home:
+        home.ensure_home()
+    elif create:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     # The version is checked before the connection policy writes anything (WAL switch).
     conn, caps = db.connect(
         path, create=create, check_version=lambda version: schema.check_not_newer(version, path)

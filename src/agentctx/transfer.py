@@ -48,8 +48,10 @@ def to_markdown(data: dict[str, Any]) -> str:
         by_project.setdefault(record["project_id"], []).append(record)
     for project_id in sorted(by_project, key=lambda p: (p == "global", p)):
         project = names.get(project_id)
-        label = "Global (every project)" if project_id == "global" else (
-            project["name"] if project else project_id
+        label = (
+            "Global (every project)"
+            if project_id == "global"
+            else (project["name"] if project else project_id)
         )
         out += [f"## {label}", ""]
         if project:
@@ -62,7 +64,10 @@ def to_markdown(data: dict[str, Any]) -> str:
             for record in group:
                 meta = {k: v for k, v in record.items() if k not in ("title", "body")}
                 state = "" if record["superseded_at"] is None else " (superseded)"
-                out += [f"#### {record['title']}{state}", _META.format(kind="record", payload=_dumps(meta))]
+                out += [
+                    f"#### {record['title']}{state}",
+                    _META.format(kind="record", payload=_dumps(meta)),
+                ]
                 out += [record["body"], f"<!-- /agentctx:record {record['id']} -->", ""]
     listed = set(by_project)
     for project in data.get("projects", []):
@@ -85,7 +90,9 @@ def parse(text: str) -> dict[str, Any]:
         except orjson.JSONDecodeError as exc:
             raise TransferError(f"not valid JSON: {exc}") from exc
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise TransferError("this JSON is not an agentctx export (no \"format\": \"agentctx-export\")")
+            raise TransferError(
+                'this JSON is not an agentctx export (no "format": "agentctx-export")'
+            )
         return data
     return _parse_markdown(text)
 
@@ -109,7 +116,9 @@ def _parse_markdown(text: str) -> dict[str, Any]:
             record = _load(start.group(1), i)
             heading = marks[i - 1] if i > 0 else ""
             if not heading.startswith("#### "):
-                raise TransferError(f"line {i + 1}: a record marker must follow its '#### title' line")
+                raise TransferError(
+                    f"line {i + 1}: a record marker must follow its '#### title' line"
+                )
             title = heading[5:]
             if record.get("superseded_at") is not None and title.endswith(" (superseded)"):
                 title = title[: -len(" (superseded)")]
@@ -117,7 +126,9 @@ def _parse_markdown(text: str) -> dict[str, Any]:
             try:
                 stop = marks.index(end, i + 1)
             except ValueError:
-                raise TransferError(f"line {i + 1}: record {record.get('id')} has no end marker") from None
+                raise TransferError(
+                    f"line {i + 1}: record {record.get('id')} has no end marker"
+                ) from None
             record["title"] = title
             record["body"] = "\n".join(lines[i + 1 : stop])
             data["records"].append(record)

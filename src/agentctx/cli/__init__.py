@@ -126,6 +126,5 @@ def _show(record: Record) -> None:
     _out(record.body)
 
 
-
 # Command modules register themselves on ``app`` when imported.
 from agentctx.cli import admin, records, setup  # noqa: E402, F401

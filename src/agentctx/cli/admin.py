@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import anyio
 from cyclopts import App, Parameter
@@ -12,10 +12,13 @@ from cyclopts import App, Parameter
 from agentctx import config, doctor, home, transfer
 from agentctx.cli import Json, _json, _out, _project, _with_store, app
 from agentctx.errors import ValidationError
-from agentctx.store import Store
+
+if TYPE_CHECKING:
+    from agentctx.store import Store
 
 config_app = App(name="config", help="Read or change settings (config.json in the agentctx home).")
 app.command(config_app)
+
 
 @app.command
 async def export(
@@ -167,4 +170,3 @@ def config_set(key: str, value: str) -> int:
     shown = ("on" if stored else "off") if isinstance(stored, bool) else stored
     _out(f"{key} = {shown}  ({home.config_path()})")
     return 0
-

@@ -232,5 +232,3 @@ async def _set_pin(record_id: str, pinned: bool, as_json: bool) -> int:
         return 0
 
     return await _with_store(action)
-
-

@@ -22,10 +22,20 @@ Flag = Annotated[bool, Parameter(negative="")]
 @app.command
 async def init(
     *,
-    project: Annotated[bool, Parameter(negative="", help="Register in this project's .claude/settings.json and .mcp.json instead of the user's files.")] = False,  # noqa: E501
+    project: Annotated[
+        bool,
+        Parameter(
+            negative="",
+            help="Register in this project's .claude/settings.json and .mcp.json instead of the user's files.",
+        ),
+    ] = False,
     no_mcp: Annotated[bool, Parameter(negative="", help="Do not register the MCP server.")] = False,
-    no_llm: Annotated[bool, Parameter(negative="", help="Turn LLM extraction off (config llm off).")] = False,  # noqa: E501
-    no_embeddings: Annotated[bool, Parameter(negative="", help="Turn local embeddings off.")] = False,  # noqa: E501
+    no_llm: Annotated[
+        bool, Parameter(negative="", help="Turn LLM extraction off (config llm off).")
+    ] = False,
+    no_embeddings: Annotated[
+        bool, Parameter(negative="", help="Turn local embeddings off.")
+    ] = False,
     json: Json = False,
 ) -> int:
     """Set agentctx up: home, database, config, Claude Code hooks, MCP server, project profile.
@@ -71,11 +81,17 @@ async def init(
         _json(
             {
                 "home": home.home_dir(),
-                "changes": [{"path": str(c.path), "action": c.action, "description": c.description}
-                            for c in changes],  # fmt: skip
+                "changes": [
+                    {"path": str(c.path), "action": c.action, "description": c.description}
+                    for c in changes
+                ],
                 "profile_recorded": recorded,
                 "agentctx_on_path": on_path,
-                "project": {"id": identity.project_id, "name": identity.name, "root": identity.root},
+                "project": {
+                    "id": identity.project_id,
+                    "name": identity.name,
+                    "root": identity.root,
+                },
             }
         )
     else:
@@ -84,7 +100,7 @@ async def init(
             _out(f"{change.action:<9} {change.path} ({change.description})")
         _out(f"profile   {identity.name}: " + (", ".join(recorded) if recorded else "unchanged"))
         _out("llm       " + ("on" if config.get("llm") else "off")
-             + ("" if os.environ.get("ANTHROPIC_API_KEY") else " (no ANTHROPIC_API_KEY: extraction waits for one)"))  # noqa: E501 # fmt: skip
+             + ("" if os.environ.get("ANTHROPIC_API_KEY") else " (no ANTHROPIC_API_KEY: extraction waits for one)"))  # fmt: skip
     if on_path is None:
         sys.stderr.write(
             "agentctx: warning: `agentctx` is not on PATH, but Claude Code runs `agentctx hook …` "
@@ -97,8 +113,13 @@ async def init(
 @app.command
 def uninstall(
     *,
-    project: Annotated[bool, Parameter(negative="", help="Also remove the registrations from this project's files.")] = False,  # noqa: E501
-    purge: Annotated[bool, Parameter(negative="", help="Also delete the agentctx home (all data).")] = False,  # noqa: E501
+    project: Annotated[
+        bool,
+        Parameter(negative="", help="Also remove the registrations from this project's files."),
+    ] = False,
+    purge: Annotated[
+        bool, Parameter(negative="", help="Also delete the agentctx home (all data).")
+    ] = False,
     yes: Annotated[bool, Parameter(negative="", help="Do not ask before --purge.")] = False,
     json: Json = False,
 ) -> int:

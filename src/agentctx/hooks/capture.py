@@ -136,7 +136,9 @@ def tool_use(ctx: HookContext) -> list[dict[str, Any]]:
             + (f"\nOutput:\n{summary}" if summary else "")
             + "\n(Captured by the PostToolUse hook.)"
         )
-        found.append(_stub(base, f"Error observed: {short}", body, _failing_files(ctx, output), "error"))
+        found.append(
+            _stub(base, f"Error observed: {short}", body, _failing_files(ctx, output), "error")
+        )
     return found
 
 
@@ -174,7 +176,9 @@ def _base(ctx: HookContext) -> dict[str, Any]:
     return {"project_id": ctx.project.project_id, "session_id": ctx.session_id, "at": clock.now()}
 
 
-def _stub(base: dict[str, Any], title: str, body: str, files: list[str], word: str) -> dict[str, Any]:
+def _stub(
+    base: dict[str, Any], title: str, body: str, files: list[str], word: str
+) -> dict[str, Any]:
     return {
         **base,
         "kind": "stub",
@@ -270,10 +274,16 @@ def _transcript_state(path: str) -> tuple[str, list[str], str]:
                     continue
                 if block.get("type") == "tool_use" and block.get("name") in EDIT_TOOLS:
                     args = block.get("input")
-                    target = args.get("file_path") or args.get("notebook_path") if isinstance(args, dict) else None
+                    target = (
+                        args.get("file_path") or args.get("notebook_path")
+                        if isinstance(args, dict)
+                        else None
+                    )
                     if isinstance(target, str) and target not in files and len(files) < 12:
                         files.append(target)
-                elif block.get("type") == "text" and not note and isinstance(block.get("text"), str):
+                elif (
+                    block.get("type") == "text" and not note and isinstance(block.get("text"), str)
+                ):
                     note = block["text"].strip()
         elif entry.get("type") == "user" and not request and _is_real_request(entry, content):
             request = _text_of(content)
@@ -281,7 +291,11 @@ def _transcript_state(path: str) -> tuple[str, list[str], str]:
 
 
 def _is_real_request(entry: dict[str, Any], content: Any) -> bool:
-    if entry.get("isMeta") or entry.get("isCompactSummary") or entry.get("toolUseResult") is not None:
+    if (
+        entry.get("isMeta")
+        or entry.get("isCompactSummary")
+        or entry.get("toolUseResult") is not None
+    ):
         return False
     text = _text_of(content).lstrip()
     if not text:

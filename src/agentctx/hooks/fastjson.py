@@ -10,7 +10,11 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
+
+_scan: Callable[[str, int], tuple[Any, int]] | None
+_escape: Callable[[str], str]
 
 try:
     import _json
@@ -24,7 +28,7 @@ try:
         parse_constant = float
         memo: dict[str, str] = {}  # noqa: RUF012 - the scanner API wants this attribute
 
-    _scan = _json.make_scanner(_Context())
+    _scan = _json.make_scanner(_Context())  # type: ignore[arg-type]  # any object with these attributes
     _escape = _json.encode_basestring_ascii
 except (ImportError, AttributeError):  # pragma: no cover - non-CPython
     import json as _fallback
@@ -49,7 +53,7 @@ def loads(text: str) -> Any:
         raise ValueError(f"not JSON at character {exc.value}") from None
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
-    except Exception:  # noqa: BLE001
+    except Exception:
         # The C scanner builds its error by importing json.decoder, which can fail from this
         # context (SystemError). On this error path only, let the json module parse and report.
         import json

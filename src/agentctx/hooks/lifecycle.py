@@ -160,7 +160,7 @@ def _fold_stale_ledgers(conn: sqlean.Connection, ctx: HookContext) -> None:
 def _llm_enabled(ctx: HookContext) -> bool:
     try:
         enabled = bool(config.get("llm"))
-    except Exception as exc:  # noqa: BLE001 - a broken config must not break the hook
+    except Exception as exc:
         ctx.log(f"config unreadable ({exc}); treating llm as off")
         return False
     if not enabled:
@@ -198,7 +198,9 @@ def start_worker(ctx: HookContext, args: Sequence[str]) -> bool:
     if importlib.util.find_spec(WORKER_MODULE) is None:
         ctx.log(f"background worker not available in this version; skipped: {' '.join(args[:2])}")
         return False
-    spawn_detached([sys.executable, "-m", "agentctx", *args], os.path.join(home.sub("logs"), "workers.log"))
+    spawn_detached(
+        [sys.executable, "-m", "agentctx", *args], os.path.join(home.sub("logs"), "workers.log")
+    )
     return True
 
 
@@ -229,7 +231,7 @@ def spawn_detached(argv: Sequence[str], log_path: str) -> None:
             os.dup2(out, 1)
             os.dup2(out, 2)
             os.execv(argv[0], list(argv))
-        except BaseException:  # noqa: BLE001 - nothing may escape a forked child
+        except BaseException:
             os._exit(1)
     os.waitpid(pid, 0)
 

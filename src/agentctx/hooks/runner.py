@@ -104,7 +104,7 @@ def run_hook(argv: list[str]) -> int:
                 output = fastjson.dumps(
                     {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
                 )
-    except BaseException as exc:  # noqa: BLE001 - fail-open is the contract, SystemExit included
+    except BaseException as exc:
         _log_exception(events[0], exc)
         output = ""
     finally:
@@ -156,7 +156,7 @@ def log(event: str, message: str, session_id: str = "") -> None:
             os.write(fd, line.encode("utf-8", "replace"))
         finally:
             os.close(fd)
-    except Exception:  # noqa: BLE001, S110 - logging must never break a hook
+    except Exception:
         pass
 
 
@@ -166,6 +166,6 @@ def _log_exception(event: str, exc: BaseException) -> None:
 
         where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
         at = f" at {where[0].filename}:{where[0].lineno}" if where else ""
-    except Exception:  # noqa: BLE001
+    except Exception:
         at = ""
     log(event, f"{type(exc).__name__}: {exc}{at}")

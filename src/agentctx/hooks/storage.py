@@ -41,7 +41,7 @@ def open_db(ctx: HookContext, *, write: bool = False) -> sqlean.Connection | Non
         return None
     try:
         version = schema.schema_version(conn)
-    except Exception as exc:  # noqa: BLE001 - a corrupt file fails here
+    except Exception as exc:
         conn.close()
         ctx.log(f"database unreadable ({exc}); see `agentctx doctor`")
         return None
