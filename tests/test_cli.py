@@ -9,10 +9,12 @@ for a usage error, never a Python traceback, and nothing written.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -26,7 +28,6 @@ from tests.helpers import run_cli
 
 if TYPE_CHECKING:
     import subprocess
-    from pathlib import Path
 
 DB_NAME = "agentctx.db"
 
@@ -537,16 +538,20 @@ def test_status(project_dir: Path) -> None:
 
 
 def test_doctor_on_a_healthy_home(project_dir: Path, agentctx_home: Path) -> None:
-    fresh = ok("doctor", cwd=project_dir)
-    assert "does not exist yet" in fresh
-    assert "agentctx status" in fresh
+    on_path = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    fresh = cli("doctor", cwd=project_dir, env=on_path)
+    assert fresh.returncode == 1  # not set up: the hooks are not registered
+    assert "does not exist yet" in fresh.stdout
+    assert "run `agentctx init`" in fresh.stdout
     assert not agentctx_home.exists()  # doctor only looks
 
+    ok("init", cwd=project_dir, env=on_path)
     add(project_dir, "decision", "Something", "Worth remembering.")
-    text = ok("doctor", cwd=project_dir)
+    text = ok("doctor", cwd=project_dir, env=on_path)
+    assert "ok    hooks" in text
     assert "FAIL" not in text
     assert "(schema 1, 1 records)" in text
-    checks = ok_json("doctor", cwd=project_dir)
+    checks = json.loads(ok("doctor", "--json", cwd=project_dir, env=on_path))
     assert isinstance(checks, list)
     for check in checks:
         assert set(check) == {"name", "ok", "detail", "fix"}

@@ -27,7 +27,85 @@ def run_checks() -> list[Check]:
     """Every check, in the order ``doctor`` prints them."""
     checks = [_check_home(), _check_config()]
     checks.extend(_check_database())
+    checks.extend(_check_claude_code())
+    checks.append(_check_api_key())
     return checks
+
+
+def _check_claude_code() -> list[Check]:
+    """Are the hooks and the MCP server registered, and do they point at a working agentctx?"""
+    from pathlib import Path
+
+    from agentctx import install
+    from agentctx.project import identify
+
+    project = identify(os.getcwd())
+    report = install.status(install.settings_paths(Path.home(), Path(project.root)))
+    checks: list[Check] = []
+    on_path = report["agentctx"]
+    if on_path:
+        checks.append(Check("on PATH", True, on_path))
+    else:
+        checks.append(
+            Check(
+                "on PATH",
+                False,
+                "`agentctx` is not on PATH: Claude Code cannot run the hooks",
+                f"add {os.path.dirname(sys.executable)} to PATH, or `pipx install agentctx-cc`",
+            )
+        )
+    scopes = [("user", report["user"])]
+    if report["project"] is not None:
+        scopes.append(("project", report["project"]))
+    registered = [
+        name for name, scope in scopes if scope and all(v == "ok" for v in scope["hooks"].values())
+    ]
+    stale = [
+        f"{name}: {', '.join(e for e, v in scope['hooks'].items() if v != 'ok')}"
+        for name, scope in scopes
+        if scope and any(v == "stale" for v in scope["hooks"].values())
+    ]
+    errors = [e for _, scope in scopes if scope for e in scope["errors"]]
+    if errors:
+        checks.append(
+            Check("hooks", False, "; ".join(errors), "fix the JSON, then `agentctx init`")
+        )
+    elif registered and not stale:
+        where = ", ".join(f"{n} ({s['settings']})" for n, s in scopes if n in registered)
+        disabled = any(s["hooks_disabled"] for _, s in scopes if s)
+        checks.append(
+            Check("hooks", None, f"registered in {where} but disableAllHooks is set", "unset it")
+            if disabled
+            else Check("hooks", True, f"registered in {where}")
+        )
+    elif stale:
+        checks.append(
+            Check("hooks", None, "out of date: " + "; ".join(stale), "run `agentctx init`")
+        )
+    else:
+        checks.append(
+            Check("hooks", False, "not registered with Claude Code", "run `agentctx init`")
+        )
+    mcp = [n for n, s in scopes if s and s["mcp"] == "ok"]
+    checks.append(
+        Check("mcp", True, "registered (" + ", ".join(mcp) + ")")
+        if mcp
+        else Check("mcp", None, "the MCP server is not registered", "run `agentctx init`")
+    )
+    return checks
+
+
+def _check_api_key() -> Check:
+    if config.load().get("llm") is False:
+        return Check(
+            "llm", None, "LLM extraction is off (config llm off)", "agentctx config set llm on"
+        )
+    if os.environ.get("ANTHROPIC_API_KEY", "").strip():
+        return Check("llm", True, "ANTHROPIC_API_KEY is set: extraction can run")
+    return Check(
+        "llm", None, "no ANTHROPIC_API_KEY: only deterministic capture (no LLM extraction)",
+        "export ANTHROPIC_API_KEY=… where Claude Code runs",
+    )  # fmt: skip
 
 
 def _check_home() -> Check:
@@ -106,7 +184,7 @@ def _check_database() -> list[Check]:
 
 
 # Any command that opens the store (``status``, ``record``, ...) creates the home and the database.
-_CREATE_HINT = "it is created on first use: run `agentctx status`"
+_CREATE_HINT = "run `agentctx init` (or any command creates it)"
 
 
 def _repair_hint(path: str) -> str:

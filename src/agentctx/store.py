@@ -420,11 +420,8 @@ class Store:
             "AND superseded_at IS NOT NULL",
             ids,
         )
-        sessions = await self._one(
-            "SELECT count(*), coalesce(sum(tokens_injected), 0), "
-            "coalesce(sum(extraction_cost_usd), 0) FROM sessions WHERE project_id = ?",
-            (project_id,),
-        )
+        sessions = await self.sessions(project_id, limit=None)
+        all_sessions = await self.sessions(None, limit=None)
         totals = await self._one(
             "SELECT (SELECT count(*) FROM records), (SELECT count(*) FROM projects)"
         )
@@ -433,11 +430,64 @@ class Store:
             "counts": counts,
             "current": sum(counts.values()),
             "superseded": superseded[0],
-            "sessions": sessions[0],
-            "tokens_injected": sessions[1],
-            "extraction_cost_usd": sessions[2],
-            "store": {"path": self.path, "records": totals[0], "projects": totals[1]},
+            "sessions": len(sessions),
+            "tokens_injected": sum(s["tokens_injected"] for s in sessions),
+            "extraction_cost_usd": float(sum(s["extraction_cost_usd"] for s in sessions)),
+            "recent_sessions": sessions[:10],
+            "store": {
+                "path": self.path,
+                "records": totals[0],
+                "projects": totals[1],
+                "sessions": len(all_sessions),
+                "tokens_injected": sum(s["tokens_injected"] for s in all_sessions),
+            },
         }
+
+    async def sessions(
+        self, project_id: str | None = None, *, limit: int | None = 200
+    ) -> list[dict[str, Any]]:
+        """Sessions, newest first, with ``tokens_injected`` including still-open hook ledgers.
+
+        A session's injections are written to its ledger file by the hooks and folded into the
+        ``sessions`` row at SessionEnd; until then they are read from the ledger here.
+        """
+        from agentctx.hooks import ledger
+
+        where = "" if project_id is None else "WHERE project_id = ?"
+        params: list[Any] = [] if project_id is None else [project_id]
+        rows = [
+            dict(row)
+            for row in await self._rows(
+                "SELECT session_id, project_id, cwd, started_at, ended_at, tokens_injected, "
+                f"injections, extraction_cost_usd FROM sessions {where} "
+                "ORDER BY coalesce(started_at, '') DESC, session_id",
+                params,
+            )
+        ]
+        known = {row["session_id"] for row in rows}
+        live = await anyio.to_thread.run_sync(ledger.open_sessions)
+        for session_id, entries in live.items():
+            tokens, count = ledger.totals(entries)
+            first = entries[0] if entries else {}
+            if session_id not in known:
+                if project_id is not None and first.get("project_id") != project_id:
+                    continue
+                rows.append(
+                    {
+                        "session_id": session_id,
+                        "project_id": first.get("project_id"),
+                        "cwd": first.get("cwd"),
+                        "started_at": None,
+                        "ended_at": None,
+                        "tokens_injected": 0,
+                        "injections": 0,
+                        "extraction_cost_usd": 0.0,
+                    }
+                )
+            row = next(r for r in rows if r["session_id"] == session_id)
+            row["tokens_injected"] += tokens
+            row["injections"] += count
+        return rows if limit is None else rows[:limit]
 
     async def reset(self, project_id: str) -> int:
         """Delete every record of one project (not global ones) with its links; return how many."""

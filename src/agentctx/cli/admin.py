@@ -102,8 +102,17 @@ async def status(*, json: Json = False) -> int:
         _out(f"history   {info['superseded']} superseded records")
         _out(
             f"sessions  {info['sessions']}, {info['tokens_injected']} tokens injected, "
-            f"${info['extraction_cost_usd']:.4f} extraction cost"
+            f"${info['extraction_cost_usd']:.4f} extraction cost "
+            f"(all projects: {store_info['tokens_injected']} tokens in "
+            f"{store_info['sessions']} sessions)"
         )
+        for session in info["recent_sessions"]:
+            state = "open" if not session["ended_at"] else "ended"
+            _out(
+                f"  {session['session_id'][:36]:<36} {(session['started_at'] or '')[:16]:<16} "
+                f"{state:<5} {session['tokens_injected']:>6} tokens in "
+                f"{session['injections']} injections"
+            )
         return 0
 
     return await _with_store(action)

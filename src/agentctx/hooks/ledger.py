@@ -47,6 +47,23 @@ def read_entries(session_id: str) -> list[dict[str, Any]]:
         return []
 
 
+def open_sessions() -> dict[str, list[dict[str, Any]]]:
+    """Every session that still has a ledger (not yet folded at SessionEnd), by session id."""
+    folder = home.sub("sessions")
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(".jsonl")]
+    except OSError:
+        return {}
+    found: dict[str, list[dict[str, Any]]] = {}
+    for name in names:
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as fh:
+                found[name[: -len(".jsonl")]] = _parse(fh.read())
+        except OSError:
+            continue
+    return found
+
+
 def totals(entries: list[dict[str, Any]]) -> tuple[int, int]:
     """``(tokens injected, injections)`` over ledger entries."""
     tokens = 0
