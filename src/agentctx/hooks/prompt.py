@@ -48,12 +48,12 @@ def _prompt(ctx: HookContext) -> str | None:
         return None
     try:
         if not ctx.session_id:
-            return _render(_search(ctx, conn, terms, ()), ctx)[0] or None
+            return render(_search(ctx, conn, terms, ()))[0] or None
         with Ledger(ctx.session_id) as ledger:
             from agentctx.hooks.ledger import injected_ids
 
             rows = _search(ctx, conn, terms, injected_ids(ledger.entries))
-            text, ids = _render(rows, ctx)
+            text, ids = render(rows)
             if not text:
                 return None
             ledger.append({"event": ctx.event, "ids": ids, "tokens": estimate_tokens(text)})
@@ -82,7 +82,7 @@ def _search(
     return [row for row, _score in retrieval.rerank(rows, limit=12)]
 
 
-def _render(rows: list[Any], ctx: HookContext) -> tuple[str, list[str]]:
+def render(rows: list[Any]) -> tuple[str, list[str]]:
     """Up to three record blocks that fit both caps together, and their ids."""
     used = estimate_tokens(HEADER) + 2
     chars = len(HEADER) + 2

@@ -1,0 +1,81 @@
+"""The injection caps hold for any store content (hypothesis over the renderers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentctx import clock, digest
+from agentctx.hooks import prompt
+from agentctx.schema import BODY_MAX, RECORD_TYPES, TITLE_MAX
+from agentctx.tokens import estimate_tokens
+
+titles = st.text(min_size=1, max_size=TITLE_MAX).map(lambda t: t.strip() or "t")
+bodies = st.text(min_size=1, max_size=BODY_MAX).map(lambda b: b.strip() or "b")
+ids = st.integers(min_value=0, max_value=10**9).map(lambda n: f"01TEST{n:020d}")
+
+
+@st.composite
+def rows(draw: st.DrawFn, kinds: tuple[str, ...] = RECORD_TYPES) -> dict[str, Any]:
+    return {
+        "id": draw(ids),
+        "type": draw(st.sampled_from(kinds)),
+        "title": draw(titles),
+        "body": draw(bodies),
+        "key": draw(st.sampled_from(["test_command", "stack", None])),
+        "confidence": draw(st.sampled_from(["explicit", "inferred", "reinforced"])),
+        "scope": draw(st.sampled_from(["project", "global"])),
+        "pinned": draw(st.booleans()),
+        "valid_from": clock.now(),
+        "rank": -draw(st.floats(min_value=0.001, max_value=50)),
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    profile=st.lists(rows(("profile",)), max_size=15),
+    decisions=st.lists(rows(("decision", "convention")), max_size=40),
+    handover=st.none() | rows(("handover",)),
+    preferences=st.lists(rows(("preference",)), max_size=15),
+    counts=st.dictionaries(st.sampled_from(RECORD_TYPES), st.integers(0, 10**6)),
+    drift=st.integers(0, 50),
+    name=st.text(max_size=200),
+)
+def test_digest_stays_within_both_caps(
+    profile: list[dict[str, Any]],
+    decisions: list[dict[str, Any]],
+    handover: dict[str, Any] | None,
+    preferences: list[dict[str, Any]],
+    counts: dict[str, int],
+    drift: int,
+    name: str,
+) -> None:
+    result = digest.render(
+        project_id="p", project_name=name, profile=profile, decisions=decisions,
+        handover=handover, preferences=preferences, counts=counts, drift_candidates=drift,
+    )  # fmt: skip
+    text = result["text"]
+    assert estimate_tokens(text) <= digest.MAX_TOKENS
+    assert len(text) <= digest.MAX_CHARS
+    given_ids = {r["id"] for r in [*profile, *decisions, *preferences]} | (
+        {handover["id"]} if handover else set()
+    )
+    assert set(result["ids"]) <= given_ids
+    assert all(i in text for i in result["ids"])
+    if not (profile or decisions or handover or preferences):
+        assert text == ""
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(rows(), max_size=12, unique_by=lambda r: str(r["id"])))
+def test_prompt_injection_stays_within_both_caps(found: list[dict[str, Any]]) -> None:
+    text, shown = prompt.render(found)
+    assert estimate_tokens(text) <= prompt.MAX_TOKENS
+    assert len(text) <= prompt.MAX_CHARS
+    assert len(shown) <= prompt.TOP_K
+    assert len(set(shown)) == len(shown)
+    assert bool(text) == bool(shown)
+    for record_id in shown:
+        assert record_id in text
