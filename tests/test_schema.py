@@ -79,6 +79,10 @@ EXPECTED_COLUMNS: dict[str, list[Column]] = {
         ("injections", "INTEGER", 1, "0", 0),
         ("extraction_cost_usd", "REAL", 1, "0", 0),
         ("extract_requested_size", "INTEGER", 1, "0", 0),
+        ("extracted_uuid", "TEXT", 0, None, 0),
+        ("extractions", "INTEGER", 1, "0", 0),
+        ("records_extracted", "INTEGER", 1, "0", 0),
+        ("extraction_error", "TEXT", 0, None, 0),
     ],
     "projects": [
         ("project_id", "TEXT", 0, None, 1),
@@ -282,7 +286,7 @@ def test_hook_busy_timeout_is_applied(db_path: str) -> None:
 def test_migrating_twice_applies_nothing(db_path: str) -> None:
     first = migrated(db_path)
     conn, caps = db.connect(db_path)
-    expected = ["0001_initial"]
+    expected = [name for name, _ in schema.MIGRATIONS]
     if caps.fts5:
         expected.append("records_fts")
     if caps.vec_version:
@@ -304,7 +308,8 @@ async def test_reopening_a_store_migrates_nothing(db_path: str) -> None:
     assert migrated(db_path) == []
     conn, _ = db.connect(db_path)
     with closing(conn):
-        assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 1
+        count = conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
+        assert count == len(schema.MIGRATIONS)
 
 
 @pytest.mark.anyio
@@ -313,7 +318,7 @@ async def test_capability_objects_are_added_later_and_rebuilt(db_path: str) -> N
     conn, caps = db.connect(db_path, load_vec=False)
     caps.fts5 = False
     with closing(conn):
-        assert schema.migrate(conn, caps, db_path) == ["0001_initial"]
+        assert schema.migrate(conn, caps, db_path) == [name for name, _ in schema.MIGRATIONS]
         record = (
             NewRecord(type="decision", title="Use gRPC", body="internal calls", project_id="p")
             .validated()

@@ -162,7 +162,17 @@ CURRENT_PROFILE_KEY_SQL = (
 )
 
 #: The ordered, named migrations. Append only: never edit or reorder a released entry.
-MIGRATIONS: tuple[tuple[str, str], ...] = (("0001_initial", _INITIAL),)
+_EXTRACTION_STATE = """
+ALTER TABLE sessions ADD COLUMN extracted_uuid TEXT;
+ALTER TABLE sessions ADD COLUMN extractions INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN records_extracted INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN extraction_error TEXT;
+"""
+
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    ("0001_initial", _INITIAL),
+    ("0002_extraction_state", _EXTRACTION_STATE),
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 FTS_OBJECTS = """

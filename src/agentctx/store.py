@@ -202,6 +202,12 @@ class Store:
         async with self._write() as conn:
             return await self._insert(conn, valid)
 
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """Several changes in one write transaction: all of them, or none."""
+        async with self._write() as conn:
+            yield Transaction(self, conn)
+
     async def _insert(self, conn: aiosqlite.Connection, valid: NewRecord) -> Record:
         now = clock.now()
         record = valid.to_record(clock.ulid(), now)
@@ -443,6 +449,11 @@ class Store:
             },
         }
 
+    async def session(self, session_id: str) -> dict[str, Any] | None:
+        """The ``sessions`` row of one session, or None."""
+        row = await self._one("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
+        return None if row is None else dict(row)
+
     async def sessions(
         self, project_id: str | None = None, *, limit: int | None = 200
     ) -> list[dict[str, Any]]:
@@ -604,6 +615,60 @@ class Store:
         await conn.execute(schema.INSERT_RECORD_SQL, [getattr(record, n) for n in COLUMNS])
         self._changed.add(record.project_id)
         report.added["records"] = report.added.get("records", 0) + 1
+
+
+class Transaction:
+    """An open write transaction of a :class:`Store` (see :meth:`Store.transaction`)."""
+
+    def __init__(self, store: Store, conn: aiosqlite.Connection) -> None:
+        self._store = store
+        self._conn = conn
+
+    async def add(self, new: NewRecord) -> Record:
+        """Validate and insert a record (supersession and keyed rules included)."""
+        return await self._store._insert(self._conn, new.validated())
+
+    async def find_current(self, project_id: str, record_type: str, title: str) -> Record | None:
+        """The current record of this project, type and (whitespace-normalized) title, if any."""
+        row = await self._store._one(
+            f"SELECT {_COLS} FROM records WHERE project_id = ? AND type = ? AND title = ? "
+            "AND superseded_at IS NULL ORDER BY valid_from DESC LIMIT 1",
+            (project_id, record_type, " ".join(title.split())),
+        )
+        return None if row is None else Record.from_row(row)
+
+    async def reinforce(self, record_id: str, *, explicit: bool, threshold: int) -> None:
+        """Count one more session that showed this record; promote an inferred one when due.
+
+        A record seen in ``threshold`` sessions becomes ``reinforced``; an explicit statement
+        makes it ``explicit`` at once.
+        """
+        await self._conn.execute(
+            "UPDATE records SET reinforce_count = reinforce_count + 1, confidence = CASE "
+            "WHEN ? THEN 'explicit' "
+            "WHEN confidence = 'inferred' AND reinforce_count + 2 >= ? THEN 'reinforced' "
+            "ELSE confidence END WHERE id = ?",
+            (int(explicit), threshold, record_id),
+        )
+        row = await self._store._one("SELECT project_id FROM records WHERE id = ?", (record_id,))
+        if row is not None:
+            self._store._changed.add(str(row[0]))
+
+    async def update_body(self, record_id: str, body: str, keywords: str = "") -> None:
+        """Enrich a stub in place (a hook observation the extraction explained)."""
+        await self._conn.execute(
+            "UPDATE records SET body = ?, keywords = ?, pending_embedding = 1 WHERE id = ?",
+            (body, keywords, record_id),
+        )
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement inside the transaction; return the affected row count."""
+        cursor = await self._conn.execute(sql, params)
+        return int(cursor.rowcount)
+
+    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of a query inside the transaction."""
+        return await self._store._rows(sql, params)
 
 
 def _prepare(path: str, create: bool, in_home: bool) -> None:

@@ -1,0 +1,73 @@
+"""Background work, also runnable by hand: ``extract`` and the hooks' ``worker`` entry points."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from cyclopts import App, Parameter
+
+from agentctx.cli import Json, _json, _out, app
+from agentctx.store import Store
+
+worker_app = App(
+    name="worker", help="Entry points of the detached workers the hooks start.", show=False
+)
+app.command(worker_app)
+
+
+@app.command
+async def extract(
+    *,
+    session_id: str,
+    transcript: Annotated[
+        str | None,
+        Parameter(
+            help="The transcript file (default: from the session, or ~/.claude/projects/*/<id>.jsonl)."
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        Parameter(
+            negative="", help="Show what would be sent (redacted) and its size; send nothing."
+        ),
+    ] = False,
+    json: Json = False,
+) -> int:
+    """Extract records from a session transcript with Claude Haiku (incremental, one at a time)."""
+    from agentctx.extract import extract_session
+    from agentctx.workers import log
+
+    async with await Store.open() as store:
+        report = await extract_session(
+            store, session_id, transcript=transcript, dry_run=dry_run, log=log
+        )
+    if json:
+        _json(report.to_dict())
+    elif report.prompt is not None:
+        _out(f"tier {report.tier}, ~{report.tokens_estimated} tokens, {len(report.prompt)} call(s)")
+        for index, message in enumerate(report.prompt, start=1):
+            _out(f"\n===== call {index} =====\n{message}")
+    else:
+        _out(
+            f"{report.status}: {sum(report.written.values())} records written "
+            f"{report.written or ''}, {report.reinforced} reinforced, {report.calls} call(s), "
+            f"${report.cost_usd:.4f}"
+        )
+        if report.error:
+            _out(f"error: {report.error}")
+    return 1 if report.status in ("failed", "no_transcript") else 0
+
+
+@worker_app.command(name="session-end")
+async def worker_session_end(
+    *,
+    project: str,
+    session_id: str | None = None,
+    transcript: str | None = None,
+    no_extract: Annotated[bool, Parameter(negative="")] = False,
+) -> int:
+    """Final extraction of a session, then consolidation (started detached by SessionEnd)."""
+    from agentctx.workers import session_end
+
+    await session_end(session_id, transcript or None, project, extract=not no_extract)
+    return 0

@@ -1,0 +1,282 @@
+"""From the model's output to records: defensive parsing, then one transaction.
+
+Each entry is checked on its own; a bad one is dropped and counted, the rest are kept. Mapping:
+decisions → ``decision``, preferences → ``preference`` (scope project, or global into the global
+namespace), conventions → ``convention``, gotchas → ``discovery``, bugfixes → ``bugfix`` (enriching
+the session's PostToolUse stub when one matches), active_work → the project's ``handover``
+(superseding the previous one). An entry identical (type and title) to a current record is not
+added again: from the same session it is dropped; from another session it reinforces the record.
+A ``supersedes`` id must name a current record of the same project and type, else the entry is
+added plainly and the id logged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentctx.records import NewRecord
+from agentctx.redact import redact
+from agentctx.schema import GLOBAL_PROJECT_ID, TITLE_MAX
+
+if TYPE_CHECKING:
+    from agentctx.store import Transaction
+
+
+@dataclass(slots=True)
+class Entry:
+    """One extracted fact, normalized."""
+
+    type: str
+    title: str
+    body: str
+    confidence: str = "inferred"
+    scope: str = "project"
+    keywords: list[str] = field(default_factory=list)
+    supersedes: str | None = None
+    files: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Parsed:
+    """The entries of one output, what was dropped, and whether the model said flush."""
+
+    entries: list[Entry] = field(default_factory=list)
+    dropped: int = 0
+    flush_ok: bool = False
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Applied:
+    """What writing an extraction did."""
+
+    added: dict[str, int] = field(default_factory=dict)
+    reinforced: int = 0
+    duplicates: int = 0
+    enriched: int = 0
+    superseded: int = 0
+    unknown_supersedes: list[str] = field(default_factory=list)
+
+    @property
+    def written(self) -> int:
+        """Records added."""
+        return sum(self.added.values())
+
+
+def parse(output: Any) -> Parsed:
+    """Normalize the tool input of the model; never raises."""
+    result = Parsed()
+    if not isinstance(output, dict):
+        result.problems.append("the output is not an object; nothing written")
+        result.flush_ok = True
+        return result
+    if output.get("flush_ok") is True:
+        result.flush_ok = True
+        return result
+    makers = {
+        "decisions": _decision,
+        "preferences": _preference,
+        "conventions": _convention,
+        "gotchas": _gotcha,
+        "bugfixes": _bugfix,
+    }
+    for key, make in makers.items():
+        items = output.get(key)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            result.dropped += 1
+            continue
+        for item in items:
+            entry = make(item) if isinstance(item, dict) else None
+            if entry is None:
+                result.dropped += 1
+            else:
+                result.entries.append(entry)
+    work = output.get("active_work")
+    if isinstance(work, dict):
+        handover = _handover(work)
+        if handover is not None:
+            result.entries.append(handover)
+    elif work is not None:
+        result.dropped += 1
+    return result
+
+
+async def write(
+    tx: Transaction,
+    parsed: Parsed,
+    *,
+    project_id: str,
+    session_id: str,
+    threshold: int,
+) -> Applied:
+    """Write the parsed entries inside the caller's transaction."""
+    applied = Applied()
+    for entry in parsed.entries:
+        target = GLOBAL_PROJECT_ID if entry.scope == "global" else project_id
+        if entry.type != "handover":
+            existing = await tx.find_current(target, entry.type, entry.title)
+            if existing is not None:
+                if existing.session_id == session_id:
+                    applied.duplicates += 1
+                else:
+                    await tx.reinforce(
+                        existing.id, explicit=entry.confidence == "explicit", threshold=threshold
+                    )
+                    applied.reinforced += 1
+                continue
+        if entry.type == "bugfix" and await _enrich_stub(tx, entry, project_id, session_id):
+            applied.enriched += 1
+            continue
+        supersedes = await _valid_supersedes(tx, entry, target)
+        if entry.supersedes and supersedes is None:
+            applied.unknown_supersedes.append(entry.supersedes)
+        await tx.add(
+            NewRecord(
+                type=entry.type,
+                title=entry.title,
+                body=entry.body,
+                project_id=target,
+                scope=entry.scope,
+                confidence=entry.confidence,
+                source="llm_extraction",
+                keywords=entry.keywords,
+                session_id=session_id,
+                supersedes=supersedes,
+            )  # fmt: skip
+        )
+        applied.added[entry.type] = applied.added.get(entry.type, 0) + 1
+        applied.superseded += supersedes is not None
+    return applied
+
+
+async def _valid_supersedes(tx: Transaction, entry: Entry, project_id: str) -> str | None:
+    if not entry.supersedes:
+        return None
+    rows = await tx.rows(
+        "SELECT id FROM records WHERE id = ? AND project_id = ? AND type = ? "
+        "AND superseded_at IS NULL",
+        (entry.supersedes, project_id, entry.type),
+    )
+    return entry.supersedes if rows else None
+
+
+async def _enrich_stub(tx: Transaction, entry: Entry, project_id: str, session_id: str) -> bool:
+    """Explain a PostToolUse stub of this session that names one of the entry's files."""
+    stubs = await tx.rows(
+        "SELECT r.id, r.body, group_concat(n.name, '\n') AS files FROM records r "
+        "LEFT JOIN record_entities re ON re.record_id = r.id "
+        "LEFT JOIN nodes n ON n.id = re.entity_id "
+        "WHERE r.project_id = ? AND r.session_id = ? AND r.type = 'bugfix' "
+        "AND r.source = 'hook_observation' AND r.superseded_at IS NULL GROUP BY r.id",
+        (project_id, session_id),
+    )
+    wanted = {f.strip("./") for f in entry.files}
+    for stub in stubs:
+        files = {f.strip("./") for f in (stub["files"] or "").split("\n") if f}
+        if wanted & files or (not wanted and len(stubs) == 1):
+            body = f"{entry.body}\n\nObserved: {stub['body']}"[:2000]
+            await tx.update_body(stub["id"], body, " ".join(entry.keywords))
+            return True
+    return False
+
+
+# -- one maker per output field ---------------------------------------------------------------------
+
+
+def _text(item: dict[str, Any], key: str, limit: int = 1500) -> str:
+    value = item.get(key)
+    if not isinstance(value, str):
+        return ""
+    return redact(value.strip())[:limit]
+
+
+def _title(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= TITLE_MAX else flat[: TITLE_MAX - 1].rstrip() + "…"
+
+
+def _confidence(item: dict[str, Any]) -> str:
+    return "explicit" if item.get("confidence") == "explicit" else "inferred"
+
+
+def _keywords(item: dict[str, Any]) -> list[str]:
+    value = item.get("keywords")
+    if not isinstance(value, list):
+        return []
+    return [redact(k) for k in value if isinstance(k, str)][:8]
+
+
+def _supersedes(item: dict[str, Any]) -> str | None:
+    value = item.get("supersedes")
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _decision(item: dict[str, Any]) -> Entry | None:
+    what = _text(item, "what")
+    if not what:
+        return None
+    rationale = _text(item, "rationale")
+    body = what + (f"\nRationale: {rationale}" if rationale else "")
+    return Entry("decision", _title(what), body, _confidence(item), "project",
+                 _keywords(item), _supersedes(item))  # fmt: skip
+
+
+def _preference(item: dict[str, Any]) -> Entry | None:
+    rule = _text(item, "rule")
+    if not rule:
+        return None
+    scope = "global" if item.get("scope") == "global" else "project"
+    category = item.get("category") if isinstance(item.get("category"), str) else ""
+    body = rule + (f"\n(category: {category})" if category else "")
+    return Entry("preference", _title(rule), body, _confidence(item), scope, _keywords(item))
+
+
+def _convention(item: dict[str, Any]) -> Entry | None:
+    text = _text(item, "convention")
+    if not text:
+        return None
+    scope = item.get("scope") if item.get("scope") in ("file", "module", "project") else "project"
+    return Entry("convention", _title(text), f"{text}\n(applies to: {scope})", _confidence(item),
+                 "project", _keywords(item), _supersedes(item))  # fmt: skip
+
+
+def _gotcha(item: dict[str, Any]) -> Entry | None:
+    pattern = _text(item, "pattern")
+    why = _text(item, "why_it_matters")
+    if not pattern:
+        return None
+    body = pattern + (f"\nWhy it matters: {why}" if why else "")
+    return Entry("discovery", _title(pattern), body, "inferred", "project", _keywords(item))
+
+
+def _bugfix(item: dict[str, Any]) -> Entry | None:
+    problem = _text(item, "problem")
+    fix = _text(item, "fix")
+    if not problem or not fix:
+        return None
+    files_value = item.get("files")
+    files: list[str] = []
+    if isinstance(files_value, list):
+        files = [redact(f) for f in files_value if isinstance(f, str)][:10]
+    body = f"Problem: {problem}\nFix: {fix}" + (f"\nFiles: {', '.join(files)}" if files else "")
+    return Entry("bugfix", _title(problem), body, "inferred", "project", _keywords(item),
+                 files=files)  # fmt: skip
+
+
+def _handover(work: dict[str, Any]) -> Entry | None:
+    task = _text(work, "current_task")
+    parts = [f"Current task: {task}"] if task else []
+    for key, label in (("blockers", "Blockers"), ("next_steps", "Next steps"),
+                       ("open_questions", "Open questions")):  # fmt: skip
+        items = work.get(key)
+        if isinstance(items, list):
+            clean = [redact(" ".join(i.split())) for i in items if isinstance(i, str) and i.strip()]
+            if clean:
+                parts.append(f"{label}:\n" + "\n".join(f"- {i}" for i in clean[:10]))
+    if not parts:
+        return None
+    title = _title("Handover: " + (task or "work in progress"))
+    return Entry("handover", title, "\n".join(parts)[:2000], "inferred", "project")
