@@ -282,8 +282,13 @@ def sse_events(
     message = message_json(reply, request_body)
     content = message.pop("content")
     usage = message["usage"]
-    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
-             "usage": {**usage, "output_tokens": 1}}  # fmt: skip
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {**usage, "output_tokens": 1},
+    }
     events: list[tuple[str, dict[str, Any]]] = [
         ("message_start", {"type": "message_start", "message": start}),
         ("ping", {"type": "ping"}),
@@ -297,14 +302,18 @@ def sse_events(
             raw = json.dumps(block["input"], ensure_ascii=False)
             deltas = [{"type": "input_json_delta", "partial_json": part} for part in _chunks(raw)]
         events.append(
-            ("content_block_start", {"type": "content_block_start", "index": index,
-                                     "content_block": first})
-        )  # fmt: skip
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": first},
+            )
+        )
         for delta in deltas:
             events.append(
-                ("content_block_delta", {"type": "content_block_delta", "index": index,
-                                         "delta": delta})
-            )  # fmt: skip
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                )
+            )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     events.append(
         (

@@ -53,9 +53,15 @@ def test_digest_stays_within_both_caps(
     name: str,
 ) -> None:
     result = digest.render(
-        project_id="p", project_name=name, profile=profile, decisions=decisions,
-        handover=handover, preferences=preferences, counts=counts, drift_candidates=drift,
-    )  # fmt: skip
+        project_id="p",
+        project_name=name,
+        profile=profile,
+        decisions=decisions,
+        handover=handover,
+        preferences=preferences,
+        counts=counts,
+        drift_candidates=drift,
+    )
     text = result["text"]
     assert estimate_tokens(text) <= digest.MAX_TOKENS
     assert len(text) <= digest.MAX_CHARS

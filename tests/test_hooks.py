@@ -60,16 +60,30 @@ def query(sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
 
 
 DECISIONS = [
-    {"type": "decision", "title": "Use gRPC for internal services",
-     "body": "We moved from REST to gRPC between internal services for streaming."},
-    {"type": "convention", "title": "Tests live beside the code",
-     "body": "Every module foo.py has tests/test_foo.py; run them with pytest -q."},
-    {"type": "bugfix", "title": "useAuthStore returned stale tokens",
-     "body": "useAuthStore cached the token; refresh it on 401 responses.",
-     "confidence": "inferred"},
-    {"type": "preference", "title": "Prefer small commits", "body": "Commit small steps.",
-     "scope": "global", "confidence": "explicit"},
-]  # fmt: skip
+    {
+        "type": "decision",
+        "title": "Use gRPC for internal services",
+        "body": "We moved from REST to gRPC between internal services for streaming.",
+    },
+    {
+        "type": "convention",
+        "title": "Tests live beside the code",
+        "body": "Every module foo.py has tests/test_foo.py; run them with pytest -q.",
+    },
+    {
+        "type": "bugfix",
+        "title": "useAuthStore returned stale tokens",
+        "body": "useAuthStore cached the token; refresh it on 401 responses.",
+        "confidence": "inferred",
+    },
+    {
+        "type": "preference",
+        "title": "Prefer small commits",
+        "body": "Commit small steps.",
+        "scope": "global",
+        "confidence": "explicit",
+    },
+]
 
 
 # -- the import set ---------------------------------------------------------------------------------
@@ -149,8 +163,14 @@ def _log_text() -> str:
 
 @pytest.mark.parametrize("event", sorted(EVENTS))
 def test_no_database_is_silent(event: str, project_dir: Path) -> None:
-    data = payload(EVENTS[event], SID, project_dir, prompt="grpc", tool_name="Write",
-                   tool_input={"file_path": str(project_dir / "a.py")})  # fmt: skip
+    data = payload(
+        EVENTS[event],
+        SID,
+        project_dir,
+        prompt="grpc",
+        tool_name="Write",
+        tool_input={"file_path": str(project_dir / "a.py")},
+    )
     result = run_hook(event, data, cwd=project_dir)
     assert contract(result, EVENTS[event]) is None
     assert not os.path.exists(home.db_path()), "a hook must never create the database"
@@ -184,16 +204,26 @@ def test_locked_database_does_not_block(project_dir: Path) -> None:
         data = payload("UserPromptSubmit", SID, project_dir, prompt="grpc services")
         result = run_hook("user-prompt-submit", data, cwd=project_dir, timeout=10)
         assert contract(result, "UserPromptSubmit")
-        write = payload("PostToolUse", SID, project_dir, tool_name="Write",
-                        tool_input={"file_path": str(project_dir / "x.py")})  # fmt: skip
+        write = payload(
+            "PostToolUse",
+            SID,
+            project_dir,
+            tool_name="Write",
+            tool_input={"file_path": str(project_dir / "x.py")},
+        )
         assert run_hook("post-tool-use", write, cwd=project_dir).returncode == 0
     finally:
         holder.execute("ROLLBACK")
         holder.close()
     # the blocked write was spooled, not lost: the next writer drains it
     assert os.listdir(home.sub("spool"))
-    again = payload("PostToolUse", SID, project_dir, tool_name="Write",
-                    tool_input={"file_path": str(project_dir / "y.py")})  # fmt: skip
+    again = payload(
+        "PostToolUse",
+        SID,
+        project_dir,
+        tool_name="Write",
+        tool_input={"file_path": str(project_dir / "y.py")},
+    )
     run_hook("post-tool-use", again, cwd=project_dir)
     names = {row[0] for row in query("SELECT name FROM nodes WHERE kind = 'file'")}
     assert names == {"x.py", "y.py"}
@@ -251,8 +281,12 @@ def test_session_start_caps_a_huge_store(project_dir: Path) -> None:
 
 def test_prompt_injects_matches_once_per_session(project_dir: Path) -> None:
     ids = seed(project_dir, DECISIONS)
-    ask = payload("UserPromptSubmit", SID, project_dir,
-                  prompt="Why does useAuthStore keep stale tokens after the gRPC change?")  # fmt: skip
+    ask = payload(
+        "UserPromptSubmit",
+        SID,
+        project_dir,
+        prompt="Why does useAuthStore keep stale tokens after the gRPC change?",
+    )
     text = contract(run_hook("user-prompt-submit", ask, cwd=project_dir), "UserPromptSubmit")
     assert text is not None
     assert "useAuthStore returned stale tokens" in text and "unconfirmed" in text
@@ -322,26 +356,42 @@ def test_subagent_start_gets_decisions(project_dir: Path) -> None:
 
 def _post(project_dir: Path, tool: str, tool_input: dict[str, Any], **extra: Any) -> None:
     event = extra.pop("event", "PostToolUse")
-    data = payload(event, SID, project_dir, tool_name=tool, tool_input=tool_input,
-                   tool_use_id="toolu_01", **extra)  # fmt: skip
+    data = payload(
+        event,
+        SID,
+        project_dir,
+        tool_name=tool,
+        tool_input=tool_input,
+        tool_use_id="toolu_01",
+        **extra,
+    )
     result = run_hook("post-tool-use", data, cwd=project_dir)
     assert result.returncode == 0 and result.stdout == b""
 
 
 def test_post_tool_use_links_written_files(project_dir: Path) -> None:
     seed(project_dir, [])
-    for tool, key in (("Write", "file_path"), ("Edit", "file_path"), ("MultiEdit", "file_path"),
-                      ("NotebookEdit", "notebook_path")):  # fmt: skip
-        _post(project_dir, tool, {key: str(project_dir / "src" / f"{tool}.py"), "content": "x"},
-              tool_response={"filePath": "x", "success": True})  # fmt: skip
+    for tool, key in (
+        ("Write", "file_path"),
+        ("Edit", "file_path"),
+        ("MultiEdit", "file_path"),
+        ("NotebookEdit", "notebook_path"),
+    ):
+        _post(
+            project_dir,
+            tool,
+            {key: str(project_dir / "src" / f"{tool}.py"), "content": "x"},
+            tool_response={"filePath": "x", "success": True},
+        )
     _post(project_dir, "Read", {"file_path": str(project_dir / "ignored.py")})
     rows = query(
         "SELECT n.name FROM nodes n JOIN edges e ON e.from_id = n.id "
         "WHERE n.kind = 'file' AND e.rel_type = 'observed_in' AND e.to_id = ? ORDER BY n.name",
         (SID,),
     )
-    assert [r[0] for r in rows] == [f"src/{t}.py" for t in sorted(
-        ["Write", "Edit", "MultiEdit", "NotebookEdit"])]  # fmt: skip
+    assert [r[0] for r in rows] == [
+        f"src/{t}.py" for t in sorted(["Write", "Edit", "MultiEdit", "NotebookEdit"])
+    ]
 
 
 PYTEST_FAIL = """============================= test session starts ==============================
@@ -365,8 +415,13 @@ FAILED tests/test_auth.py::test_refresh_on_401 - AssertionError: assert 'old' ==
 def test_failing_test_run_records_one_bugfix_stub(project_dir: Path) -> None:
     seed(project_dir, [])
     for _ in range(2):  # the same failure twice: one stub
-        _post(project_dir, "Bash", {"command": "pytest -q tests/test_auth.py"},
-              event="PostToolUseFailure", error="Exit code 1\n" + PYTEST_FAIL)  # fmt: skip
+        _post(
+            project_dir,
+            "Bash",
+            {"command": "pytest -q tests/test_auth.py"},
+            event="PostToolUseFailure",
+            error="Exit code 1\n" + PYTEST_FAIL,
+        )
     rows = query("SELECT id, title, confidence, source, body FROM records WHERE type = 'bugfix'")
     assert len(rows) == 1
     record_id, title, confidence, source, body = rows[0]
@@ -392,22 +447,32 @@ def test_failing_test_run_records_one_bugfix_stub(project_dir: Path) -> None:
 )
 def test_clean_runs_record_nothing(command: str, output: str, project_dir: Path) -> None:
     seed(project_dir, [])
-    _post(project_dir, "Bash", {"command": command},
-          tool_response={"stdout": output, "stderr": "", "interrupted": False})  # fmt: skip
+    _post(
+        project_dir,
+        "Bash",
+        {"command": command},
+        tool_response={"stdout": output, "stderr": "", "interrupted": False},
+    )
     assert query("SELECT count(*) FROM records")[0][0] == 0
 
 
 @pytest.mark.parametrize(
     ("command", "output", "event"),
     [
-        ("go test ./...", "--- FAIL: TestParse (0.00s)\n    parse_test.go:14: bad\nFAIL\n",
-         "PostToolUseFailure"),
-        ("npx jest", "FAIL src/auth.test.ts\n  ● refresh\nTests: 1 failed, 3 passed\n",
-         "PostToolUseFailure"),
+        (
+            "go test ./...",
+            "--- FAIL: TestParse (0.00s)\n    parse_test.go:14: bad\nFAIL\n",
+            "PostToolUseFailure",
+        ),
+        (
+            "npx jest",
+            "FAIL src/auth.test.ts\n  ● refresh\nTests: 1 failed, 3 passed\n",
+            "PostToolUseFailure",
+        ),
         ("cargo test", "test result: FAILED. 1 passed; 1 failed\n", "PostToolUseFailure"),
         ("yarn test", "FAIL src/x.test.js\n", "PostToolUse"),
     ],
-)  # fmt: skip
+)
 def test_test_runners_are_recognized(
     command: str, output: str, event: str, project_dir: Path
 ) -> None:
@@ -425,10 +490,14 @@ def test_test_runners_are_recognized(
 def test_hard_error_is_observed_and_secrets_redacted(project_dir: Path) -> None:
     seed(project_dir, [])
     secret = "sk-ant-api03-" + "a1B2c3D4" * 6
-    _post(project_dir, "Bash", {"command": f"ANTHROPIC_API_KEY={secret} python run.py"},
-          event="PostToolUseFailure",
-          error='Exit code 1\nTraceback (most recent call last):\n  File "run.py", line 3\n'
-                "ModuleNotFoundError: No module named 'yaml'\n")  # fmt: skip
+    _post(
+        project_dir,
+        "Bash",
+        {"command": f"ANTHROPIC_API_KEY={secret} python run.py"},
+        event="PostToolUseFailure",
+        error='Exit code 1\nTraceback (most recent call last):\n  File "run.py", line 3\n'
+        "ModuleNotFoundError: No module named 'yaml'\n",
+    )
     rows = query("SELECT title, body FROM records")
     assert len(rows) == 1 and rows[0][0].startswith("Error observed: ")
     assert secret not in rows[0][0] + rows[0][1]
@@ -443,26 +512,62 @@ def test_branch_switches_become_branch_nodes(project_dir: Path) -> None:
         {"command": "git checkout -b feat/login"},
         tool_response={"stdout": "", "stderr": "Switched to a new branch 'feat/login'\n"},
     )
-    _post(project_dir, "Bash", {"command": "git switch main"},
-          tool_response={"stdout": "", "stderr": "Switched to branch 'main'\n"})  # fmt: skip
+    _post(
+        project_dir,
+        "Bash",
+        {"command": "git switch main"},
+        tool_response={"stdout": "", "stderr": "Switched to branch 'main'\n"},
+    )
     names = sorted(r[0] for r in query("SELECT name FROM nodes WHERE kind = 'branch'"))
     assert names == ["feat/login", "main"]
 
 
 def _transcript(tmp_path: Path) -> Path:
     lines = [
-        {"type": "user", "isSidechain": False, "message": {"role": "user",
-         "content": "Refactor the auth store so tokens refresh on 401"}, "uuid": "u1"},
-        {"type": "assistant", "isSidechain": False, "message": {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "t1", "name": "Edit",
-             "input": {"file_path": str(tmp_path / "project" / "src" / "auth.ts")}}]}, "uuid": "a1"},
-        {"type": "user", "message": {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
-         "toolUseResult": {}, "uuid": "u2"},
-        {"type": "assistant", "message": {"role": "assistant", "content": [
-            {"type": "text", "text": "Edited the store; next: add a test."}]}, "uuid": "a2"},
+        {
+            "type": "user",
+            "isSidechain": False,
+            "message": {
+                "role": "user",
+                "content": "Refactor the auth store so tokens refresh on 401",
+            },
+            "uuid": "u1",
+        },
+        {
+            "type": "assistant",
+            "isSidechain": False,
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "t1",
+                        "name": "Edit",
+                        "input": {"file_path": str(tmp_path / "project" / "src" / "auth.ts")},
+                    }
+                ],
+            },
+            "uuid": "a1",
+        },
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+            },
+            "toolUseResult": {},
+            "uuid": "u2",
+        },
+        {
+            "type": "assistant",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Edited the store; next: add a test."}],
+            },
+            "uuid": "a2",
+        },
         {"type": "user", "isMeta": True, "message": {"role": "user", "content": "<meta>"}},
-    ]  # fmt: skip
+    ]
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n{truncated")
     return path
@@ -512,8 +617,11 @@ def test_session_end_folds_tokens_and_removes_state(project_dir: Path) -> None:
     assert run_hook("stop", stop, cwd=project_dir).returncode == 0
     end = payload("SessionEnd", SID, project_dir, reason="prompt_input_exit")
     assert run_hook("session-end", end, cwd=project_dir).returncode == 0
-    row = query("SELECT project_id, started_at, ended_at, tokens_injected FROM sessions "
-                "WHERE session_id = ?", (SID,))[0]  # fmt: skip
+    row = query(
+        "SELECT project_id, started_at, ended_at, tokens_injected FROM sessions "
+        "WHERE session_id = ?",
+        (SID,),
+    )[0]
     assert row[0] == identify(str(project_dir)).project_id
     assert row[1] and row[2] and row[3] == expected > 0
     assert not os.path.exists(ledger.path_for(SID))

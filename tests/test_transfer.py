@@ -413,10 +413,18 @@ async def test_bad_record_entries_import_nothing(
 ) -> None:
     data = {
         "format": "agentctx-export",
-        "projects": [{"project_id": P, "name": "p", "root": None, "remote": None,
-                      "created_at": "x", "last_seen_at": "x"}],
+        "projects": [
+            {
+                "project_id": P,
+                "name": "p",
+                "root": None,
+                "remote": None,
+                "created_at": "x",
+                "last_seen_at": "x",
+            }
+        ],
         "records": [record_entry(id="01HX0000000000000000000001"), record_entry(**entry)],
-    }  # fmt: skip
+    }
     with pytest.raises(ValidationError, match=message):
         await store.import_data(data)
     assert await store.list_records() == []

@@ -103,9 +103,11 @@ def _check_api_key() -> Check:
     if os.environ.get("ANTHROPIC_API_KEY", "").strip():
         return Check("llm", True, "ANTHROPIC_API_KEY is set: extraction can run")
     return Check(
-        "llm", None, "no ANTHROPIC_API_KEY: only deterministic capture (no LLM extraction)",
+        "llm",
+        None,
+        "no ANTHROPIC_API_KEY: only deterministic capture (no LLM extraction)",
         "export ANTHROPIC_API_KEY=… where Claude Code runs",
-    )  # fmt: skip
+    )
 
 
 def _check_home() -> Check:

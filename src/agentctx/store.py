@@ -723,9 +723,17 @@ async def _insert_rows(
 
 #: Fields every imported record must carry (docs/spec.md, 8.4); the rest take column defaults.
 _REQUIRED = (
-    "id", "project_id", "type", "title", "body", "scope", "confidence", "source", "valid_from",
+    "id",
+    "project_id",
+    "type",
+    "title",
+    "body",
+    "scope",
+    "confidence",
+    "source",
+    "valid_from",
     "recorded_at",
-)  # fmt: skip
+)
 
 
 def _record_from_data(item: Any) -> Record:

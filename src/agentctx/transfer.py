@@ -23,9 +23,14 @@ from agentctx.schema import RECORD_TYPES
 
 FORMAT = "agentctx-export"
 _PLURAL = {
-    "decision": "Decisions", "convention": "Conventions", "preference": "Preferences",
-    "discovery": "Discoveries", "bugfix": "Bugfixes", "handover": "Handovers", "profile": "Profile",
-}  # fmt: skip
+    "decision": "Decisions",
+    "convention": "Conventions",
+    "preference": "Preferences",
+    "discovery": "Discoveries",
+    "bugfix": "Bugfixes",
+    "handover": "Handovers",
+    "profile": "Profile",
+}
 assert set(_PLURAL) == set(RECORD_TYPES)
 _META = "<!-- agentctx:{kind} {payload} -->"
 _RECORD_START = re.compile(r"^<!-- agentctx:record (\{.*\}) -->$")
@@ -99,9 +104,14 @@ def parse(text: str) -> dict[str, Any]:
 
 def _parse_markdown(text: str) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "format": FORMAT, "version": 1, "projects": [], "records": [],
-        "edges": [], "nodes": [], "record_entities": [],
-    }  # fmt: skip
+        "format": FORMAT,
+        "version": 1,
+        "projects": [],
+        "records": [],
+        "edges": [],
+        "nodes": [],
+        "record_entities": [],
+    }
     targets = {"project": "projects", "node": "nodes", "edge": "edges", "link": "record_entities"}
     if text.count("\r\n") == text.count("\n"):  # a CRLF file; else CRs belong to the bodies
         text = text.replace("\r\n", "\n")

@@ -72,9 +72,16 @@ async def init(
             if existing is not None and existing.body == fact.body.strip():
                 continue
             await store.add(
-                NewRecord(type="profile", key=fact.key, title=fact.title, body=fact.body,
-                          project_id=identity.project_id, confidence="explicit", source="cli")
-            )  # fmt: skip
+                NewRecord(
+                    type="profile",
+                    key=fact.key,
+                    title=fact.title,
+                    body=fact.body,
+                    project_id=identity.project_id,
+                    confidence="explicit",
+                    source="cli",
+                )
+            )
             recorded.append(fact.key)
     on_path = install.which_agentctx()
     if json:
@@ -99,8 +106,15 @@ async def init(
         for change in changes:
             _out(f"{change.action:<9} {change.path} ({change.description})")
         _out(f"profile   {identity.name}: " + (", ".join(recorded) if recorded else "unchanged"))
-        _out("llm       " + ("on" if config.get("llm") else "off")
-             + ("" if os.environ.get("ANTHROPIC_API_KEY") else " (no ANTHROPIC_API_KEY: extraction waits for one)"))  # fmt: skip
+        _out(
+            "llm       "
+            + ("on" if config.get("llm") else "off")
+            + (
+                ""
+                if os.environ.get("ANTHROPIC_API_KEY")
+                else " (no ANTHROPIC_API_KEY: extraction waits for one)"
+            )
+        )
     if on_path is None:
         sys.stderr.write(
             "agentctx: warning: `agentctx` is not on PATH, but Claude Code runs `agentctx hook …` "
@@ -147,8 +161,12 @@ def uninstall(
             shutil.rmtree(folder)
             purged = True
     if json:
-        _json({"changes": [{"path": str(c.path), "action": c.action} for c in changes],
-               "purged": purged})  # fmt: skip
+        _json(
+            {
+                "changes": [{"path": str(c.path), "action": c.action} for c in changes],
+                "purged": purged,
+            }
+        )
     else:
         for change in changes:
             _out(f"{change.action:<9} {change.path} ({change.description})")

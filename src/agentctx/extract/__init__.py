@@ -159,8 +159,15 @@ async def _run(
         applied = await apply.write(
             tx, result, project_id=project_id, session_id=report.session_id, threshold=threshold
         )
-        await _advance_in(tx, report.session_id, project_id, path, parsed.last_uuid,
-                          applied.written, usage.cost_usd)  # fmt: skip
+        await _advance_in(
+            tx,
+            report.session_id,
+            project_id,
+            path,
+            parsed.last_uuid,
+            applied.written,
+            usage.cost_usd,
+        )
     report.status = "flush_ok" if result.flush_ok else "extracted"
     report.written = applied.added
     report.reinforced, report.duplicates = applied.reinforced, applied.duplicates
@@ -246,8 +253,9 @@ async def _advance(
     cost: float,
 ) -> None:
     async with store.transaction() as tx:
-        await _advance_in(tx, report.session_id, project_id, report.transcript, last_uuid, 0, cost,
-                          error)  # fmt: skip
+        await _advance_in(
+            tx, report.session_id, project_id, report.transcript, last_uuid, 0, cost, error
+        )
 
 
 async def _advance_in(

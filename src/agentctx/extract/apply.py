@@ -145,7 +145,7 @@ async def write(
                 keywords=entry.keywords,
                 session_id=session_id,
                 supersedes=supersedes,
-            )  # fmt: skip
+            )
         )
         applied.added[entry.type] = applied.added.get(entry.type, 0) + 1
         applied.superseded += supersedes is not None
@@ -220,8 +220,15 @@ def _decision(item: dict[str, Any]) -> Entry | None:
         return None
     rationale = _text(item, "rationale")
     body = what + (f"\nRationale: {rationale}" if rationale else "")
-    return Entry("decision", _title(what), body, _confidence(item), "project",
-                 _keywords(item), _supersedes(item))  # fmt: skip
+    return Entry(
+        "decision",
+        _title(what),
+        body,
+        _confidence(item),
+        "project",
+        _keywords(item),
+        _supersedes(item),
+    )
 
 
 def _preference(item: dict[str, Any]) -> Entry | None:
@@ -239,8 +246,15 @@ def _convention(item: dict[str, Any]) -> Entry | None:
     if not text:
         return None
     scope = item.get("scope") if item.get("scope") in ("file", "module", "project") else "project"
-    return Entry("convention", _title(text), f"{text}\n(applies to: {scope})", _confidence(item),
-                 "project", _keywords(item), _supersedes(item))  # fmt: skip
+    return Entry(
+        "convention",
+        _title(text),
+        f"{text}\n(applies to: {scope})",
+        _confidence(item),
+        "project",
+        _keywords(item),
+        _supersedes(item),
+    )
 
 
 def _gotcha(item: dict[str, Any]) -> Entry | None:
@@ -262,15 +276,19 @@ def _bugfix(item: dict[str, Any]) -> Entry | None:
     if isinstance(files_value, list):
         files = [redact(f) for f in files_value if isinstance(f, str)][:10]
     body = f"Problem: {problem}\nFix: {fix}" + (f"\nFiles: {', '.join(files)}" if files else "")
-    return Entry("bugfix", _title(problem), body, "inferred", "project", _keywords(item),
-                 files=files)  # fmt: skip
+    return Entry(
+        "bugfix", _title(problem), body, "inferred", "project", _keywords(item), files=files
+    )
 
 
 def _handover(work: dict[str, Any]) -> Entry | None:
     task = _text(work, "current_task")
     parts = [f"Current task: {task}"] if task else []
-    for key, label in (("blockers", "Blockers"), ("next_steps", "Next steps"),
-                       ("open_questions", "Open questions")):  # fmt: skip
+    for key, label in (
+        ("blockers", "Blockers"),
+        ("next_steps", "Next steps"),
+        ("open_questions", "Open questions"),
+    ):
         items = work.get(key)
         if isinstance(items, list):
             clean = [redact(" ".join(i.split())) for i in items if isinstance(i, str) and i.strip()]

@@ -215,9 +215,13 @@ def spawn_detached(argv: Sequence[str], log_path: str) -> None:
         )
         with open(log_path, "ab") as log_file:
             subprocess.Popen(
-                list(argv), stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
-                creationflags=flags, close_fds=True,
-            )  # fmt: skip
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=log_file,
+                creationflags=flags,
+                close_fds=True,
+            )
         return
     pid = os.fork()
     if pid == 0:  # child: new session, fork again so the worker is not our child

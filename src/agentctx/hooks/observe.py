@@ -81,14 +81,30 @@ def _record(
             conn.execute(schema.SUPERSEDE_SQL, (at, record_id, current[0]))
             _edge(conn, record_id, str(current[0]), "supersedes", at)
     values = {
-        "id": record_id, "project_id": project_id, "type": record_type, "title": title,
-        "body": body, "scope": "project", "confidence": "inferred",
-        "source": "hook_observation", "valid_from": at, "recorded_at": clock.now(),
-        "keywords": str(obs.get("keywords") or ""), "key": None, "rationale": None,
-        "pinned": 0, "reinforce_count": 0, "superseded_at": None, "superseded_by": None,
-        "access_count": 0, "last_accessed": None, "score": 1.0, "claudemd_drift_score": 0.0,
-        "session_id": session_id, "pending_embedding": 1,
-    }  # fmt: skip
+        "id": record_id,
+        "project_id": project_id,
+        "type": record_type,
+        "title": title,
+        "body": body,
+        "scope": "project",
+        "confidence": "inferred",
+        "source": "hook_observation",
+        "valid_from": at,
+        "recorded_at": clock.now(),
+        "keywords": str(obs.get("keywords") or ""),
+        "key": None,
+        "rationale": None,
+        "pinned": 0,
+        "reinforce_count": 0,
+        "superseded_at": None,
+        "superseded_by": None,
+        "access_count": 0,
+        "last_accessed": None,
+        "score": 1.0,
+        "claudemd_drift_score": 0.0,
+        "session_id": session_id,
+        "pending_embedding": 1,
+    }
     conn.execute(schema.INSERT_RECORD_SQL, [values[name] for name in schema.RECORD_COLUMNS])
     return record_id
 
