@@ -5,7 +5,7 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.sessions = ["lint", "typecheck", "tests", "e2e"]
 nox.options.reuse_venv = "yes"
 
 PYTHON = "3.11"
@@ -31,3 +31,24 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict over src, tests and benchmarks."""
     session.install("-e", ".", "--group", "typecheck")
     session.run("mypy")
+
+
+@nox.session(python=PYTHON, default=False)
+def bench(session: nox.Session) -> None:
+    """Hook latency vs `python -c pass` at 1K/10K/100K records -> benchmarks/results/hooks.md.
+
+    Not a default session. Options after ``--``, e.g. ``nox -s bench -- --sizes 1000,10000 --runs 20``.
+    """
+    session.install("-e", ".")
+    session.run("python", "benchmarks/hooks.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def e2e(session: nox.Session) -> None:
+    """The hooks under the real Claude Code CLI, offline, against a loopback Messages API.
+
+    The first run installs the pinned ``@anthropic-ai/claude-code`` with npm into
+    ``.cache/claude-code/`` (git-ignored; see tests/e2e/conftest.py); later runs reuse it.
+    """
+    session.install("-e", ".", "--group", "test")
+    session.run("pytest", "-m", "e2e", "tests/e2e", *session.posargs)

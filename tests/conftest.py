@@ -15,13 +15,14 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(autouse=True)
-def agentctx_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def agentctx_home(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """Point AGENTCTX_HOME at a fresh folder so no test touches the user's store."""
     home_dir = tmp_path / "agentctx-home"
     monkeypatch.setenv("AGENTCTX_HOME", str(home_dir))
     # `agentctx init` edits ~/.claude files: never the real ones.
-    user_home = tmp_path / "user-home"
-    user_home.mkdir()
+    user_home = tmp_path_factory.mktemp("user-home")
     monkeypatch.setenv("HOME", str(user_home))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)

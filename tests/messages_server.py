@@ -12,7 +12,8 @@ request asks for ``"stream": true`` (the event sequence and shapes of the Messag
         assert server.messages_requests()[0].body["messages"]
 
 ``POST /v1/messages/count_tokens`` answers an estimate; any other path gets a 404 in the API's
-error shape (Claude Code asks for a few non-essential things and goes on without them).
+error shape. (Claude Code 2.1.332 in ``-p`` mode sends nothing else here: one
+``POST /v1/messages?beta=true`` with ``"stream": true`` per model turn.)
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ __all__ = [
     "Script",
     "TextReply",
     "ToolUseReply",
+    "error_json",
+    "message_json",
     "sse_events",
 ]
 
@@ -144,7 +147,7 @@ class MessagesServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="messages-server", daemon=True
+            target=self._httpd.serve_forever, args=(0.05,), name="messages-server", daemon=True
         )
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -372,8 +375,7 @@ def _handler_for(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
             pass  # quiet: the test reads server.requests instead
 
         def _serve(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length > 0 else b""
+            raw = self._read_body()
             try:
                 body: Any = json.loads(raw) if raw else None
             except ValueError:
@@ -391,6 +393,18 @@ def _handler_for(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
                 self._json(200, {"input_tokens": _input_tokens(body)})
             else:
                 self._json(404, error_json(404, f"{self.command} {request.route}: not served here"))
+
+        def _read_body(self) -> bytes:
+            if "chunked" in self.headers.get("transfer-encoding", "").lower():
+                chunks = []
+                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()  # the CRLF after each chunk
+                while self.rfile.readline().strip():  # trailers, up to the empty line
+                    pass
+                return b"".join(chunks)
+            length = int(self.headers.get("content-length") or 0)
+            return self.rfile.read(length) if length > 0 else b""
 
         def _messages(self, request: Recorded) -> None:
             try:

@@ -23,7 +23,7 @@ import sqlean
 from agentctx import __version__, config
 from agentctx.config import SETTINGS
 from agentctx.records import COLUMNS
-from agentctx.schema import RECORD_TYPES
+from agentctx.schema import RECORD_TYPES, SCHEMA_VERSION
 from tests.helpers import run_cli
 
 if TYPE_CHECKING:
@@ -550,7 +550,7 @@ def test_doctor_on_a_healthy_home(project_dir: Path, agentctx_home: Path) -> Non
     text = ok("doctor", cwd=project_dir, env=on_path)
     assert "ok    hooks" in text
     assert "FAIL" not in text
-    assert "(schema 1, 1 records)" in text
+    assert f"(schema {SCHEMA_VERSION}, 1 records)" in text
     checks = json.loads(ok("doctor", "--json", cwd=project_dir, env=on_path))
     assert isinstance(checks, list)
     for check in checks:

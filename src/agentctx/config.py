@@ -57,7 +57,10 @@ def set_value(key: str, raw: str | bool | int, path: str | None = None) -> Any:
     target = path or home.config_path()
     stored = _read(target)
     stored[key] = value
-    os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
+    if path is None:
+        home.ensure_home()
+    else:
+        os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
     tmp = f"{target}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(stored, fh, indent=2, sort_keys=True)

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     import aiosqlite
 
 BUSY_TIMEOUT_MS = 5000
-HOOK_BUSY_TIMEOUT_MS = 250
 
 
 class Capabilities:

@@ -114,7 +114,8 @@ def render(
     )
     if handover is not None:
         heading = f"## Last handover ({handover['valid_from'][:10]}, id {handover['id']})"
-        body = truncate_to_tokens(handover["body"], BUDGETS["handover"] - 20, 2000)
+        room = BUDGETS["handover"] - estimate_tokens(heading) - 2
+        body = truncate_to_tokens(handover["body"], max(room, 0), 2000)
         section(heading, [(body, handover["id"])] if body else [], BUDGETS["handover"])
     section(
         "## Developer preferences (all projects)",
@@ -204,7 +205,7 @@ def write(digest: dict[str, Any], generated_at: str, read_started_ns: int) -> st
 
     project_id = str(digest["project_id"])
     path = path_for(project_id)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    home.ensure_sub("digests")
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(fastjson.dumps({**digest, "generated_at": generated_at}))
@@ -212,7 +213,21 @@ def write(digest: dict[str, Any], generated_at: str, read_started_ns: int) -> st
         os.unlink(tmp)
         return None
     os.replace(tmp, path)
+    if _changed_since(project_id, read_started_ns):  # a writer slipped in between: drop it again
+        with _quiet():
+            os.unlink(path)
+        return None
     return path
+
+
+class _quiet:
+    """``contextlib.suppress(OSError)`` without importing contextlib on the hook path."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> bool:
+        return isinstance(exc, OSError)
 
 
 def _changed_since(project_id: str, started_ns: int) -> bool:
@@ -268,7 +283,7 @@ def invalidate(project_ids: Iterable[str]) -> None:
     stamp = str(time.time_ns())
     for project_id in targets:
         try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
+            home.ensure_sub("digests")
             tmp = f"{_marker(project_id)}.{os.getpid()}.tmp"
             with open(tmp, "w", encoding="ascii") as fh:
                 fh.write(stamp)

@@ -87,6 +87,9 @@ def _check_claude_code() -> list[Check]:
             Check("hooks", False, "not registered with Claude Code", "run `agentctx init`")
         )
     mcp = [n for n, s in scopes if s and s["mcp"] == "ok"]
+    if not install.mcp_available():
+        checks.append(Check("mcp", None, "this version has no MCP server yet (hooks only)"))
+        return checks
     checks.append(
         Check("mcp", True, "registered (" + ", ".join(mcp) + ")")
         if mcp
@@ -96,7 +99,11 @@ def _check_claude_code() -> list[Check]:
 
 
 def _check_api_key() -> Check:
-    if config.load().get("llm") is False:
+    try:
+        llm_on = config.load().get("llm") is not False
+    except AgentctxError as exc:
+        return Check("llm", False, str(exc), f"fix or delete {home.config_path()}")
+    if not llm_on:
         return Check(
             "llm", None, "LLM extraction is off (config llm off)", "agentctx config set llm on"
         )

@@ -48,6 +48,19 @@ def sub(name: str) -> str:
     return os.path.join(home_dir(), name)
 
 
+def ensure_sub(name: str) -> str:
+    """Create (if needed) and return one sub-folder, the home itself created owner-only first.
+
+    ``os.makedirs`` gives only the last folder its mode, so the home is made on its own: a hook
+    that runs before ``agentctx init`` must not leave a world-readable home behind.
+    """
+    home = home_dir()
+    os.makedirs(home, mode=0o700, exist_ok=True)
+    path = os.path.join(home, name)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
 def ensure_home() -> str:
     """Create the home and its sub-folders (owner-only permissions) and return the home path."""
     home = home_dir()

@@ -191,6 +191,16 @@ def settings_paths(
     )
 
 
+MCP_MODULE = "agentctx.mcp_server"
+
+
+def mcp_available() -> bool:
+    """True when this agentctx has the MCP server (``agentctx mcp``); init registers it only then."""
+    import importlib.util
+
+    return importlib.util.find_spec(MCP_MODULE) is not None
+
+
 def which_agentctx() -> str | None:
     """The ``agentctx`` executable Claude Code will run, or None when it is not on PATH."""
     return shutil.which("agentctx")

@@ -1,11 +1,26 @@
 """Secret redaction: applied to any text before it is stored or sent off the machine.
 
-Rules (each replaces the secret with ``[REDACTED:<kind>]`` and keeps the surrounding text):
-provider tokens with a recognizable shape (Anthropic, OpenAI, AWS access keys, GitHub, GitLab, Slack,
-Stripe, Google API keys, npm, PyPI, Hugging Face), private-key blocks, JWTs, ``Bearer``/``Basic``
-credentials, passwords in URLs and connection strings, ``KEY=value`` / ``key: value`` assignments whose
-name looks secret (password, secret, token, api_key, …) and high-entropy values assigned to such names,
-and anything the user wraps in ``<private>…</private>``. Over-redaction is preferred to a leak.
+``redact(text)`` replaces every secret the rules recognize with ``[REDACTED:<kind>]`` and keeps the
+surrounding text; ``find_secrets(text)`` returns the spans it would replace as ``(kind, start, end)``.
+docs/redaction.md lists the rules and their kinds, the non-secrets they must leave alone, the
+measurements, and why these are our own rules rather than a secret-scanner library. In short:
+
+* blocks: ``<private>…</private>`` (nested tags count; an unclosed tag runs to the end of the text) and
+  private-key blocks (PEM, OpenSSH, PGP, SSH2, PuTTY, age; closed, or truncated after BEGIN);
+* provider tokens with a recognizable shape (Anthropic, OpenAI, AWS, GitHub, GitLab, Slack, Stripe,
+  Google, npm, PyPI, Hugging Face and more) and JWTs;
+* AWS secret access keys, named or as a 40-character base64 string near an access key id;
+* passwords in URLs and connection strings, after ``mysql -p``/``curl -u``/``docker login -p``;
+  ``Authorization``, ``Bearer``/``Basic`` and ``Cookie`` credentials;
+* values assigned to secret-looking names: ``KEY=value`` (env files, shell), ``key: value`` (YAML,
+  JSON, code), ``--password value``, ``?token=…``, ``<password>…</password>``, "the password is …".
+  A value is redacted unless it is plainly not a literal (a reference, a call, a type, a path, a
+  placeholder); names that are only weakly secret (``cache_key``, ``signature``…) need high entropy.
+
+Every pattern starts with a literal so that ``re`` can skip ahead (a leading look-behind or ``\\b``
+makes a scan 20-40x slower); case-insensitive rules run on an ASCII-lowercased copy of the text,
+which has the same length, so that offsets carry over. ``redact`` is idempotent: markers are never
+reported, and it re-applies the rules until nothing changes.
 """
 
 from __future__ import annotations
@@ -13,81 +28,746 @@ from __future__ import annotations
 import math
 import re
 
-_PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.IGNORECASE | re.DOTALL)
-_KEY_BLOCK = re.compile(
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*-----|\Z)",
-    re.DOTALL,
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    _Add = Callable[[int, str, int, int], None]
+
+__all__ = ["MARKER_PATTERN", "find_secrets", "redact"]
+
+MARKER_PATTERN = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
+"""A redaction marker, ``[REDACTED:<kind>]``."""
+
+_MAX_PASSES = 8
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+# Priorities: when findings overlap, the merged span takes the kind of the lowest number.
+_P_BLOCK, _P_KEY, _P_TOKEN, _P_AWS_SECRET, _P_PASSWORD, _P_HEADER, _P_ASSIGN = (
+    0,
+    1,
+    10,
+    40,
+    50,
+    60,
+    70,
 )
-_TOKENS: list[tuple[str, re.Pattern[str]]] = [
-    ("anthropic", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
-    ("openai", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")),
-    ("aws", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b")),
-    ("github", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
-    ("gitlab", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}")),
-    ("slack", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
-    ("slack", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+")),
-    ("stripe", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}")),
-    ("google", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
-    ("google", re.compile(r"\bya29\.[0-9A-Za-z_\-]{20,}")),
-    ("npm", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
-    ("pypi", re.compile(r"\bpypi-[A-Za-z0-9_\-]{50,}")),
-    ("huggingface", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
-]
-_AUTH_HEADER = re.compile(r"(?i)\b(bearer|basic|token)\s+([A-Za-z0-9_\-.=+/]{16,})")
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:/@]+):([^\s@/]+)@")
-_SECRET_NAME = (
-    r"[A-Za-z0-9_.\-]*(?:pass(?:word|wd)?|pwd|secret|token|api[_\-]?key|apikey|access[_\-]?key|"
-    r"private[_\-]?key|client[_\-]?secret|auth|credential|session[_\-]?key|signing[_\-]?key)"
-    r"[A-Za-z0-9_.\-]*"
+
+# -- blocks ----------------------------------------------------------------------------------------
+
+_PRIVATE_TAG = re.compile(r"<\s*(/?)\s*private\s*>")  # on the lowercased text
+_KEY_BEGIN = re.compile(r"-{4,5} ?BEGIN [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}")
+_KEY_END = re.compile(r"-{4,5} ?END [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}")
+# After a BEGIN line with no END (a truncated key): the body that follows — base64 lines,
+# ``Header: value`` lines and blank lines, with real or JSON-escaped line breaks.
+_KEY_BODY = re.compile(
+    r"(?:[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z][\w-]*:[ \t][^\n\\\"']*)?)*"
 )
-_ASSIGNMENT = re.compile(
-    rf"""(?ix)
-    (?P<name>["']?{_SECRET_NAME}["']?)
-    (?P<sep>\s*(?::=|=|:)\s*)
-    (?P<value>"[^"\n]{{3,}}"|'[^'\n]{{3,}}'|[^\s"',;]{{3,}})
-    """
+_PUTTY_KEY = re.compile(r"PuTTY-User-Key-File-\d:[\s\S]*?(?:Private-MAC:\s*[0-9a-fA-F]+|\Z)")
+_AGE_KEY = re.compile(r"AGE-SECRET-KEY-1[0-9A-Z]{58}")
+
+# -- provider tokens -------------------------------------------------------------------------------
+# (kind, pattern, characters that must not come just before the match). The whole match is the
+# secret. Each pattern starts with a literal.
+
+_TOKEN_RULES: tuple[tuple[str, re.Pattern[str], frozenset[str]], ...] = tuple(
+    (kind, re.compile(pattern), before)
+    for kind, pattern, before in (
+        ("anthropic", r"sk-ant-(?:[a-z]+\d*-)?[A-Za-z0-9_\-]{20,}", _TOKEN_CHARS),
+        # Legacy sk-…, sk-proj-/sk-svcacct-/sk-admin-, and OpenAI-compatible providers' sk-…; a digit
+        # or capital letter is required so that kebab-case words after "sk-" never match.
+        ("openai", r"sk-(?=[A-Za-z0-9_\-]*[0-9A-Z])[A-Za-z0-9_\-]{20,}", _TOKEN_CHARS),
+        (
+            "aws-access-key-id",
+            r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])",
+            _ALNUM,
+        ),
+        ("github", r"g(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{22,})", _TOKEN_CHARS),
+        (
+            "gitlab",
+            r"gl(?:pat|dt|rt|rtr|cbt|ptt|ft|imt|agent|soat|oas|ffct|wt|sa)-[A-Za-z0-9_\-]{20,}"
+            r"(?:\.[A-Za-z0-9_\-]+)*",
+            _TOKEN_CHARS,
+        ),
+        ("gitlab", r"GR1348941[A-Za-z0-9_\-]{20,}", _TOKEN_CHARS),
+        ("slack", r"x(?:ox[a-z](?:\.xox[a-z])?|app-\d)-[A-Za-z0-9\-]{10,}", _TOKEN_CHARS),
+        (
+            "slack-webhook",
+            r"(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_\-]{8,}",
+            frozenset(),
+        ),
+        ("stripe", r"whsec_[A-Za-z0-9]{20,}", _TOKEN_CHARS),
+        ("google-api-key", r"AIza[0-9A-Za-z_\-]{35}", _TOKEN_CHARS),
+        ("google-oauth", r"ya29\.[0-9A-Za-z_\-]{20,}", _TOKEN_CHARS),
+        ("google-oauth", r"GOCSPX-[0-9A-Za-z_\-]{20,}", _TOKEN_CHARS),
+        ("google-oauth", r"1//0[0-9A-Za-z_\-]{30,}", frozenset("0123456789/:")),
+        ("npm", r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", _TOKEN_CHARS),
+        ("pypi", r"pypi-Ag[A-Za-z0-9_\-]{40,}", _TOKEN_CHARS),
+        ("huggingface", r"hf_[A-Za-z0-9]{30,}", _TOKEN_CHARS),
+        ("sendgrid", r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", _TOKEN_CHARS),
+        ("twilio", r"(?:SK|AC)[0-9a-f]{32}(?![A-Za-z0-9])", _TOKEN_CHARS),
+        ("digitalocean", r"do[pro]_v1_[a-f0-9]{64}", _TOKEN_CHARS),
+        ("shopify", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", _TOKEN_CHARS),
+        ("databricks", r"dapi[a-f0-9]{32}(?![A-Za-z0-9])", _TOKEN_CHARS),
+        ("sentry", r"sntr[ysu]_[A-Za-z0-9_=\-]{30,}", _TOKEN_CHARS),
+        ("grafana", r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}", _TOKEN_CHARS),
+        ("postman", r"PMAK-[A-Fa-f0-9]{24}-[A-Fa-f0-9]{34}", _TOKEN_CHARS),
+        ("atlassian", r"ATATT3[A-Za-z0-9_\-=]{100,}", _TOKEN_CHARS),
+        ("groq", r"gsk_[A-Za-z0-9]{40,}", _TOKEN_CHARS),
+        ("replicate", r"r8_[A-Za-z0-9]{30,}", _TOKEN_CHARS),
+        ("xai", r"xai-[A-Za-z0-9]{40,}", _TOKEN_CHARS),
+        ("perplexity", r"pplx-[A-Za-z0-9]{40,}", _TOKEN_CHARS),
+        ("linear", r"lin_(?:api|oauth)_[A-Za-z0-9]{30,}", _TOKEN_CHARS),
+        ("notion", r"ntn_[A-Za-z0-9]{40,}", _TOKEN_CHARS),
+        ("supabase", r"sbp_[a-f0-9]{40}", _TOKEN_CHARS),
+        ("doppler", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}", _TOKEN_CHARS),
+        (
+            "jwt",
+            r"eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+)?",
+            _TOKEN_CHARS,
+        ),
+    )
 )
-_HIGH_ENTROPY = re.compile(r"\b[A-Za-z0-9+/_\-]{32,}={0,2}")
+# Anchored after their first characters (a leading character class would be slow): the match
+# starts ``back`` characters earlier, and those characters must fit ``lead``.
+_STRIPE = re.compile(r"k_(?:live|test)_[A-Za-z0-9]{10,}")  # sk_/rk_/pk_
+_TELEGRAM = re.compile(r":AA[A-Za-z0-9_\-]{33}(?![A-Za-z0-9_\-])")  # <bot id>:AA…
+_TELEGRAM_ID = re.compile(r"\d{8,10}\Z")
+_MAILCHIMP = re.compile(r"-us\d{1,2}(?![A-Za-z0-9])")  # <32 hex>-us<n>
+_MAILCHIMP_KEY = re.compile(r"[0-9a-f]{32}\Z")
+
+# -- AWS secret access keys ------------------------------------------------------------------------
+
+_AWS_NAMED = re.compile(  # on the lowercased text
+    r"secret[_\-.]?(?:access)?[_\-.]?key[\"'\]]*\s*(?:[:=]|:=|=>)\s*[\"']?"
+    r"(?P<v>[a-z0-9/+]{40})(?![a-z0-9/+])"
+)
+_AWS_CANDIDATE = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_WINDOW = 400
+
+# -- passwords and credentials in URLs, connection strings, commands and headers -------------------
+
+# ://user:password@host — the password may hold '@' (the last '@' before the host wins) but not '/',
+# so that host:port/path@x is not read as credentials.
+_URL_PASSWORD = re.compile(
+    r"://[^\s:/?#@'\"<>\[\]\\]*:(?P<v>[^\s/'\"<>\\]+?)@(?=[^\s@/'\"<>\\?#]*(?:[\s/'\"<>\\?#]|$))"
+)
+_URL_USER_TOKEN = re.compile(r"://(?P<v>[A-Za-z0-9_\-]{20,})@")  # ://TOKEN@host
+# ADO.NET / ODBC / JDBC ``Password=…;`` (on the lowercased text; values may be {braced}, quoted, or
+# hold spaces).
+_DSN_PASSWORD = re.compile(
+    r"p(?:assword|wd|asswd)\s*=\s*"
+    r"(?P<v>\{[^}\n]*\}|\"[^\"\n]*\"|'[^'\n]*'|[^;\n\"']*[^;\n\"'\s])(?=\s*(?:;|$|[\"']))",
+    re.MULTILINE,
+)
+_CLI_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("mysql", re.compile(r"mysql(?:dump|admin)?\b[^\n|;&]*?\s-p(?P<v>[^\s'\"\-][^\s'\"]*)")),
+    ("mariadb", re.compile(r"mariadb\b[^\n|;&]*?\s-p(?P<v>[^\s'\"\-][^\s'\"]*)")),
+    (
+        "login",
+        re.compile(r"login\b[^\n|;&]*?\s(?:-p|--password)[ \t=]+(?P<v>[^\s'\"\-$][^\s'\"]*)"),
+    ),
+    ("sshpass", re.compile(r"sshpass\s+-p\s*(?P<v>[^\s'\"\-][^\s'\"]*)")),
+    ("redis-cli", re.compile(r"redis-cli\b[^\n|;&]*?\s-a\s+(?P<v>[^\s'\"\-][^\s'\"]*)")),
+    ("-u", re.compile(r"-(?:u|-user)\s+[\"']?[^\s:'\"\-][^\s:'\"]*:(?P<v>[^\s'\"]+)")),
+)
+_AUTH_HEADER = re.compile(  # on the lowercased text
+    r"authorization[\"']?\s*[:=]\s*[\"']?\s*"
+    r"(?:(?:bearer|basic|token|apikey|api-key|key|sso-key|otp|digest|negotiate)\s+)?"
+    r"(?P<v>[^\s\"',;]{4,})"
+)
+_BEARER = re.compile(r"b(?:earer|asic)\s+(?P<v>[a-z0-9._~+/\-]{8,}=*)")  # on the lowercased text
+_COOKIE = re.compile(r"cookie\s*:\s*(?P<v>[^\s\"'\\][^\n\"'\\]*)")  # on the lowercased text
+
+# -- assignments -----------------------------------------------------------------------------------
+
+# Hint words a secret-looking name contains. Each hint gets its own pattern on the lowercased text:
+# the hint, the rest of the name, an optional closing quote, and a separator (an optional type
+# annotation, then ``=``, ``:``, ``:=`` or ``=>``). The start of the name is found by scanning back.
+_HINTS = (
+    "pass", "pwd", "secret", "token", "key", "auth", "cred", "bearer", "cookie", "session", "salt",
+    "sig", "otp", "hmac", "csrf", "xsrf", "sid", "pat",
+)  # fmt: skip
+_SEPARATOR = (
+    r"[\w.\-]*(?P<close>\\?[\"'`])?\]?(?P<sep>[ \t]*"
+    r"(?::[ \t]*[a-z_][\w.]*(?:\[[^\]\n]*\])?(?:[ \t]*\|[ \t]*[a-z_][\w.]*(?:\[[^\]\n]*\])?)*[ \t]*(?==))?"
+    r"(?:=>|:=|(?<![=!<>])=(?![=>~])|:(?![:/\\]))[ \t]*)"
+)
+_ASSIGN_PATTERNS = tuple(re.compile(hint + _SEPARATOR) for hint in _HINTS)
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_XML_SECRET = re.compile(  # on the lowercased text
+    r"<(?P<tag>[\w:.\-]*(?:password|passwd|passphrase|secret|token|apikey|api_key|api-key)[\w:.\-]*)>"
+    r"(?P<v>[^<\n]{1,500})</(?P=tag)>"
+)
+_FLAG = re.compile(  # on the lowercased text
+    r"-(?P<name>-?(?:[a-z][\w\-]*?)?(?:pass|pwd|secret|token|key|auth|cred|bearer)[\w\-]*)[ \t]+"
+    r"(?P<v>\"[^\"\n]*\"|'[^'\n]*'|[^\s'\"\-<>|&;$`][^\s'\"|&;`]*)"
+)
+_PROSE = tuple(  # on the lowercased text: "the password is …", "API key: …"
+    re.compile(word + r"\s+(?:is|was|of|=|:)\s*[:=]?\s*[\"'`]?(?P<v>[^\s\"'`,;]{6,})")
+    for word in (r"pass(?:word|phrase|wd)", "secret", "token", "key")
+)
+_PROSE_KEY_BEFORE = re.compile(r"(?:api|secret|access|private|auth)[ _\-]?\Z")
+
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_STRONG_WORDS = frozenset(
+    {
+        "password", "passwd", "passphrase", "pass", "secret", "token", "credential", "credentials",
+        "creds", "apikey", "bearer", "authtoken", "accesstoken", "refreshtoken", "sessiontoken",
+        "idtoken", "secretkey", "privatekey", "accesskey", "accountkey", "sharedaccesskey", "authkey",
+        "masterkey", "signingkey", "encryptionkey", "clientsecret", "appsecret", "webhooksecret",
+        "auth", "authorization", "otp", "totp",
+    }
+)  # fmt: skip
+_KEY_PREFIXES = frozenset(
+    {
+        "api", "access", "secret", "private", "auth", "master", "account", "signing", "encryption",
+        "encrypt", "app", "license", "licence", "deploy", "ssh", "gpg", "pgp", "shared",
+        "subscription", "admin", "hmac", "jwt", "webhook", "consumer", "decryption", "aes", "rsa",
+        "ed25519", "ecdsa",
+    }
+)  # fmt: skip
+_WEAK_WORDS = frozenset(
+    {
+        "key", "keys", "signature", "sig", "salt", "hmac", "cookie", "session", "sessionid", "sid",
+        "csrf", "xsrf", "pat",
+    }
+)  # fmt: skip
+# Set as an environment variable (``NAME=value``), these are secrets: STRIPE_KEY, GITHUB_PAT.
+_ENV_STRONG_LAST = frozenset({"key", "keys", "pat"})
+# A name ending in one of these is about a secret, not one: token_count, password_url, secret_name…
+_NOT_SECRET_LAST = frozenset(
+    {
+        "count", "counts", "limit", "limits", "max", "min", "type", "types", "url", "uri", "urls",
+        "endpoint", "endpoints", "path", "paths", "file", "files", "filename", "dir", "name", "names",
+        "id", "ids", "length", "len", "size", "budget", "budgets", "usage", "kind", "kinds", "header",
+        "headers", "prefix", "field", "fields", "env", "var", "vars", "ttl", "expiry", "expires",
+        "expiration", "exp", "at", "in", "format", "policy", "index", "idx", "pos", "position",
+        "label", "placeholder", "regex", "re", "pattern", "patterns", "mask", "required", "enabled",
+        "enable", "disabled", "method", "methods", "scope", "scopes", "audience", "issuer",
+        "algorithm", "alg", "location", "source", "arn", "version", "rotation", "help", "description",
+        "desc", "message", "msg", "text", "title", "hint", "error", "errors", "prompt", "provider",
+        "providers", "helper", "manager", "estimate", "estimator", "tokenizer", "mode", "list",
+        "lookup", "class", "cls", "schema", "status", "state", "valid", "validator", "rate", "ratio",
+        "timeout", "total", "used", "remaining", "left", "cost", "price", "spec", "input", "output",
+        "callback", "handler", "hook", "fn", "func", "function", "service", "client", "generator",
+        "factory", "loader", "reader", "writer", "store", "storage", "cache", "backend", "ref",
+        "reference", "command", "cmd", "stdin", "line", "lines", "option", "options", "flag",
+        "flags", "rule", "rules", "owner", "user", "username", "login", "email", "host", "port",
+        "region", "account", "key", "keys", "pat",
+    }
+)  # fmt: skip
+_NOT_SECRET_NAMES = frozenset(
+    {"pwd", "oldpwd", "pass", "tokens", "secrets", "author", "key", "keys"}
+)
+_TYPE_WORDS = frozenset(
+    {
+        "str", "string", "int", "integer", "bool", "boolean", "bytes", "float", "number", "any",
+        "object", "dict", "list", "optional", "union", "secretstr", "secretbytes", "none", "char",
+        "text", "varchar", "uuid", "true", "false", "null", "nil", "undefined", "self", "this",
+        "void", "unknown", "never", "option", "vec", "sensitive", "required", "lambda", "new",
+        "await", "function", "async",
+    }
+)  # fmt: skip
+_PLACEHOLDERS = frozenset(
+    {
+        "", "none", "null", "nil", "undefined", "true", "false", "yes", "no", "on", "off", "string",
+        "str", "redacted", "hidden", "masked", "omitted", "example", "placeholder", "required",
+        "optional", "secret", "password", "token", "notset", "not_set", "empty", "default", "include",
+        "same-origin", "omit", "...", "…",
+    }
+)  # fmt: skip
+_REFERENCE = re.compile(
+    r"^(?:\$\{?[A-Za-z_]|\$\(|\$[0-9@*#?]|%\(?[A-Za-z_]|%[A-Za-z_]+%|\{\{|\{%|#\{|<%"
+    r"|\{[A-Za-z_][\w.\[\]'\"]*\}|<[^<>]*>$|\[REDACTED:)"
+)
+_TEMPLATE_PART = re.compile(
+    r"\$\{[^}]*\}|\{\{[^}]*\}\}|\{[^{}]*\}|\$[A-Za-z_]\w*|%\([^)]*\)[sdr]|%[sd]"
+)
+_MASK_ONLY = re.compile(r"^[xX*•.…#?_\-]+$")
+_YOUR = re.compile(r"^<?(?:your|insert|enter|put|replace)[\s_\-]", re.IGNORECASE)
+_DOTTED_CODE = re.compile(r"^[A-Za-z_$][A-Za-z_$]*(?:\.[A-Za-z_$][A-Za-z_$]*)+$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NUMBER = re.compile(r"^[+-]?\d[\d_.,]*$")
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_HEX = re.compile(r"^[0-9a-fA-F]+$")
+# A file path (a key or credentials *file*, not its content): /x, ~/x, ./x, ../x, C:\x — one word.
+_PATH = re.compile(r"^(?:~?/|\.\.?/|[A-Za-z]:\\)\S*$")
+_TYPE_SPLIT = re.compile(r"[\[<|?,\s]")
+# What may come before a name at the start of a line: indentation, ``export``, a YAML list dash, a
+# Read-tool line number (``  12→``) — after a real or a JSON-escaped line break.
+_LINE_PREFIX = re.compile(
+    r"(?:^|\n|\\n)[ \t]*(?:\d+(?:→|\t)[ \t]*)?(?:export[ \t]+|set[ \t]+|setx[ \t]+|-[ \t]+|\$env:)?\Z"
+)
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+# -- public API ------------------------------------------------------------------------------------
 
 
 def redact(text: str) -> str:
     """``text`` with every secret the rules recognize replaced by ``[REDACTED:<kind>]``."""
     if not text:
         return text
-    text = _PRIVATE.sub("[REDACTED:private]", text)
-    text = _KEY_BLOCK.sub("[REDACTED:private-key]", text)
-    for kind, pattern in _TOKENS:
-        text = pattern.sub(f"[REDACTED:{kind}]", text)
-    text = _URL_PASSWORD.sub(r"\1:[REDACTED:password]@", text)
-    text = _AUTH_HEADER.sub(lambda m: f"{m.group(1)} [REDACTED:credential]", text)
-    text = _ASSIGNMENT.sub(_redact_assignment, text)
-    return _HIGH_ENTROPY.sub(_redact_entropy, text)
+    for _ in range(_MAX_PASSES):
+        spans = find_secrets(text)
+        if not spans:
+            break
+        parts: list[str] = []
+        last = 0
+        for kind, start, end in spans:
+            parts.append(text[last:start])
+            parts.append(f"[REDACTED:{kind}]")
+            last = end
+        parts.append(text[last:])
+        text = "".join(parts)
+    return text
 
 
-def _redact_assignment(match: re.Match[str]) -> str:
-    value = match.group("value")
-    if value.startswith("[REDACTED") or value.strip("\"'").lower() in _PLACEHOLDERS:
-        return match.group(0)
-    quote = value[0] if value[0] in "\"'" else ""
-    return f"{match.group('name')}{match.group('sep')}{quote}[REDACTED:secret]{quote}"
+def find_secrets(text: str) -> list[tuple[str, int, int]]:
+    """The secrets in ``text`` as sorted, non-overlapping ``(kind, start, end)`` spans.
+
+    Overlapping findings merge into one span with the kind of the highest-priority rule among them
+    (blocks, then provider tokens, then passwords and headers, then assignments). Existing markers
+    are never reported, and a finding that overlaps one grows to cover it whole.
+    """
+    if not text:
+        return []
+    # ASCII-only lowercasing keeps one character per character, so offsets in ``low`` are offsets
+    # in ``text``.
+    low = text.encode("ascii", "replace").lower().decode("ascii")
+    found: list[tuple[int, str, int, int]] = []
+
+    def add(priority: int, kind: str, start: int, end: int) -> None:
+        if end > start:
+            found.append((priority, kind, start, end))
+
+    _find_blocks(text, low, add)
+    _find_tokens(text, add)
+    _find_aws_secrets(text, low, found, add)
+    _find_passwords(text, low, add)
+    _find_assignments(text, low, add)
+    return _merge(text, found) if found else []
 
 
-_PLACEHOLDERS = frozenset({"none", "null", "true", "false", "xxx", "changeme", "<redacted>", "***"})
+# -- finders ---------------------------------------------------------------------------------------
 
 
-def _redact_entropy(match: re.Match[str]) -> str:
-    value = match.group(0)
+def _find_blocks(text: str, low: str, add: _Add) -> None:
+    if "private" in low:
+        depth = start = 0
+        for match in _PRIVATE_TAG.finditer(low):
+            if not match.group(1):
+                if depth == 0:
+                    start = match.start()
+                depth += 1
+            elif depth > 0:
+                depth -= 1
+                if depth == 0:
+                    add(_P_BLOCK, "private", start, match.end())
+        if depth > 0:
+            add(_P_BLOCK, "private", start, len(text))
+    if "PRIVATE KEY" in text:
+        position = 0
+        while (begin := _KEY_BEGIN.search(text, position)) is not None:
+            end = _KEY_END.search(text, begin.end())
+            if end is not None:
+                stop = end.end()
+            else:
+                body = _KEY_BODY.match(text, begin.end())
+                stop = body.end() if body is not None else begin.end()
+            add(_P_KEY, "private-key", begin.start(), stop)
+            position = stop
+    if "PuTTY-User-Key-File" in text:
+        for match in _PUTTY_KEY.finditer(text):
+            add(_P_KEY, "private-key", match.start(), match.end())
+    if "AGE-SECRET-KEY-" in text:
+        for match in _AGE_KEY.finditer(text):
+            add(_P_KEY, "private-key", match.start(), match.end())
+
+
+def _find_tokens(text: str, add: _Add) -> None:
+    for index, (kind, pattern, before) in enumerate(_TOKEN_RULES):
+        for match in pattern.finditer(text):
+            start = match.start()
+            if start == 0 or text[start - 1] not in before:
+                add(_P_TOKEN + index, kind, start, match.end())
+    for match in _STRIPE.finditer(text):
+        start = match.start() - 1
+        if (
+            start >= 0
+            and text[start] in "srp"
+            and (start == 0 or text[start - 1] not in _TOKEN_CHARS)
+        ):
+            add(_P_TOKEN, "stripe", start, match.end())
+    if ":AA" in text:
+        for match in _TELEGRAM.finditer(text):
+            head = _TELEGRAM_ID.search(text, max(0, match.start() - 10), match.start())
+            if head is not None and (head.start() == 0 or not text[head.start() - 1].isalnum()):
+                add(_P_TOKEN, "telegram", head.start(), match.end())
+    if "-us" in text:
+        for match in _MAILCHIMP.finditer(text):
+            head = _MAILCHIMP_KEY.search(text, max(0, match.start() - 32), match.start())
+            if head is not None and (head.start() == 0 or text[head.start() - 1] not in _ALNUM):
+                add(_P_TOKEN, "mailchimp", head.start(), match.end())
+
+
+def _find_aws_secrets(
+    text: str, low: str, found: list[tuple[int, str, int, int]], add: _Add
+) -> None:
+    if "secret" in low:
+        for match in _AWS_NAMED.finditer(low):
+            if _mixed(text[match.start("v") : match.end("v")]):
+                add(_P_AWS_SECRET, "aws-secret-access-key", match.start("v"), match.end("v"))
+    for _, kind, key_start, key_end in list(found):
+        if kind != "aws-access-key-id":
+            continue
+        low_bound = max(0, key_start - _AWS_WINDOW)
+        high_bound = min(len(text), key_end + _AWS_WINDOW)
+        for match in _AWS_CANDIDATE.finditer(text, low_bound, high_bound):
+            if _mixed(match.group(0)):
+                add(_P_AWS_SECRET, "aws-secret-access-key", match.start(), match.end())
+
+
+def _find_passwords(text: str, low: str, add: _Add) -> None:
+    if "://" in text:
+        for match in _URL_PASSWORD.finditer(text):
+            add(_P_PASSWORD, "password", match.start("v"), match.end("v"))
+        for match in _URL_USER_TOKEN.finditer(text):
+            if _looks_random(match.group("v")):
+                add(_P_PASSWORD, "password", match.start("v"), match.end("v"))
+    if ";" in text and ("pwd" in low or "passw" in low):
+        for match in _DSN_PASSWORD.finditer(low):
+            start = match.start()
+            if start > 0 and low[start - 1] not in "; \t\n\"'":
+                continue
+            line = low[low.rfind("\n", 0, start) + 1 : _line_end(low, match.end())]
+            value = text[match.start("v") : match.end("v")]
+            if ";" in line and _value_is_secret(value.strip("{}\"'"), "strict", "strong"):
+                add(_P_PASSWORD, "password", match.start("v"), match.end("v"))
+    for needle, pattern in _CLI_PASSWORDS:
+        if needle in low:
+            for match in pattern.finditer(text):
+                if not _is_reference(match.group("v")):
+                    add(_P_PASSWORD, "password", match.start("v"), match.end("v"))
+    if "authorization" in low:
+        for match in _AUTH_HEADER.finditer(low):
+            value = text[match.start("v") : match.end("v")]
+            if not _is_reference(value) and value.lower() not in ("bearer", "basic", "token"):
+                add(_P_HEADER, "auth-header", match.start("v"), match.end("v"))
+    if "bearer" in low or "basic" in low:
+        for match in _BEARER.finditer(low):
+            start = match.start()
+            if start > 0 and low[start - 1].isalnum():
+                continue
+            if _looks_random(text[match.start("v") : match.end("v")]):
+                add(_P_HEADER, "auth-header", match.start("v"), match.end("v"))
+    if "cookie" in low:
+        for match in _COOKIE.finditer(low):
+            value = text[match.start("v") : match.end("v")].rstrip()
+            if not _is_reference(value) and ("=" in value or _looks_random(value)):
+                add(_P_HEADER, "cookie", match.start("v"), match.start("v") + len(value))
+
+
+def _find_assignments(text: str, low: str, add: _Add) -> None:
+    seen: set[int] = set()
+    for hint, pattern in zip(_HINTS, _ASSIGN_PATTERNS, strict=True):
+        if hint not in low:
+            continue
+        for match in pattern.finditer(low):
+            name_start = match.start()
+            while name_start > 0 and text[name_start - 1] in _NAME_CHARS:
+                name_start -= 1
+            if name_start > 0 and text[name_start - 1] == "\\" and text[name_start] in "nrt":
+                name_start += 1  # a JSON-escaped line break or tab, not part of the name
+            if name_start in seen:
+                continue
+            seen.add(name_start)
+            _assignment(text, match, name_start, add)
+    if "</" in low:
+        for match in _XML_SECRET.finditer(low):
+            value = text[match.start("v") : match.end("v")]
+            if _literal_is_secret(value, "strong"):
+                add(_P_ASSIGN, "secret", match.start("v"), match.end("v"))
+    for match in _FLAG.finditer(low):
+        start = match.start()
+        if start > 0 and low[start - 1] not in " \t\n\"'(=[":
+            continue
+        name = text[match.start("name") : match.end("name")]
+        strength = _name_strength(name, env=True)
+        if strength is None:
+            continue
+        raw = text[match.start("v") : match.end("v")]
+        if raw[:1] in "\"'":
+            v_start, v_end = match.start("v") + 1, match.end("v") - 1
+            ok = _literal_is_secret(raw[1:-1], strength)
+        else:  # flags are also named in prose ("use --token to …"): the value must look random
+            v_start, v_end = match.start("v"), match.end("v")
+            ok = _value_is_secret(raw, "mid", strength)
+        if ok:
+            add(_P_ASSIGN, _assignment_kind(name, strength), v_start, v_end)
+    for index, pattern in enumerate(_PROSE):
+        for match in pattern.finditer(low):
+            start = match.start()
+            if start > 0 and low[start - 1] in _ALNUM:
+                continue
+            if index == 3 and not _PROSE_KEY_BEFORE.search(low, max(0, start - 8), start):
+                continue
+            value = text[match.start("v") : match.end("v")].rstrip(".")
+            if _looks_random(value) and not _is_reference(value) and not _UUID.match(value):
+                kind = "password" if index == 0 else "secret"
+                add(_P_ASSIGN, kind, match.start("v"), match.start("v") + len(value))
+
+
+def _assignment(text: str, match: re.Match[str], name_start: int, add: _Add) -> None:
+    name_end = (
+        match.start("close") if match.group("close") else match.end() - len(match.group("sep"))
+    )
+    while name_end > name_start and text[name_end - 1] == "]":
+        name_end -= 1
+    name = text[name_start:name_end]
+    if not name or not (name[0].isalpha() or name[0] in "_-"):
+        return
+    if text.startswith("://", name_start - 3):
+        return  # scheme://user:password@host is the URL rule's
+    before = text[name_start - 1] if name_start > 0 else ""
+    quoted = bool(before) and before in "\"'`" and bool(match.group("close"))
+    sep = match.group("sep")
+    mode = _mode(text, name_start, name, sep, quoted)
+    env = not quoted and _ENV_NAME.match(name.lstrip("-")) is not None and sep == "="
+    strength = _name_strength(name, env=env or name.startswith("-"))
+    if strength is None:
+        return
+    span = _value_span(text, match.end(), mode)
+    if span is None:
+        return
+    start, end, is_literal = span
+    value = text[start:end]
+    if is_literal:
+        if not _literal_is_secret(value, strength):
+            return
+    elif not _value_is_secret(value, mode, strength):
+        return
+    add(_P_ASSIGN, _assignment_kind(name, strength), start, end)
+
+
+# -- assignment helpers ----------------------------------------------------------------------------
+
+
+def _words(name: str) -> list[str]:
+    return [word.lower() for word in _CAMEL.findall(name)]
+
+
+def _name_strength(name: str, env: bool = False) -> str | None:
+    """``"strong"`` (any literal value is a secret), ``"weak"`` (a high-entropy one is) or None.
+
+    ``env``: the name is being set as an environment variable or a command-line flag, where
+    ``*_KEY`` is a secret; in code, ``FOO_KEY = "…"`` is as often a cache or storage key.
+    """
+    bare = name.strip("-_.@")
+    if bare.lower() in _NOT_SECRET_NAMES:
+        return None
+    words = _words(bare)
+    if not words:
+        return None
+    last = words[-1]
+    if last in _NOT_SECRET_LAST and not (
+        (last == "id" and len(words) > 1 and words[-2] == "secret")
+        or (last in _ENV_STRONG_LAST and len(words) > 1)
+    ):
+        return None
+    for i, word in enumerate(words):
+        if word in _STRONG_WORDS:
+            if word == "pass" and i > 0 and words[i - 1] in ("by", "com", "sur"):
+                continue
+            return "strong"
+        if word == "pwd" and i > 0 and words[i - 1] != "old":
+            return "strong"
+        if word.endswith(("password", "passwd", "secret", "token")) and len(word) > 6:
+            return "strong"
+        if word in ("key", "keys") and i > 0 and words[i - 1] in _KEY_PREFIXES:
+            return "strong"
+        if word.endswith("key") and word[:-3] in _KEY_PREFIXES:
+            return "strong"
+    if env and last in _ENV_STRONG_LAST:
+        return "strong"  # STRIPE_KEY=…, GITHUB_PAT=…
+    if any(word in _WEAK_WORDS for word in words):
+        return "weak"
+    return None
+
+
+def _assignment_kind(name: str, strength: str) -> str:
+    if strength == "weak":
+        return "high-entropy"
+    for word in _words(name):
+        if word.startswith(("pass", "pwd")) or word.endswith(("password", "passwd", "pwd")):
+            return "password"
+    return "secret"
+
+
+def _mode(text: str, name_start: int, name: str, sep: str, quoted: bool) -> str:
+    """How literal an unquoted value is: ``strict`` (env, query, flags), ``line`` or ``mid``."""
+    before = text[name_start - 1] if name_start > 0 else ""
+    if before in ("?", "&") or name.startswith("-"):
+        return "strict"
+    if not quoted and sep == "=" and _ENV_NAME.match(name):
+        return "strict"
+    prefix_start = name_start - 1 if quoted else name_start
+    if _LINE_PREFIX.search(text, max(0, prefix_start - 40), prefix_start):
+        return "line"
+    return "mid"
+
+
+def _value_span(text: str, pos: int, mode: str) -> tuple[int, int, bool] | None:
+    """The value after a separator at ``pos``: (start, end, is a quoted literal), or None."""
+    n = len(text)
+    if pos >= n:
+        return None
+    i = pos
+    if text[i] in "rRbBuUfF":  # a Python string prefix
+        j = i + 1
+        if j < n and text[j] in "rRbBuUfF":
+            j += 1
+        if j < n and text[j] in "\"'":
+            i = j
+    char = text[i]
+    escaped = char == "\\" and i + 1 < n and text[i + 1] in "\"'"
+    if char in "\"'`" or escaped:
+        quote = text[i : i + 2] if escaped else char
+        start = i + len(quote)
+        line_end = _line_end(text, start)
+        j = start
+        while j < line_end:
+            if text.startswith(quote, j):
+                return (start, j, True)
+            j += 2 if text[j] == "\\" and not escaped else 1
+        return (start, line_end, True)
+    if char in " \t\r\n":
+        return None
+    if mode == "line":
+        end = _line_end(text, i)
+        comment = text.find(" #", i, end)
+        if comment >= 0:
+            end = comment
+        while end > i and text[end - 1] in " \t,;":
+            end -= 1
+        return (i, end, False) if end > i else None
+    stops = " \t\r\n\"'`" + ("&#|;)" if mode == "strict" else ",;)}]>&|")
+    j = i
+    while j < n and text[j] not in stops:
+        if text[j] == "\\" and j + 1 < n and text[j + 1] in "nrt\"'":
+            break
+        j += 1
+    return (i, j, False) if j > i else None
+
+
+def _line_end(text: str, start: int) -> int:
+    """The end of the line at ``start``: a real line break or a JSON-escaped one (``\\n``)."""
+    end = text.find("\n", start)
+    end = len(text) if end < 0 else end
+    escaped = text.find("\\n", start, end)
+    return end if escaped < 0 else escaped
+
+
+def _is_reference(value: str) -> bool:
+    return _REFERENCE.match(value) is not None
+
+
+def _is_placeholder(value: str) -> bool:
+    low = value.strip().lower()
+    return (
+        low in _PLACEHOLDERS
+        or _MASK_ONLY.match(low) is not None
+        or _YOUR.match(low) is not None
+        or MARKER_PATTERN.fullmatch(value.strip()) is not None
+    )
+
+
+def _only_markers_left(value: str) -> bool:
+    """A value that holds a marker and nothing else that looks secret (already redacted)."""
+    if "[REDACTED:" not in value:
+        return False
+    return not any(_looks_random(part) for part in MARKER_PATTERN.sub(" ", value).split())
+
+
+def _literal_is_secret(value: str, strength: str) -> bool:
+    """A quoted string assigned to a secret name."""
+    value = value.strip()
+    if not value or _is_placeholder(value) or _is_reference(value) or _PATH.match(value):
+        return False
+    if _only_markers_left(value):
+        return False
+    if _TEMPLATE_PART.search(value):
+        rest = _TEMPLATE_PART.sub(" ", value)
+        if not any(_looks_random(part) for part in rest.split()):
+            return False  # f"Bearer {token}", "${DB_PASSWORD}"
+    if strength == "weak":
+        return _high_entropy(value)
+    return True
+
+
+def _value_is_secret(value: str, mode: str, strength: str) -> bool:
+    """An unquoted value assigned to a secret name."""
+    value = value.strip()
+    if not value or _is_placeholder(value) or _is_reference(value) or _PATH.match(value):
+        return False
+    if _only_markers_left(value):
+        return False
+    if value[0] in "{[(" or "(" in value or value.endswith(("{", "[")):
+        return False  # a structure or a call: code, not a literal
+    if strength == "weak":
+        return _high_entropy(value)
+    if _TYPE_SPLIT.split(value, maxsplit=1)[0].lower() in _TYPE_WORDS:
+        return False
+    if mode == "strict":
+        return True
     has_digit = any(c.isdigit() for c in value)
+    if _NUMBER.match(value):
+        return mode == "line" and len(value) >= 4
+    if _DOTTED_CODE.match(value):
+        return False  # os.environ, self.password, settings.SECRET_KEY
+    if _IDENT.match(value):
+        if mode == "mid":
+            return _looks_random(value)
+        # line mode (YAML, INI, TOML): a bare word is a literal unless it reads like a variable
+        if "_" in value or (value[0].isupper() and not has_digit):
+            return has_digit
+        return True
+    if mode == "mid":
+        return _looks_random(value) or any(c in value for c in "!@#%^*+=~")
+    return True
+
+
+def _looks_random(value: str) -> bool:
+    """Not a plain word: long enough, and mixing letters with digits (or with cases, at length)."""
+    if len(value) < 6 or "[REDACTED:" in value:
+        return False
     has_alpha = any(c.isalpha() for c in value)
-    if has_digit and has_alpha and _entropy(value) >= 4.0 and not _looks_like_hash_or_path(value):
-        return "[REDACTED:high-entropy]"
-    return value
+    if has_alpha and any(c.isdigit() for c in value):
+        return True
+    return has_alpha and len(value) >= 12 and _mixed_case(value) and _entropy(value) >= 3.0
 
 
-def _looks_like_hash_or_path(value: str) -> bool:
-    # Hex digests (git shas, sha256) are identifiers worth keeping; paths carry no secrets here.
-    return all(c in "0123456789abcdefABCDEF" for c in value) or "/" in value.strip("/")
+def _mixed(value: str) -> bool:
+    """Upper case, lower case and digits: a base64 secret, not a hex digest or a word."""
+    return (
+        any(c.isupper() for c in value)
+        and any(c.islower() for c in value)
+        and any(c.isdigit() for c in value)
+    )
+
+
+def _mixed_case(value: str) -> bool:
+    return any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
+
+
+def _high_entropy(value: str) -> bool:
+    if len(value) < 16 or _UUID.match(value) or _HEX.match(value):
+        return False
+    if not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
+        return False
+    return _entropy(value) >= 3.5
 
 
 def _entropy(value: str) -> float:
@@ -96,3 +776,39 @@ def _entropy(value: str) -> float:
         counts[char] = counts.get(char, 0) + 1
     total = len(value)
     return -sum(n / total * math.log2(n / total) for n in counts.values())
+
+
+# -- merging ---------------------------------------------------------------------------------------
+
+
+def _merge(text: str, found: list[tuple[int, str, int, int]]) -> list[tuple[str, int, int]]:
+    markers = (
+        [(m.start(), m.end()) for m in MARKER_PATTERN.finditer(text)]
+        if "[REDACTED:" in text
+        else []
+    )
+    spans: list[tuple[int, int, int, str]] = []
+    for priority, kind, start, end in found:
+        for m_start, m_end in markers:
+            if m_start < end and start < m_end:
+                if m_start <= start and end <= m_end:
+                    break  # inside a marker: nothing to redact
+                start, end = min(start, m_start), max(end, m_end)
+        else:
+            spans.append((start, end, priority, kind))
+    spans.sort()
+    result: list[tuple[str, int, int]] = []
+    cur_start = cur_end = cur_priority = -1
+    cur_kind = ""
+    for start, end, priority, kind in spans:
+        if cur_end >= 0 and start < cur_end:
+            cur_end = max(cur_end, end)
+            if priority < cur_priority:
+                cur_priority, cur_kind = priority, kind
+            continue
+        if cur_end >= 0:
+            result.append((cur_kind, cur_start, cur_end))
+        cur_start, cur_end, cur_priority, cur_kind = start, end, priority, kind
+    if cur_end >= 0:
+        result.append((cur_kind, cur_start, cur_end))
+    return result

@@ -656,10 +656,18 @@ class Transaction:
 
     async def update_body(self, record_id: str, body: str, keywords: str = "") -> None:
         """Enrich a stub in place (a hook observation the extraction explained)."""
+        from agentctx.records import normalize_keywords
+
+        text = body.replace("\x00", "").strip()[: schema.BODY_MAX]
+        if not text:
+            raise ValidationError("a record body cannot be empty")
         await self._conn.execute(
             "UPDATE records SET body = ?, keywords = ?, pending_embedding = 1 WHERE id = ?",
-            (body, keywords, record_id),
+            (text, normalize_keywords(keywords), record_id),
         )
+        row = await self._store._one("SELECT project_id FROM records WHERE id = ?", (record_id,))
+        if row is not None:
+            self._store._changed.add(str(row[0]))
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement inside the transaction; return the affected row count."""

@@ -120,7 +120,7 @@ async def status(*, json: Json = False) -> int:
 
 @app.command(name="doctor")
 def doctor_command(*, json: Json = False) -> int:
-    """Check the installation: SQLite, FTS5, sqlite-vec, home, config."""
+    """Check the installation: home, config, database, SQLite, FTS5, sqlite-vec, PATH, hooks, MCP, API key."""
     checks = doctor.run_checks()
     if json:
         _json([{"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix} for c in checks])

@@ -54,7 +54,12 @@ async def init(
     mcp_file = paths.project_mcp if project else paths.user_mcp
     assert settings is not None and mcp_file is not None
     changes = [install.install_hooks(settings)]
-    if not no_mcp:
+    mcp_note = ""
+    if no_mcp:
+        mcp_note = "not registered (--no-mcp)"
+    elif not install.mcp_available():
+        mcp_note = "not registered: this version has no MCP server yet"
+    else:
         changes.append(install.install_mcp(mcp_file, project=project))
     _remember_created([c.path for c in changes if c.action == "created"])
     recorded: list[str] = []
@@ -105,6 +110,8 @@ async def init(
         _out(f"home      {home.home_dir()}")
         for change in changes:
             _out(f"{change.action:<9} {change.path} ({change.description})")
+        if mcp_note:
+            _out(f"mcp       {mcp_note}")
         _out(f"profile   {identity.name}: " + (", ".join(recorded) if recorded else "unchanged"))
         _out(
             "llm       "

@@ -294,8 +294,7 @@ class _SessionLock:
     def __init__(self, session_id: str) -> None:
         from agentctx.hooks.ledger import safe_session_id
 
-        folder = home.sub("locks")
-        os.makedirs(folder, mode=0o700, exist_ok=True)
+        folder = home.ensure_sub("locks")
         self.path = os.path.join(folder, f"extract-{safe_session_id(session_id)}.lock")
         self._fd = -1
 

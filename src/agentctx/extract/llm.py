@@ -75,7 +75,6 @@ async def call(client: AsyncAnthropic, model: str, user_text: str, usage: Usage)
     response = await client.messages.create(
         model=model,
         max_tokens=MAX_OUTPUT_TOKENS,
-        temperature=0,
         system=[{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}],
         tools=[TOOL],
         tool_choice={"type": "tool", "name": TOOL_NAME},

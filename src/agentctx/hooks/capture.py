@@ -85,8 +85,8 @@ def store(ctx: HookContext, observations: list[dict[str, Any]]) -> None:
             spool.drain(conn, ctx.log)
             apply(conn, observations)
             return
-        except sqlean.OperationalError as exc:
-            ctx.log(f"store busy ({exc}); observations spooled")
+        except sqlean.DatabaseError as exc:  # busy, or a write the store refused: keep it
+            ctx.log(f"store did not take the observations ({exc}); spooled")
         finally:
             conn.close()
     spool.save(observations)

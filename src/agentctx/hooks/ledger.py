@@ -96,7 +96,7 @@ class Ledger:
         self._fd = -1
 
     def __enter__(self) -> Self:
-        os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+        home.ensure_sub("sessions")
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         self.locked = _lock(self._fd)
         chunks = []

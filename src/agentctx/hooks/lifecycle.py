@@ -42,6 +42,10 @@ def handle(ctx: HookContext) -> None:
     """Dispatch on the event; prints nothing."""
     conn = open_db(ctx, write=True)
     if conn is None:
+        if ctx.event == "SessionEnd" and os.path.exists(home.db_path()):
+            # An older schema (after an upgrade) or a busy store: the worker opens the store
+            # itself, migrating it, so the session's work is not skipped.
+            start_worker(ctx, _session_end_args(ctx))
         return
     try:
         spool.drain(conn, ctx.log)
@@ -78,7 +82,7 @@ def upsert_session(ctx: HookContext, conn: sqlean.Connection, cwd: str | None = 
 def _stop(ctx: HookContext, conn: sqlean.Connection) -> None:
     upsert_session(ctx, conn)
     transcript = ctx.text("transcript_path")
-    if not ctx.session_id or not transcript or not _llm_enabled(ctx):
+    if not ctx.session_id or not transcript or not _llm_enabled(ctx, quiet=True):
         return
     try:
         size = os.path.getsize(transcript)
@@ -102,12 +106,16 @@ def _session_end(ctx: HookContext, conn: sqlean.Connection) -> None:
         upsert_session(ctx, conn)
         fold_ledger(conn, ctx.session_id, ended=True)
     _fold_stale_ledgers(conn, ctx)
+    start_worker(ctx, _session_end_args(ctx))
+
+
+def _session_end_args(ctx: HookContext) -> list[str]:
     args = ["worker", "session-end", "--project", ctx.project.project_id]
     if ctx.session_id:
         args += ["--session-id", ctx.session_id, "--transcript", ctx.text("transcript_path")]
     if not _llm_enabled(ctx):
         args.append("--no-extract")
-    start_worker(ctx, args)
+    return args
 
 
 def _cwd_changed(ctx: HookContext, conn: sqlean.Connection) -> None:
@@ -157,7 +165,7 @@ def _fold_stale_ledgers(conn: sqlean.Connection, ctx: HookContext) -> None:
             continue
 
 
-def _llm_enabled(ctx: HookContext) -> bool:
+def _llm_enabled(ctx: HookContext, *, quiet: bool = False) -> bool:
     try:
         enabled = bool(config.get("llm"))
     except Exception as exc:
@@ -166,7 +174,8 @@ def _llm_enabled(ctx: HookContext) -> bool:
     if not enabled:
         return False
     if not os.environ.get("ANTHROPIC_API_KEY", "").strip():
-        ctx.log("ANTHROPIC_API_KEY is not set: no LLM extraction (deterministic capture only)")
+        if not quiet:  # Stop runs every turn: say it once per session, at SessionEnd
+            ctx.log("ANTHROPIC_API_KEY is not set: no LLM extraction (deterministic capture only)")
         return False
     return True
 
@@ -199,7 +208,8 @@ def start_worker(ctx: HookContext, args: Sequence[str]) -> bool:
         ctx.log(f"background worker not available in this version; skipped: {' '.join(args[:2])}")
         return False
     spawn_detached(
-        [sys.executable, "-m", "agentctx", *args], os.path.join(home.sub("logs"), "workers.log")
+        [sys.executable, "-m", "agentctx", *args],
+        os.path.join(home.ensure_sub("logs"), "workers.log"),
     )
     return True
 

@@ -141,8 +141,7 @@ def _read_payload(event: str) -> dict[str, Any] | None:
 def log(event: str, message: str, session_id: str = "") -> None:
     """Append one line to ``<home>/logs/hooks.log``; never raises."""
     try:
-        folder = home.sub("logs")
-        os.makedirs(folder, mode=0o700, exist_ok=True)
+        folder = home.ensure_sub("logs")
         path = os.path.join(folder, "hooks.log")
         try:
             if os.path.getsize(path) > LOG_MAX_BYTES:

@@ -30,7 +30,7 @@ def folder() -> str:
 
 def save(observations: list[dict[str, Any]]) -> str:
     """Write observations to a new spool file (atomically); return its path."""
-    os.makedirs(folder(), mode=0o700, exist_ok=True)
+    home.ensure_sub("spool")
     path = os.path.join(folder(), f"{clock.ulid()}.json")
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
