@@ -242,7 +242,7 @@ def test_session_start_injects_digest(source: str, project_dir: Path) -> None:
     assert "Use gRPC for internal services" in text and ids[0] in text
     assert "Tests live beside the code" in text
     assert "Prefer small commits" in text  # explicit global preference
-    assert "ctx_search" in text
+    assert "More in the agentctx store" in text
     assert estimate_tokens(text) <= 1500 and len(text) <= 10_000
     entries = ledger.read_entries(SID)
     assert entries[-1]["event"] == "SessionStart" and ids[0] in entries[-1]["ids"]

@@ -78,7 +78,14 @@ def build(conn: sqlean.Connection, project_id: str, project_name: str = "") -> d
         counts=counts,
         drift_candidates=int(drift),
         project_id=project_id,
+        mcp=_mcp_available(),
     )
+
+
+def _mcp_available() -> bool:
+    from agentctx import features
+
+    return features.available(features.MCP_SERVER)
 
 
 def render(
@@ -91,8 +98,12 @@ def render(
     preferences: Iterable[Any],
     counts: dict[str, int],
     drift_candidates: int,
+    mcp: bool = True,
 ) -> dict[str, Any]:
-    """The digest text within every budget, and the ids of the records it shows."""
+    """The digest text within every budget, and the ids of the records it shows.
+
+    ``mcp`` says whether the MCP tools exist, so that the hint names something that works.
+    """
     sections: list[str] = []
     shown: list[str] = []
 
@@ -128,6 +139,8 @@ def render(
     hint = (
         f"More in the agentctx store ({searchable}): call the ctx_search tool with keywords, "
         "then ctx_get with ids for full records."
+        if mcp
+        else f"More in the agentctx store ({searchable}): `agentctx search <words>` finds it."
     )
     sections.append(truncate_to_tokens(hint, BUDGETS["hint"], 600))
     if drift_candidates >= DRIFT_MIN_CANDIDATES:

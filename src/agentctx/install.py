@@ -191,14 +191,11 @@ def settings_paths(
     )
 
 
-MCP_MODULE = "agentctx.mcp_server"
-
-
 def mcp_available() -> bool:
     """True when this agentctx has the MCP server (``agentctx mcp``); init registers it only then."""
-    import importlib.util
+    from agentctx import features
 
-    return importlib.util.find_spec(MCP_MODULE) is not None
+    return features.available(features.MCP_SERVER)
 
 
 def which_agentctx() -> str | None:

@@ -175,15 +175,16 @@ _CLI_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _AUTH_HEADER = re.compile(  # on the lowercased text
     r"authorization[\"']?\s*[:=]\s*[\"']?\s*"
     r"(?:(?:bearer|basic|token|apikey|api-key|key|sso-key|otp|digest|negotiate)\s+)?"
-    r"(?P<v>[^\s\"',;]{4,})"
+    r"(?P<v>[^\s\"'`,;]{4,})"
 )
 _BEARER = re.compile(r"b(?:earer|asic)\s+(?P<v>[a-z0-9._~+/\-]{8,}=*)")  # on the lowercased text
-_COOKIE = re.compile(r"cookie\s*:\s*(?P<v>[^\s\"'\\][^\n\"'\\]*)")  # on the lowercased text
+# ``Cookie: name=value; …`` (on the lowercased text; ``set-cookie`` ends in ``cookie``).
+_COOKIE = re.compile(r"cookie\s*:\s*(?P<v>[^\s=;\"'\\]+=[^\n\"'\\]*)")
 
 # -- assignments -----------------------------------------------------------------------------------
 
-# Hint words a secret-looking name contains. Each hint gets its own pattern on the lowercased text:
-# the hint, the rest of the name, an optional closing quote, and a separator (an optional type
+# Hint words that a secret-looking name contains. Each hint gets its own pattern on the lowercased
+# text: the hint, the rest of the name, an optional closing quote, and a separator (an optional type
 # annotation, then ``=``, ``:``, ``:=`` or ``=>``). The start of the name is found by scanning back.
 _HINTS = (
     "pass", "pwd", "secret", "token", "key", "auth", "cred", "bearer", "cookie", "session", "salt",
@@ -205,69 +206,71 @@ _FLAG = re.compile(  # on the lowercased text
     r"(?P<v>\"[^\"\n]*\"|'[^'\n]*'|[^\s'\"\-<>|&;$`][^\s'\"|&;`]*)"
 )
 _PROSE = tuple(  # on the lowercased text: "the password is …", "API key: …"
-    re.compile(word + r"\s+(?:is|was|of|=|:)\s*[:=]?\s*[\"'`]?(?P<v>[^\s\"'`,;]{6,})")
+    re.compile(word + r"\s+(?:is|was|:)\s+[\"'`]?(?P<v>[^\s\"'`,;]{6,})")
     for word in (r"pass(?:word|phrase|wd)", "secret", "token", "key")
 )
 _PROSE_KEY_BEFORE = re.compile(r"(?:api|secret|access|private|auth)[ _\-]?\Z")
 
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_STRONG_WORDS = frozenset(
+# The last word of a name (after dropping _KEEP_SUFFIX words) decides: a name is secret when it
+# *ends* in a secret word — token_count, next_token_logits, password_url are about secrets.
+_STRONG_LAST = frozenset(
     {
-        "password", "passwd", "passphrase", "pass", "secret", "token", "credential", "credentials",
-        "creds", "apikey", "bearer", "authtoken", "accesstoken", "refreshtoken", "sessiontoken",
-        "idtoken", "secretkey", "privatekey", "accesskey", "accountkey", "sharedaccesskey", "authkey",
-        "masterkey", "signingkey", "encryptionkey", "clientsecret", "appsecret", "webhooksecret",
-        "auth", "authorization", "otp", "totp",
+        "password", "passwd", "passphrase", "secret", "token", "credential", "credentials", "creds",
+        "apikey", "bearer", "auth", "authorization", "otp", "totp", "pwd",
     }
 )  # fmt: skip
+_COMPOUND_LAST = ("password", "passwd", "secret", "token")  # dbpassword, clientsecret, authtoken
 _KEY_PREFIXES = frozenset(
     {
         "api", "access", "secret", "private", "auth", "master", "account", "signing", "encryption",
         "encrypt", "app", "license", "licence", "deploy", "ssh", "gpg", "pgp", "shared",
         "subscription", "admin", "hmac", "jwt", "webhook", "consumer", "decryption", "aes", "rsa",
-        "ed25519", "ecdsa",
+        "ed25519", "ecdsa", "sas",
     }
 )  # fmt: skip
-_WEAK_WORDS = frozenset(
-    {
-        "key", "keys", "signature", "sig", "salt", "hmac", "cookie", "session", "sessionid", "sid",
-        "csrf", "xsrf", "pat",
-    }
-)  # fmt: skip
-# Set as an environment variable (``NAME=value``), these are secrets: STRIPE_KEY, GITHUB_PAT.
-_ENV_STRONG_LAST = frozenset({"key", "keys", "pat"})
-# A name ending in one of these is about a secret, not one: token_count, password_url, secret_name…
-_NOT_SECRET_LAST = frozenset(
-    {
-        "count", "counts", "limit", "limits", "max", "min", "type", "types", "url", "uri", "urls",
-        "endpoint", "endpoints", "path", "paths", "file", "files", "filename", "dir", "name", "names",
-        "id", "ids", "length", "len", "size", "budget", "budgets", "usage", "kind", "kinds", "header",
-        "headers", "prefix", "field", "fields", "env", "var", "vars", "ttl", "expiry", "expires",
-        "expiration", "exp", "at", "in", "format", "policy", "index", "idx", "pos", "position",
-        "label", "placeholder", "regex", "re", "pattern", "patterns", "mask", "required", "enabled",
-        "enable", "disabled", "method", "methods", "scope", "scopes", "audience", "issuer",
-        "algorithm", "alg", "location", "source", "arn", "version", "rotation", "help", "description",
-        "desc", "message", "msg", "text", "title", "hint", "error", "errors", "prompt", "provider",
-        "providers", "helper", "manager", "estimate", "estimator", "tokenizer", "mode", "list",
-        "lookup", "class", "cls", "schema", "status", "state", "valid", "validator", "rate", "ratio",
-        "timeout", "total", "used", "remaining", "left", "cost", "price", "spec", "input", "output",
-        "callback", "handler", "hook", "fn", "func", "function", "service", "client", "generator",
-        "factory", "loader", "reader", "writer", "store", "storage", "cache", "backend", "ref",
-        "reference", "command", "cmd", "stdin", "line", "lines", "option", "options", "flag",
-        "flags", "rule", "rules", "owner", "user", "username", "login", "email", "host", "port",
-        "region", "account", "key", "keys", "pat",
-    }
-)  # fmt: skip
-_NOT_SECRET_NAMES = frozenset(
-    {"pwd", "oldpwd", "pass", "tokens", "secrets", "author", "key", "keys"}
+# Secret only when set as an environment variable or a flag: DB_PASS=…, GITHUB_PAT=…, STRIPE_KEY=….
+_ENV_ONLY_LAST = frozenset({"pass", "pat", "key", "keys"})
+_WEAK_LAST = frozenset(
+    {"key", "keys", "signature", "sig", "salt", "hmac", "cookie", "session", "sid", "csrf", "xsrf"}
 )
+# Words that may follow the secret word and keep the name secret: password_confirmation, SecretString.
+_KEEP_SUFFIX = frozenset(
+    {
+        "value", "val", "string", "data", "raw", "plain", "plaintext", "b64", "base64", "hex",
+        "bytes", "confirm", "confirmation", "again", "encoded", "enc", "base", "new", "old",
+        "current", "prod", "production", "dev", "staging", "live",
+    }
+)  # fmt: skip
+# Tokens that are not credentials: NLP special tokens, pagination and lexer tokens.
+_TOKEN_NOT_SECRET = frozenset(
+    {
+        "pad", "bos", "eos", "unk", "cls", "sep", "mask", "start", "end", "next", "prev", "last",
+        "first", "special", "added", "max", "min", "num", "n", "total", "page", "cancel",
+        "cancellation", "continuation", "sync", "lexer", "parse", "parser", "input", "output",
+        "stop", "split", "new", "word", "sentence", "image", "audio", "vocab", "bpe", "cursor",
+        "pagination", "progress", "lock",
+    }
+)  # fmt: skip
+_NOT_SECRET_NAMES = frozenset({"pwd", "oldpwd", "pass", "tokens", "secrets", "author"})
 _TYPE_WORDS = frozenset(
     {
         "str", "string", "int", "integer", "bool", "boolean", "bytes", "float", "number", "any",
         "object", "dict", "list", "optional", "union", "secretstr", "secretbytes", "none", "char",
         "text", "varchar", "uuid", "true", "false", "null", "nil", "undefined", "self", "this",
         "void", "unknown", "never", "option", "vec", "sensitive", "required", "lambda", "new",
-        "await", "function", "async",
+        "await", "function", "async", "literal", "final", "annotated", "callable", "type",
+    }
+)  # fmt: skip
+# A bare word that starts a description ("token: the token to use"), not a value.
+_STOPWORDS = frozenset(
+    {
+        "a", "an", "the", "this", "that", "these", "to", "for", "of", "if", "in", "on", "at", "by",
+        "as", "or", "and", "is", "are", "be", "was", "use", "used", "uses", "using", "your", "our",
+        "its", "their", "see", "must", "should", "will", "can", "may", "not", "no", "when", "which",
+        "where", "with", "from", "defaults", "default", "optional", "required", "any", "all",
+        "current", "same", "provided", "given", "set", "get", "returns", "return", "none",
+        "specifies", "specify", "whether", "how", "what", "only", "also", "used", "value", "name",
     }
 )  # fmt: skip
 _PLACEHOLDERS = frozenset(
@@ -275,7 +278,7 @@ _PLACEHOLDERS = frozenset(
         "", "none", "null", "nil", "undefined", "true", "false", "yes", "no", "on", "off", "string",
         "str", "redacted", "hidden", "masked", "omitted", "example", "placeholder", "required",
         "optional", "secret", "password", "token", "notset", "not_set", "empty", "default", "include",
-        "same-origin", "omit", "...", "…",
+        "same-origin", "omit", "basic", "bearer", "value", "...", "…",
     }
 )  # fmt: skip
 _REFERENCE = re.compile(
@@ -286,8 +289,14 @@ _TEMPLATE_PART = re.compile(
     r"\$\{[^}]*\}|\{\{[^}]*\}\}|\{[^{}]*\}|\$[A-Za-z_]\w*|%\([^)]*\)[sdr]|%[sd]"
 )
 _MASK_ONLY = re.compile(r"^[xX*•.…#?_\-]+$")
+_MASKED = re.compile(r"\*\*\*|xxxx|XXXX|\.\.\.|…|<[^<>]+>")
+_BRACKET_TOKEN = re.compile(r"^\[[A-Z_]+\]$")  # [PAD], [MASK]
+_COLOR = re.compile(r"^#[0-9a-fA-F]{3,8}$")
+_CALL = re.compile(r"^[\w.]+\(.*\)$")  # `get_token()`
+_TOKEN_LIKE = re.compile(r"^[A-Za-z0-9+/=_\-.~]+$")
+_REGEX_LIKE = re.compile(r"\\[wdsbWDSB]|\[\^|\][*+?]|\(\?[:=!<P]")
 _YOUR = re.compile(r"^<?(?:your|insert|enter|put|replace)[\s_\-]", re.IGNORECASE)
-_DOTTED_CODE = re.compile(r"^[A-Za-z_$][A-Za-z_$]*(?:\.[A-Za-z_$][A-Za-z_$]*)+$")
+_DOTTED_CODE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NUMBER = re.compile(r"^[+-]?\d[\d_.,]*$")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -295,6 +304,8 @@ _HEX = re.compile(r"^[0-9a-fA-F]+$")
 # A file path (a key or credentials *file*, not its content): /x, ~/x, ./x, ../x, C:\x — one word.
 _PATH = re.compile(r"^(?:~?/|\.\.?/|[A-Za-z]:\\)\S*$")
 _TYPE_SPLIT = re.compile(r"[\[<|?,\s]")
+_CODE_CHARS = frozenset("()[]{}")
+_PLAIN_REST = re.compile(r"^[^=(){}\[\]<>;,`\"']*$")
 # What may come before a name at the start of a line: indentation, ``export``, a YAML list dash, a
 # Read-tool line number (``  12→``) — after a real or a JSON-escaped line break.
 _LINE_PREFIX = re.compile(
@@ -435,7 +446,7 @@ def _find_passwords(text: str, low: str, add: _Add) -> None:
         for match in _URL_PASSWORD.finditer(text):
             add(_P_PASSWORD, "password", match.start("v"), match.end("v"))
         for match in _URL_USER_TOKEN.finditer(text):
-            if _looks_random(match.group("v")):
+            if _looks_random(match.group("v")) and not _HEX.match(match.group("v")):
                 add(_P_PASSWORD, "password", match.start("v"), match.end("v"))
     if ";" in text and ("pwd" in low or "passw" in low):
         for match in _DSN_PASSWORD.finditer(low):
@@ -454,8 +465,11 @@ def _find_passwords(text: str, low: str, add: _Add) -> None:
     if "authorization" in low:
         for match in _AUTH_HEADER.finditer(low):
             value = text[match.start("v") : match.end("v")]
-            if not _is_reference(value) and value.lower() not in ("bearer", "basic", "token"):
-                add(_P_HEADER, "auth-header", match.start("v"), match.end("v"))
+            if _is_reference(value) or _is_placeholder(value):
+                continue
+            if _IDENT.match(value) and not _looks_random(value):
+                continue  # {"Authorization": auth}: a variable
+            add(_P_HEADER, "auth-header", match.start("v"), match.end("v"))
     if "bearer" in low or "basic" in low:
         for match in _BEARER.finditer(low):
             start = match.start()
@@ -465,8 +479,11 @@ def _find_passwords(text: str, low: str, add: _Add) -> None:
                 add(_P_HEADER, "auth-header", match.start("v"), match.end("v"))
     if "cookie" in low:
         for match in _COOKIE.finditer(low):
+            start = match.start()
+            if start > 0 and low[start - 1] not in " \t\n\"'-{":
+                continue  # start_cookie: str — a name, not the header
             value = text[match.start("v") : match.end("v")].rstrip()
-            if not _is_reference(value) and ("=" in value or _looks_random(value)):
+            if not _is_reference(value):
                 add(_P_HEADER, "cookie", match.start("v"), match.start("v") + len(value))
 
 
@@ -515,15 +532,22 @@ def _find_assignments(text: str, low: str, add: _Add) -> None:
             if index == 3 and not _PROSE_KEY_BEFORE.search(low, max(0, start - 8), start):
                 continue
             value = text[match.start("v") : match.end("v")].rstrip(".")
-            if _looks_random(value) and not _is_reference(value) and not _UUID.match(value):
+            if (
+                any(c.isdigit() for c in value)
+                and _looks_random(value)
+                and not _is_reference(value)
+                and not _UUID.match(value)
+                and not any(c in _CODE_CHARS for c in value)
+                and not _DOTTED_CODE.match(value)
+            ):
                 kind = "password" if index == 0 else "secret"
                 add(_P_ASSIGN, kind, match.start("v"), match.start("v") + len(value))
 
 
 def _assignment(text: str, match: re.Match[str], name_start: int, add: _Add) -> None:
-    name_end = (
-        match.start("close") if match.group("close") else match.end() - len(match.group("sep"))
-    )
+    close = match.group("close")
+    sep = match.group("sep")
+    name_end = match.start("close") if close else match.end() - len(sep)
     while name_end > name_start and text[name_end - 1] == "]":
         name_end -= 1
     name = text[name_start:name_end]
@@ -532,11 +556,14 @@ def _assignment(text: str, match: re.Match[str], name_start: int, add: _Add) -> 
     if text.startswith("://", name_start - 3):
         return  # scheme://user:password@host is the URL rule's
     before = text[name_start - 1] if name_start > 0 else ""
-    quoted = bool(before) and before in "\"'`" and bool(match.group("close"))
-    sep = match.group("sep")
+    quoted = bool(before) and before in "\"'`" and bool(close)
+    if not quoted and before and before in "\"'`" and text.startswith(before, match.end()):
+        return  # `api_key=` or "token=" + value: the string ends after the separator
     mode = _mode(text, name_start, name, sep, quoted)
-    env = not quoted and _ENV_NAME.match(name.lstrip("-")) is not None and sep == "="
-    strength = _name_strength(name, env=env or name.startswith("-"))
+    if mode == "line" and "." in name and sep.strip() != sep:
+        mode = "mid"  # self.token = nextchar is code; spring.datasource.password=x is not
+    env = mode == "strict" and not quoted
+    strength = _name_strength(name, env=env)
     if strength is None:
         return
     span = _value_span(text, match.end(), mode)
@@ -545,10 +572,18 @@ def _assignment(text: str, match: re.Match[str], name_start: int, add: _Add) -> 
     start, end, is_literal = span
     value = text[start:end]
     if is_literal:
-        if not _literal_is_secret(value, strength):
+        after = text[end + 1 : end + 4].lstrip(" \t")
+        if after.startswith("=") and not after.startswith("=="):
+            return  # token: "Token | None" = None (a quoted annotation)
+        if not _literal_is_secret(value, strength, _continues(text, end + 1)):
             return
-    elif not _value_is_secret(value, mode, strength):
-        return
+    else:
+        if mode == "line" and _continues(text, end):
+            mode = "mid"  # password=pw, / token = a + b: code
+        if not _value_is_secret(value, mode, strength, name):
+            return
+        if mode == "line":
+            end = _extend_to_line_end(text, end)  # password = correct horse battery staple
     add(_P_ASSIGN, _assignment_kind(name, strength), start, end)
 
 
@@ -559,40 +594,47 @@ def _words(name: str) -> list[str]:
     return [word.lower() for word in _CAMEL.findall(name)]
 
 
+def _name_words(name: str) -> list[str]:
+    """The words of a name's last dotted segment, without trailing _KEEP_SUFFIX words and numbers."""
+    segment = name.rsplit(".", 1)[-1].strip("-_@$")
+    words = _words(segment)
+    while len(words) > 1 and (words[-1] in _KEEP_SUFFIX or words[-1].isdigit()):
+        words.pop()
+    return words
+
+
 def _name_strength(name: str, env: bool = False) -> str | None:
     """``"strong"`` (any literal value is a secret), ``"weak"`` (a high-entropy one is) or None.
 
-    ``env``: the name is being set as an environment variable or a command-line flag, where
-    ``*_KEY`` is a secret; in code, ``FOO_KEY = "…"`` is as often a cache or storage key.
+    The name counts by its last dotted segment (``self.password``, not ``token.markup``) and by its
+    last word (``db_password``, ``apiKey``, ``SecretAccessKey``; not ``token_count``). ``env``: the
+    name is being set as an environment variable or a flag, where ``*_KEY``/``*_PASS``/``*_PAT`` are
+    secrets; in code, ``FOO_KEY = "…"`` is as often a cache or storage key.
     """
-    bare = name.strip("-_.@")
-    if bare.lower() in _NOT_SECRET_NAMES:
+    if name.rsplit(".", 1)[-1].strip("-_@$").lower() in _NOT_SECRET_NAMES:
         return None
-    words = _words(bare)
+    words = _name_words(name)
     if not words:
         return None
     last = words[-1]
-    if last in _NOT_SECRET_LAST and not (
-        (last == "id" and len(words) > 1 and words[-2] == "secret")
-        or (last in _ENV_STRONG_LAST and len(words) > 1)
-    ):
-        return None
-    for i, word in enumerate(words):
-        if word in _STRONG_WORDS:
-            if word == "pass" and i > 0 and words[i - 1] in ("by", "com", "sur"):
-                continue
-            return "strong"
-        if word == "pwd" and i > 0 and words[i - 1] != "old":
-            return "strong"
-        if word.endswith(("password", "passwd", "secret", "token")) and len(word) > 6:
-            return "strong"
-        if word in ("key", "keys") and i > 0 and words[i - 1] in _KEY_PREFIXES:
-            return "strong"
-        if word.endswith("key") and word[:-3] in _KEY_PREFIXES:
-            return "strong"
-    if env and last in _ENV_STRONG_LAST:
-        return "strong"  # STRIPE_KEY=…, GITHUB_PAT=…
-    if any(word in _WEAK_WORDS for word in words):
+    prev = words[-2] if len(words) > 1 else ""
+    if last == "id":
+        return "strong" if prev == "secret" else None  # Vault AppRole secret_id
+    if last in _STRONG_LAST:
+        if last == "token" and prev in _TOKEN_NOT_SECRET:
+            return None
+        if last == "pwd" and prev in ("", "old"):
+            return None  # $PWD, $OLDPWD: directories
+        return "strong"
+    if last.endswith(_COMPOUND_LAST) and len(last) > 6 and not last.startswith("next"):
+        return "strong"
+    if last.endswith("key") and last[:-3] in _KEY_PREFIXES:
+        return "strong"  # apikey, secretkey, accesskey
+    if last in ("key", "keys") and prev in _KEY_PREFIXES:
+        return "strong"
+    if last in _ENV_ONLY_LAST and prev and env:
+        return "strong"
+    if last in _WEAK_LAST and (prev or last != "key"):
         return "weak"
     return None
 
@@ -600,7 +642,7 @@ def _name_strength(name: str, env: bool = False) -> str | None:
 def _assignment_kind(name: str, strength: str) -> str:
     if strength == "weak":
         return "high-entropy"
-    for word in _words(name):
+    for word in _name_words(name):
         if word.startswith(("pass", "pwd")) or word.endswith(("password", "passwd", "pwd")):
             return "password"
     return "secret"
@@ -609,7 +651,7 @@ def _assignment_kind(name: str, strength: str) -> str:
 def _mode(text: str, name_start: int, name: str, sep: str, quoted: bool) -> str:
     """How literal an unquoted value is: ``strict`` (env, query, flags), ``line`` or ``mid``."""
     before = text[name_start - 1] if name_start > 0 else ""
-    if before in ("?", "&") or name.startswith("-"):
+    if before in ("?", "&") or (name.startswith("-") and not quoted):
         return "strict"
     if not quoted and sep == "=" and _ENV_NAME.match(name):
         return "strict"
@@ -620,7 +662,12 @@ def _mode(text: str, name_start: int, name: str, sep: str, quoted: bool) -> str:
 
 
 def _value_span(text: str, pos: int, mode: str) -> tuple[int, int, bool] | None:
-    """The value after a separator at ``pos``: (start, end, is a quoted literal), or None."""
+    """The value after a separator at ``pos``: (start, end, is a quoted literal), or None.
+
+    A quoted value runs to its closing quote (or the end of the line); an unquoted one is one word,
+    ended by whitespace or, in code (``mid``), by ``,;)}]>&|``; in ``strict`` mode (shell, query
+    strings) by ``&#|;)``.
+    """
     n = len(text)
     if pos >= n:
         return None
@@ -645,14 +692,6 @@ def _value_span(text: str, pos: int, mode: str) -> tuple[int, int, bool] | None:
         return (start, line_end, True)
     if char in " \t\r\n":
         return None
-    if mode == "line":
-        end = _line_end(text, i)
-        comment = text.find(" #", i, end)
-        if comment >= 0:
-            end = comment
-        while end > i and text[end - 1] in " \t,;":
-            end -= 1
-        return (i, end, False) if end > i else None
     stops = " \t\r\n\"'`" + ("&#|;)" if mode == "strict" else ",;)}]>&|")
     j = i
     while j < n and text[j] not in stops:
@@ -660,6 +699,26 @@ def _value_span(text: str, pos: int, mode: str) -> tuple[int, int, bool] | None:
             break
         j += 1
     return (i, j, False) if j > i else None
+
+
+def _continues(text: str, pos: int) -> bool:
+    """An operator, call or argument list follows a value: it is part of an expression."""
+    n = len(text)
+    while pos < n and text[pos] in " \t":
+        pos += 1
+    return pos < n and (text[pos] in "+%.,*/([|&?" or text.startswith(("if ", "or ", "and "), pos))
+
+
+def _extend_to_line_end(text: str, end: int) -> int:
+    """In a YAML/INI line, a value that goes on in plain words (a passphrase) is redacted whole."""
+    line_end = _line_end(text, end)
+    rest = text[end:line_end]
+    comment = rest.find(" #")
+    if comment >= 0:
+        rest = rest[:comment]
+    if rest.strip() and _PLAIN_REST.match(rest):
+        return end + len(rest.rstrip())
+    return end
 
 
 def _line_end(text: str, start: int) -> int:
@@ -675,12 +734,29 @@ def _is_reference(value: str) -> bool:
 
 
 def _is_placeholder(value: str) -> bool:
-    low = value.strip().lower()
+    value = value.strip()
+    low = value.lower()
     return (
         low in _PLACEHOLDERS
         or _MASK_ONLY.match(low) is not None
+        or _MASKED.search(value) is not None
         or _YOUR.match(low) is not None
-        or MARKER_PATTERN.fullmatch(value.strip()) is not None
+        or _BRACKET_TOKEN.match(value) is not None
+        or _COLOR.match(value) is not None
+        or MARKER_PATTERN.fullmatch(value) is not None
+    )
+
+
+def _names_a_secret(value: str) -> bool:
+    """An identifier made of words, one of them a secret word: "my_token", "GITHUB_TOKEN"."""
+    if not _IDENT.match(value) and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_\-]*", value):
+        return False
+    words = _words(value)
+    if len(words) < 2:
+        return False
+    return any(
+        w in _STRONG_LAST or w in ("key", "pass", "pat") or w.endswith(_COMPOUND_LAST)
+        for w in words
     )
 
 
@@ -691,46 +767,57 @@ def _only_markers_left(value: str) -> bool:
     return not any(_looks_random(part) for part in MARKER_PATTERN.sub(" ", value).split())
 
 
-def _literal_is_secret(value: str, strength: str) -> bool:
-    """A quoted string assigned to a secret name."""
+def _literal_is_secret(value: str, strength: str, continues: bool = False) -> bool:
+    """A quoted string assigned to a secret name (``continues``: an expression goes on after it)."""
+    if value[:1].isspace() and value.lstrip()[:1] in ("+", "%", ",", ")", "."):
+        return False  # "token=" + repr(x): the quote closed a string, it did not open a value
     value = value.strip()
     if not value or _is_placeholder(value) or _is_reference(value) or _PATH.match(value):
         return False
-    if _only_markers_left(value):
+    if _only_markers_left(value) or _names_a_secret(value) or _REGEX_LIKE.search(value):
+        return False
+    if _CALL.match(value):
         return False
     if _TEMPLATE_PART.search(value):
         rest = _TEMPLATE_PART.sub(" ", value)
         if not any(_looks_random(part) for part in rest.split()):
             return False  # f"Bearer {token}", "${DB_PASSWORD}"
+    if continues and not _looks_random(value):
+        return False  # "Basic " + credentials
     if strength == "weak":
         return _high_entropy(value)
     return True
 
 
-def _value_is_secret(value: str, mode: str, strength: str) -> bool:
+def _value_is_secret(value: str, mode: str, strength: str, name: str = "") -> bool:
     """An unquoted value assigned to a secret name."""
     value = value.strip()
     if not value or _is_placeholder(value) or _is_reference(value) or _PATH.match(value):
         return False
     if _only_markers_left(value):
         return False
-    if value[0] in "{[(" or "(" in value or value.endswith(("{", "[")):
-        return False  # a structure or a call: code, not a literal
-    if strength == "weak":
-        return _high_entropy(value)
+    if value[0] in "{[(" or any(c in _CODE_CHARS for c in value) or value.endswith((":", "=")):
+        return False  # a structure, a call, an index: code, not a literal
     if _TYPE_SPLIT.split(value, maxsplit=1)[0].lower() in _TYPE_WORDS:
         return False
     if mode == "strict":
-        return True
+        return strength == "strong" or _high_entropy(value)
+    if _DOTTED_CODE.match(value):
+        return False  # os.environ, self.password, settings.SECRET_KEY
+    if _IDENT.match(value) and (_names_a_secret(value) or value.lower() in name.lower()):
+        return False  # api_key=api_key, token=access_token: variables
+    if strength == "weak":
+        return _high_entropy(value)
     has_digit = any(c.isdigit() for c in value)
     if _NUMBER.match(value):
         return mode == "line" and len(value) >= 4
-    if _DOTTED_CODE.match(value):
-        return False  # os.environ, self.password, settings.SECRET_KEY
     if _IDENT.match(value):
         if mode == "mid":
             return _looks_random(value)
-        # line mode (YAML, INI, TOML): a bare word is a literal unless it reads like a variable
+        # line mode (YAML, INI, TOML): a bare word is a literal unless it reads like a variable, a
+        # class name or the start of a description
+        if value.lower() in _STOPWORDS:
+            return False
         if "_" in value or (value[0].isupper() and not has_digit):
             return has_digit
         return True
@@ -746,7 +833,11 @@ def _looks_random(value: str) -> bool:
     has_alpha = any(c.isalpha() for c in value)
     if has_alpha and any(c.isdigit() for c in value):
         return True
-    return has_alpha and len(value) >= 12 and _mixed_case(value) and _entropy(value) >= 3.0
+    # Letters only: random mixed case switches case about every other character; CamelCase
+    # (AsyncAPIKeys) only at word boundaries.
+    letters = [c for c in value if c.isalpha()]
+    switches = sum(1 for a, b in zip(letters, letters[1:], strict=False) if a.isupper() != b.isupper())
+    return len(letters) >= 12 and switches >= len(letters) // 3 and _entropy(value) >= 3.0
 
 
 def _mixed(value: str) -> bool:
@@ -758,12 +849,8 @@ def _mixed(value: str) -> bool:
     )
 
 
-def _mixed_case(value: str) -> bool:
-    return any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
-
-
 def _high_entropy(value: str) -> bool:
-    if len(value) < 16 or _UUID.match(value) or _HEX.match(value):
+    if len(value) < 16 or _UUID.match(value) or _HEX.match(value) or not _TOKEN_LIKE.match(value):
         return False
     if not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
         return False

@@ -167,6 +167,12 @@ ALTER TABLE sessions ADD COLUMN extracted_uuid TEXT;
 ALTER TABLE sessions ADD COLUMN extractions INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN records_extracted INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN extraction_error TEXT;
+
+CREATE TABLE session_injections (
+  session_id TEXT NOT NULL,
+  record_id  TEXT NOT NULL,
+  PRIMARY KEY (session_id, record_id)
+) WITHOUT ROWID;
 """
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (

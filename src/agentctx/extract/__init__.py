@@ -141,6 +141,7 @@ async def _run(
         return report
     usage = llm.Usage()
     model = str(settings["llm.model"])
+    own_client = client is None
     api = client or llm.make_client()
     try:
         output = await _call_all(api, model, messages, context, usage, concurrency)
@@ -151,7 +152,16 @@ async def _run(
         say(f"extraction failed, the session stays queued: {report.error}")
         await _advance(store, report, project_id, None, report.error, usage.cost_usd)
         return report
+    finally:
+        if own_client:
+            await api.close()
     report.calls, report.cost_usd = usage.calls, usage.cost_usd
+    if not isinstance(output, dict):  # no tool call, or not an object: try again next time
+        report.status = "failed"
+        report.error = "the model returned no extraction (no tool call with an object)"
+        say(report.error)
+        await _advance(store, report, project_id, None, report.error, usage.cost_usd)
+        return report
     result = apply.parse(output)
     report.dropped = result.dropped
     threshold = int(settings["reinforcement_threshold"])

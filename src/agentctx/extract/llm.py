@@ -9,7 +9,7 @@ with exponential backoff; :data:`MAX_RETRIES` sets how often. The system prompt 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentctx.extract.prompt import SYSTEM_PROMPT, TOOL, TOOL_NAME
 
@@ -72,13 +72,26 @@ def make_client() -> AsyncAnthropic:
 
 async def call(client: AsyncAnthropic, model: str, user_text: str, usage: Usage) -> CallResult:
     """Ask for one extraction; raise the SDK's error when the API fails after its retries."""
+    from anthropic.types import (
+        MessageParam,
+        TextBlockParam,
+        ToolChoiceToolParam,
+        ToolParam,
+    )
+
+    system: list[TextBlockParam] = [
+        {"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}
+    ]
+    tool = cast("ToolParam", TOOL)
+    choice: ToolChoiceToolParam = {"type": "tool", "name": TOOL_NAME}
+    messages: list[MessageParam] = [{"role": "user", "content": user_text}]
     response = await client.messages.create(
         model=model,
         max_tokens=MAX_OUTPUT_TOKENS,
-        system=[{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}],
-        tools=[TOOL],
-        tool_choice={"type": "tool", "name": TOOL_NAME},
-        messages=[{"role": "user", "content": user_text}],
+        system=system,
+        tools=[tool],
+        tool_choice=choice,
+        messages=messages,
     )
     usage.add(response.usage)
     for block in response.content:

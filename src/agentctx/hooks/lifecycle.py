@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 #: ~8K tokens of transcript: extraction per turn would cost a call per turn for little new text.
 EXTRACT_GROWTH_BYTES = 32 * 1024
 STALE_LEDGER_S = 24 * 3600
-WORKER_MODULE = "agentctx.workers"
 
 
 def handle(ctx: HookContext) -> None:
@@ -73,7 +72,7 @@ def upsert_session(ctx: HookContext, conn: sqlean.Connection, cwd: str | None = 
     conn.execute(
         "INSERT INTO sessions(session_id, project_id, cwd, transcript_path, started_at) "
         "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
-        "project_id = excluded.project_id, cwd = excluded.cwd, "
+        "project_id = excluded.project_id, cwd = excluded.cwd, ended_at = NULL, "
         "transcript_path = coalesce(nullif(excluded.transcript_path, ''), transcript_path)",
         (ctx.session_id, project.project_id, cwd or ctx.cwd, ctx.text("transcript_path"), started),
     )
@@ -132,7 +131,13 @@ def _cwd_changed(ctx: HookContext, conn: sqlean.Connection) -> None:
 
 def fold_ledger(conn: sqlean.Connection, session_id: str, *, ended: bool) -> None:
     """Add a session's ledger totals to its row, mark it ended if asked, then drop the ledger."""
-    tokens, count = ledger.totals(ledger.read_entries(session_id))
+    entries = ledger.read_entries(session_id)
+    tokens, count = ledger.totals(entries)
+    # A resumed session keeps its dedup: UserPromptSubmit also reads these.
+    conn.executemany(
+        "INSERT OR IGNORE INTO session_injections(session_id, record_id) VALUES (?, ?)",
+        [(session_id, record_id) for record_id in sorted(ledger.injected_ids(entries))],
+    )
     conn.execute(
         "INSERT INTO sessions(session_id, started_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
         (session_id, clock.now()),
@@ -202,9 +207,9 @@ def extraction_running(session_id: str) -> bool:
 
 def start_worker(ctx: HookContext, args: Sequence[str]) -> bool:
     """Start ``agentctx <args>`` detached, if this agentctx has the workers; True when started."""
-    import importlib.util
+    from agentctx import features
 
-    if importlib.util.find_spec(WORKER_MODULE) is None:
+    if not features.available(features.WORKERS):
         ctx.log(f"background worker not available in this version; skipped: {' '.join(args[:2])}")
         return False
     spawn_detached(

@@ -52,7 +52,8 @@ def _prompt(ctx: HookContext) -> str | None:
         with Ledger(ctx.session_id) as ledger:
             from agentctx.hooks.ledger import injected_ids
 
-            rows = _search(ctx, conn, terms, injected_ids(ledger.entries))
+            shown = injected_ids(ledger.entries) | _shown_before(conn, ctx.session_id)
+            rows = _search(ctx, conn, terms, shown)
             text, ids = render(rows)
             if not text:
                 return None
@@ -60,6 +61,14 @@ def _prompt(ctx: HookContext) -> str | None:
             return text
     finally:
         conn.close()
+
+
+def _shown_before(conn: sqlean.Connection, session_id: str) -> set[str]:
+    """Records shown in earlier runs of a resumed session (folded at its SessionEnd)."""
+    rows = conn.execute(
+        "SELECT record_id FROM session_injections WHERE session_id = ?", (session_id,)
+    ).fetchall()
+    return {str(row[0]) for row in rows}
 
 
 def _search(
