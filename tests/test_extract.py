@@ -7,8 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from anthropic import AsyncAnthropic
@@ -20,6 +19,9 @@ from agentctx.records import NewRecord
 from agentctx.store import Store
 from tests.helpers import payload, run_hook
 from tests.messages_server import ErrorReply, MessagesServer, Recorded, TextReply, ToolUseReply
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +83,7 @@ def extraction(**fields: Any) -> ToolUseReply:
     return ToolUseReply(prompt.TOOL_NAME, {"flush_ok": False, **fields})
 
 
-DECISION = {"what": "Internal services talk gRPC instead of REST", "rationale": "streaming",
+DECISION: dict[str, Any] = {"what": "Internal services talk gRPC instead of REST", "rationale": "streaming",
             "supersedes": None, "confidence": "explicit", "keywords": ["grpc", "rest"]}  # fmt: skip
 
 
@@ -252,7 +254,11 @@ async def test_a_text_answer_keeps_the_session_queued(transcript: Transcript) ->
 @pytest.mark.usefixtures("api_key")
 async def test_rate_limit_and_overload_are_retried(transcript: Transcript) -> None:
     transcript.add("user", "We use gRPC between services.")
-    replies = [ErrorReply(429, retry_after=0), ErrorReply(529), extraction(decisions=[DECISION])]
+    replies: list[ErrorReply | ToolUseReply] = [
+        ErrorReply(429, retry_after=0),
+        ErrorReply(529),
+        extraction(decisions=[DECISION]),
+    ]
     with MessagesServer(replies=replies) as server:
         report = await run(server, transcript, retries=3)
     assert report.status == "extracted"

@@ -836,7 +836,9 @@ def _looks_random(value: str) -> bool:
     # Letters only: random mixed case switches case about every other character; CamelCase
     # (AsyncAPIKeys) only at word boundaries.
     letters = [c for c in value if c.isalpha()]
-    switches = sum(1 for a, b in zip(letters, letters[1:], strict=False) if a.isupper() != b.isupper())
+    switches = sum(
+        1 for a, b in zip(letters, letters[1:], strict=False) if a.isupper() != b.isupper()
+    )
     return len(letters) >= 12 and switches >= len(letters) // 3 and _entropy(value) >= 3.0
 
 

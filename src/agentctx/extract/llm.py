@@ -15,6 +15,12 @@ from agentctx.extract.prompt import SYSTEM_PROMPT, TOOL, TOOL_NAME
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
+    from anthropic.types import (
+        MessageParam,
+        TextBlockParam,
+        ToolChoiceToolParam,
+        ToolParam,
+    )
 
 MAX_RETRIES = 4
 MAX_OUTPUT_TOKENS = 4096
@@ -72,12 +78,6 @@ def make_client() -> AsyncAnthropic:
 
 async def call(client: AsyncAnthropic, model: str, user_text: str, usage: Usage) -> CallResult:
     """Ask for one extraction; raise the SDK's error when the API fails after its retries."""
-    from anthropic.types import (
-        MessageParam,
-        TextBlockParam,
-        ToolChoiceToolParam,
-        ToolParam,
-    )
 
     system: list[TextBlockParam] = [
         {"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}
