@@ -62,7 +62,7 @@ _KEY_END = re.compile(r"-{4,5} ?END [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}")
 # After a BEGIN line with no END (a truncated key): the body that follows — base64 lines,
 # ``Header: value`` lines and blank lines, with real or JSON-escaped line breaks.
 _KEY_BODY = re.compile(
-    r"(?:[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z][\w-]*:[ \t][^\n\\\"']*)?)*"
+    r"(?:(?:[ \t]*(?:\r?\n|\\r\\n|\\n)){1,2}[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z][\w-]*:[ \t][^\n\\\"']*))*"
 )
 _PUTTY_KEY = re.compile(r"PuTTY-User-Key-File-\d:[\s\S]*?(?:Private-MAC:\s*[0-9a-fA-F]+|\Z)")
 _AGE_KEY = re.compile(r"AGE-SECRET-KEY-1[0-9A-Z]{58}")
@@ -652,7 +652,9 @@ def _mode(text: str, name_start: int, name: str, sep: str, quoted: bool) -> str:
     """How literal an unquoted value is: ``strict`` (env, query, flags), ``line`` or ``mid``."""
     before = text[name_start - 1] if name_start > 0 else ""
     if before in ("?", "&") or (name.startswith("-") and not quoted):
-        return "strict"
+        return "strict"  # a query parameter or a flag
+    if before == ";" and sep == "=":
+        return "strict"  # a connection string: AccountName=x;AccountKey=…;
     if not quoted and sep == "=" and _ENV_NAME.match(name):
         return "strict"
     prefix_start = name_start - 1 if quoted else name_start
@@ -796,7 +798,7 @@ def _value_is_secret(value: str, mode: str, strength: str, name: str = "") -> bo
         return False
     if _only_markers_left(value):
         return False
-    if value[0] in "{[(" or any(c in _CODE_CHARS for c in value) or value.endswith((":", "=")):
+    if value[0] in "{[(" or any(c in _CODE_CHARS for c in value) or value.endswith(":"):
         return False  # a structure, a call, an index: code, not a literal
     if _TYPE_SPLIT.split(value, maxsplit=1)[0].lower() in _TYPE_WORDS:
         return False

@@ -392,8 +392,13 @@ class Store:
         degraded: str | None = None
         rows: list[Any] | None = None
         if self.has_fts:
-            sql, args = retrieval.search_sql(terms, fts=True, **params)
             try:
+                sql, args = retrieval.term_counts_sql(terms)
+                counts = list((await self._rows(sql, args))[0])
+                chosen = retrieval.select_terms(terms, counts)
+                if not chosen:
+                    return SearchResult([])
+                sql, args = retrieval.search_sql(chosen, fts=True, **params)
                 rows = await self._rows(sql, args)
             except sqlean.OperationalError as exc:
                 degraded = f"FTS5 query failed ({exc}); used LIKE search"

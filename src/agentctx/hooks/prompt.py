@@ -82,7 +82,12 @@ def _search(
         "candidates": 40,
     }
     try:
-        sql, params = retrieval.search_sql(terms, fts=True, **args)
+        sql, params = retrieval.term_counts_sql(terms)
+        counts = list(conn.execute(sql, params).fetchone())
+        chosen = retrieval.select_terms(terms, counts)
+        if not chosen:
+            return []
+        sql, params = retrieval.search_sql(chosen, fts=True, **args)
         rows = conn.execute(sql, params).fetchall()
     except sqlean.OperationalError as exc:
         ctx.log(f"FTS5 search failed ({exc}); used LIKE search")
