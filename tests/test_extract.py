@@ -218,8 +218,12 @@ async def test_flush_ok_writes_nothing_but_counts_cost(transcript: Transcript) -
     assert await records() == []
     async with await Store.open() as store:
         session = await store.session(SID)
+        status = await store.status(session["project_id"] if session else None)
     assert session is not None and session["extraction_cost_usd"] == pytest.approx(report.cost_usd)
     assert session["extracted_uuid"]
+    assert status["extraction_cost_usd"] == pytest.approx(report.cost_usd)
+    month = session["started_at"][:7]
+    assert status["extraction_cost_by_month"][month] == pytest.approx(report.cost_usd)
 
 
 @pytest.mark.usefixtures("api_key")

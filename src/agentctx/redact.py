@@ -25,6 +25,7 @@ reported, and it re-applies the rules until nothing changes.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -40,6 +41,12 @@ MARKER_PATTERN = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
 """A redaction marker, ``[REDACTED:<kind>]``."""
 
 _MAX_PASSES = 8
+
+
+def _wordset(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
@@ -186,10 +193,13 @@ _COOKIE = re.compile(r"cookie\s*:\s*(?P<v>[^\s=;\"'\\]+=[^\n\"'\\]*)")
 # Hint words that a secret-looking name contains. Each hint gets its own pattern on the lowercased
 # text: the hint, the rest of the name, an optional closing quote, and a separator (an optional type
 # annotation, then ``=``, ``:``, ``:=`` or ``=>``). The start of the name is found by scanning back.
-_HINTS = (
-    "pass", "pwd", "secret", "token", "key", "auth", "cred", "bearer", "cookie", "session", "salt",
-    "sig", "otp", "hmac", "csrf", "xsrf", "sid", "pat",
-)  # fmt: skip
+_HINTS = sorted(
+    _wordset(
+        """
+    pass pwd secret token key auth cred bearer cookie session salt sig otp hmac csrf xsrf sid pat
+    """
+    )
+)
 _SEPARATOR = (
     r"[\w.\-]*(?P<close>\\?[\"'`])?\]?(?P<sep>[ \t]*"
     r"(?::[ \t]*[a-z_][\w.]*(?:\[[^\]\n]*\])?(?:[ \t]*\|[ \t]*[a-z_][\w.]*(?:\[[^\]\n]*\])?)*[ \t]*(?==))?"
@@ -214,73 +224,65 @@ _PROSE_KEY_BEFORE = re.compile(r"(?:api|secret|access|private|auth)[ _\-]?\Z")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 # The last word of a name (after dropping _KEEP_SUFFIX words) decides: a name is secret when it
 # *ends* in a secret word — token_count, next_token_logits, password_url are about secrets.
-_STRONG_LAST = frozenset(
-    {
-        "password", "passwd", "passphrase", "secret", "token", "credential", "credentials", "creds",
-        "apikey", "bearer", "auth", "authorization", "otp", "totp", "pwd",
-    }
-)  # fmt: skip
+_STRONG_LAST = _wordset(
+    """
+    password passwd passphrase secret token credential credentials creds apikey bearer auth
+    authorization otp totp pwd
+    """
+)
 _COMPOUND_LAST = ("password", "passwd", "secret", "token")  # dbpassword, clientsecret, authtoken
-_KEY_PREFIXES = frozenset(
-    {
-        "api", "access", "secret", "private", "auth", "master", "account", "signing", "encryption",
-        "encrypt", "app", "license", "licence", "deploy", "ssh", "gpg", "pgp", "shared",
-        "subscription", "admin", "hmac", "jwt", "webhook", "consumer", "decryption", "aes", "rsa",
-        "ed25519", "ecdsa", "sas",
-    }
-)  # fmt: skip
+_KEY_PREFIXES = _wordset(
+    """
+    api access secret private auth master account signing encryption encrypt app license licence
+    deploy ssh gpg pgp shared subscription admin hmac jwt webhook consumer decryption aes rsa
+    ed25519 ecdsa sas
+    """
+)
 # Secret only when set as an environment variable or a flag: DB_PASS=…, GITHUB_PAT=…, STRIPE_KEY=….
 _ENV_ONLY_LAST = frozenset({"pass", "pat", "key", "keys"})
 _WEAK_LAST = frozenset(
     {"key", "keys", "signature", "sig", "salt", "hmac", "cookie", "session", "sid", "csrf", "xsrf"}
 )
 # Words that may follow the secret word and keep the name secret: password_confirmation, SecretString.
-_KEEP_SUFFIX = frozenset(
-    {
-        "value", "val", "string", "data", "raw", "plain", "plaintext", "b64", "base64", "hex",
-        "bytes", "confirm", "confirmation", "again", "encoded", "enc", "base", "new", "old",
-        "current", "prod", "production", "dev", "staging", "live",
-    }
-)  # fmt: skip
+_KEEP_SUFFIX = _wordset(
+    """
+    value val string data raw plain plaintext b64 base64 hex bytes confirm confirmation again
+    encoded enc base new old current prod production dev staging live
+    """
+)
 # Tokens that are not credentials: NLP special tokens, pagination and lexer tokens.
-_TOKEN_NOT_SECRET = frozenset(
-    {
-        "pad", "bos", "eos", "unk", "cls", "sep", "mask", "start", "end", "next", "prev", "last",
-        "first", "special", "added", "max", "min", "num", "n", "total", "page", "cancel",
-        "cancellation", "continuation", "sync", "lexer", "parse", "parser", "input", "output",
-        "stop", "split", "new", "word", "sentence", "image", "audio", "vocab", "bpe", "cursor",
-        "pagination", "progress", "lock",
-    }
-)  # fmt: skip
+_TOKEN_NOT_SECRET = _wordset(
+    """
+    pad bos eos unk cls sep mask start end next prev last first special added max min num n
+    total page cancel cancellation continuation sync lexer parse parser input output stop split
+    new word sentence image audio vocab bpe cursor pagination progress lock
+    """
+)
 _NOT_SECRET_NAMES = frozenset({"pwd", "oldpwd", "pass", "tokens", "secrets", "author"})
-_TYPE_WORDS = frozenset(
-    {
-        "str", "string", "int", "integer", "bool", "boolean", "bytes", "float", "number", "any",
-        "object", "dict", "list", "optional", "union", "secretstr", "secretbytes", "none", "char",
-        "text", "varchar", "uuid", "true", "false", "null", "nil", "undefined", "self", "this",
-        "void", "unknown", "never", "option", "vec", "sensitive", "required", "lambda", "new",
-        "await", "function", "async", "literal", "final", "annotated", "callable", "type",
-    }
-)  # fmt: skip
+_TYPE_WORDS = _wordset(
+    """
+    str string int integer bool boolean bytes float number any object dict list optional union
+    secretstr secretbytes none char text varchar uuid true false null nil undefined self this
+    void unknown never option vec sensitive required lambda new await function async literal
+    final annotated callable type
+    """
+)
 # A bare word that starts a description ("token: the token to use"), not a value.
-_STOPWORDS = frozenset(
-    {
-        "a", "an", "the", "this", "that", "these", "to", "for", "of", "if", "in", "on", "at", "by",
-        "as", "or", "and", "is", "are", "be", "was", "use", "used", "uses", "using", "your", "our",
-        "its", "their", "see", "must", "should", "will", "can", "may", "not", "no", "when", "which",
-        "where", "with", "from", "defaults", "default", "optional", "required", "any", "all",
-        "current", "same", "provided", "given", "set", "get", "returns", "return", "none",
-        "specifies", "specify", "whether", "how", "what", "only", "also", "used", "value", "name",
-    }
-)  # fmt: skip
-_PLACEHOLDERS = frozenset(
-    {
-        "", "none", "null", "nil", "undefined", "true", "false", "yes", "no", "on", "off", "string",
-        "str", "redacted", "hidden", "masked", "omitted", "example", "placeholder", "required",
-        "optional", "secret", "password", "token", "notset", "not_set", "empty", "default", "include",
-        "same-origin", "omit", "basic", "bearer", "value", "...", "…",
-    }
-)  # fmt: skip
+_STOPWORDS = _wordset(
+    """
+    a an the this that these to for of if in on at by as or and is are be was use used uses
+    using your our its their see must should will can may not no when which where with from
+    defaults default optional required any all current same provided given set get returns
+    return none specifies specify whether how what only also value name
+    """
+)
+_PLACEHOLDERS = _wordset(
+    """
+    none null nil undefined true false yes no on off string str redacted hidden masked omitted
+    example placeholder required optional secret password token notset not_set empty default
+    include same-origin omit basic bearer value ... …
+    """
+) | {""}
 _REFERENCE = re.compile(
     r"^(?:\$\{?[A-Za-z_]|\$\(|\$[0-9@*#?]|%\(?[A-Za-z_]|%[A-Za-z_]+%|\{\{|\{%|#\{|<%"
     r"|\{[A-Za-z_][\w.\[\]'\"]*\}|<[^<>]*>$|\[REDACTED:)"
@@ -838,9 +840,7 @@ def _looks_random(value: str) -> bool:
     # Letters only: random mixed case switches case about every other character; CamelCase
     # (AsyncAPIKeys) only at word boundaries.
     letters = [c for c in value if c.isalpha()]
-    switches = sum(
-        1 for a, b in zip(letters, letters[1:], strict=False) if a.isupper() != b.isupper()
-    )
+    switches = sum(1 for a, b in itertools.pairwise(letters) if a.isupper() != b.isupper())
     return len(letters) >= 12 and switches >= len(letters) // 3 and _entropy(value) >= 3.0
 
 

@@ -445,6 +445,7 @@ class Store:
             "tokens_injected": sum(s["tokens_injected"] for s in sessions),
             "extraction_cost_usd": float(sum(s["extraction_cost_usd"] for s in sessions)),
             "recent_sessions": sessions[:10],
+            "extraction_cost_by_month": _by_month(all_sessions),
             "store": {
                 "path": self.path,
                 "records": totals[0],
@@ -620,6 +621,15 @@ class Store:
         await conn.execute(schema.INSERT_RECORD_SQL, [getattr(record, n) for n in COLUMNS])
         self._changed.add(record.project_id)
         report.added["records"] = report.added.get("records", 0) + 1
+
+
+def _by_month(sessions: list[dict[str, Any]]) -> dict[str, float]:
+    """Extraction cost per calendar month (UTC) of the sessions' start, all projects."""
+    months: dict[str, float] = {}
+    for session in sessions:
+        month = (session.get("started_at") or "")[:7] or "unknown"
+        months[month] = months.get(month, 0.0) + float(session["extraction_cost_usd"] or 0.0)
+    return dict(sorted(months.items()))
 
 
 class Transaction:

@@ -111,8 +111,11 @@ async def status(*, json: Json = False) -> int:
             _out(
                 f"  {session['session_id'][:36]:<36} {(session['started_at'] or '')[:16]:<16} "
                 f"{state:<5} {session['tokens_injected']:>6} tokens in "
-                f"{session['injections']} injections"
+                f"{session['injections']} injections, ${session['extraction_cost_usd']:.4f}"
             )
+        months = info["extraction_cost_by_month"]
+        if months:
+            _out("cost      " + ", ".join(f"{m} ${c:.4f}" for m, c in months.items()))
         return 0
 
     return await _with_store(action)

@@ -1,0 +1,899 @@
+"""The MCP server: seven tools that give Claude the store's depth on demand (ADR-008).
+
+``agentctx mcp`` serves it on stdio; Claude Code starts it with the session. A typed lifespan opens one
+:class:`~agentctx.store.Store` for the server's life and identifies the project once, from
+``CLAUDE_PROJECT_DIR`` or else the working directory. Each tool is a thin adapter over library calls
+(P-8) whose return type is a pydantic model, so the SDK publishes an output schema and sends structured
+content. Progressive disclosure: ``ctx_search`` answers with a compact index without bodies, and
+``ctx_get`` with the full records of the few ids Claude picks from it.
+
+Errors: an :class:`~agentctx.errors.AgentctxError` (or a driver error) becomes a tool error that
+carries its message (P-5); the SDK validates arguments against the input schema and reports a
+mismatch the same way, so a bad call never takes the server down. Nothing but the protocol reaches
+stdout: the SDK moves stdio onto private descriptors, and logging goes to stderr.
+
+Graph reads (``ctx_related`` and the ``file`` filter of ``ctx_search``) need SQL that no public
+``Store`` method runs, and the store's connection is private; they open a short read-only connection
+with :func:`agentctx.db.connect` in a worker thread instead (a WAL reader never blocks the writer).
+
+No ``from __future__ import annotations`` here: the SDK evaluates the tools' signatures and pydantic
+the models' fields at run time, so every name they mention is a run-time import.
+"""
+
+import difflib
+import functools
+import inspect
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+
+import anyio
+import sqlean
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from agentctx import __version__, clock, db, retrieval
+from agentctx.errors import AgentctxError, NotFoundError, ValidationError
+from agentctx.project import ProjectIdentity, identify
+from agentctx.records import COLUMNS, Confidence, NewRecord, Record, RecordType, Scope, Source
+from agentctx.store import HISTORY_MAX_DEPTH, SearchQuery, SearchResult, Store
+
+SEARCH_MAX = 15
+GET_MAX = 10
+RELATED_MAX = 20
+RELATED_HOPS = 3
+SYNC_MAX = 50
+#: ``ctx_search`` with ``file`` filters the ranked hits afterwards, so it ranks this many first.
+FILE_SEARCH_POOL = 1000
+#: Share of a title's keywords CLAUDE.md must contain for the record to count as covered.
+COVERED = 0.75
+CLAUDE_MD_MAX_BYTES = 1_000_000
+SYNC_BEGIN = "<!-- agentctx:begin proposed by ctx_sync_claudemd: review before applying -->"
+SYNC_END = "<!-- agentctx:end -->"
+
+INSTRUCTIONS = (
+    "agentctx is this project's memory: typed, versioned records of decisions, conventions, "
+    "preferences, discoveries, bugfixes, handovers and the project profile, from earlier sessions. "
+    "Before you make or change a design choice, work in unfamiliar code, or when the user refers to "
+    "earlier work or asks how something is done here, call ctx_search with a few keywords: it returns "
+    "a compact index (ids and titles, no bodies); then call ctx_get with only the few ids you need "
+    "(at most 10) to read them in full. Before editing a file, ctx_related shows the records linked "
+    "to it; ctx_project gives the stack, commands and entry points. When the user states a decision, "
+    "convention or preference worth keeping, save it with ctx_record; when a recorded fact changes, "
+    "use ctx_supersede rather than recording a contradiction. ctx_sync_claudemd reports what "
+    "CLAUDE.md lacks and proposes a diff; it never writes."
+)
+
+log = logging.getLogger("agentctx.mcp")
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+# -- results (each model's fields are the output schema Claude sees) -----------------------------
+
+
+class IndexEntry(BaseModel):
+    """One search hit, without its body (``ctx_get`` returns the body)."""
+
+    id: str
+    type: RecordType
+    title: str
+    age: str = Field(description="Time since the fact became valid: 5m, 3h, 12d.")
+    confidence: Confidence
+    score: float
+
+
+class SearchResults(BaseModel):
+    """The compact index ``ctx_search`` returns, best first."""
+
+    results: list[IndexEntry]
+    note: str | None = None
+    degraded: str | None = Field(default=None, description="Why a fallback search ran, if any.")
+
+
+class RecordDetail(BaseModel):
+    """A full record with its supersession links."""
+
+    id: str
+    type: RecordType
+    title: str
+    body: str
+    scope: Scope
+    confidence: Confidence
+    source: Source
+    current: bool
+    valid_from: str
+    recorded_at: str
+    superseded_at: str | None
+    superseded_by: str | None = Field(description="The id of the version that replaced this one.")
+    supersedes: list[str] = Field(description="Ids of the versions this record replaced.")
+    rationale: str | None
+    key: str | None
+    keywords: str
+    pinned: bool
+    access_count: int
+    last_accessed: str | None
+    session_id: str | None
+
+
+class Records(BaseModel):
+    """Full records in the order asked for, and the ids not found in this project or globally."""
+
+    records: list[RecordDetail]
+    missing: list[str]
+
+
+class Superseded(BaseModel):
+    """The record that was replaced and its new version."""
+
+    old_id: str
+    new_id: str
+    type: RecordType
+    title: str
+
+
+class SessionSummary(BaseModel):
+    """One Claude Code session as the hooks recorded it."""
+
+    session_id: str
+    started_at: str | None
+    ended_at: str | None
+    tokens_injected: int
+    injections: int
+
+
+class ProjectOverview(BaseModel):
+    """The project as the store knows it: identity, profile facts, record counts."""
+
+    name: str
+    project_id: str
+    root: str
+    remote: str | None
+    stack: str | None
+    languages: str | None
+    package_manager: str | None
+    commands: dict[str, str] = Field(description="test, build, lint, format, typecheck, run.")
+    entry_points: str | None
+    other_facts: dict[str, str]
+    counts: dict[str, int] = Field(description="Current records by type, project and global.")
+    superseded: int
+    last_session: SessionSummary | None
+
+
+class RelatedEntry(BaseModel):
+    """A current record reached from the file, with the number of links walked."""
+
+    id: str
+    type: RecordType
+    title: str
+    age: str
+    confidence: Confidence
+    hops: int
+
+
+class RelatedRecords(BaseModel):
+    """Records linked to a file through entities and edges, nearest first."""
+
+    file: str
+    known: bool = Field(description="False when the store has never seen this file.")
+    results: list[RelatedEntry]
+
+
+class MissingRecord(BaseModel):
+    """A current decision or convention whose title words CLAUDE.md does not contain."""
+
+    id: str
+    type: RecordType
+    title: str
+    coverage: float = Field(description="Share of the title's keywords found in CLAUDE.md.")
+    missing_words: list[str]
+
+
+class StaleText(BaseModel):
+    """Text of a superseded record that CLAUDE.md still contains."""
+
+    id: str
+    title: str
+    superseded_by: str
+    current_title: str
+    file: str
+    line: int
+    text: str
+
+
+class ClaudeMdReport(BaseModel):
+    """A read-only drift report between the store and CLAUDE.md."""
+
+    files: list[str] = Field(description="The CLAUDE.md files read.")
+    checked: int
+    missing: list[MissingRecord]
+    missing_total: int
+    contradictions: list[StaleText]
+    proposed_diff: str = Field(description="A unified diff appending the missing records.")
+    method: str
+
+
+# -- state and plumbing ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServerState:
+    """What the lifespan opens once: the project and the store (None if it could not be opened)."""
+
+    project: ProjectIdentity
+    project_dir: str
+    store: Store | None = None
+    error: str | None = None
+
+    def require_store(self) -> Store:
+        """The open store, or a tool error saying why there is none."""
+        if self.store is None:
+            raise ToolError(f"the agentctx store could not be opened: {self.error}")
+        return self.store
+
+
+ServerContext = Context[ServerState, Any]
+
+
+def _lifespan(
+    project_dir: str | None,
+) -> Callable[[MCPServer[ServerState]], AbstractAsyncContextManager[ServerState]]:
+    folder = os.path.abspath(project_dir or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
+    project = identify(folder)
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
+        try:
+            store = await Store.open()
+        except AgentctxError as exc:
+            # Serve anyway: every tool then answers with this message, which says what to do,
+            # where a server that dies at start-up shows Claude Code only "failed to connect".
+            log.error("agentctx: %s", exc)
+            yield ServerState(project, folder, error=str(exc))
+            return
+        try:
+            yield ServerState(project, folder, store)
+        finally:
+            await store.close()
+
+    return lifespan
+
+
+def _state(ctx: ServerContext) -> ServerState:
+    return ctx.request_context.lifespan_context
+
+
+def _translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Library errors become tool errors carrying their message (P-5)."""
+
+    @functools.wraps(fn)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except AgentctxError as exc:
+            raise ToolError(str(exc)) from exc
+        except sqlean.Error as exc:
+            raise ToolError(
+                f"the database failed ({exc}); run `agentctx doctor` for a fix"
+            ) from exc
+
+    return call
+
+
+async def _find(store: Store, query: SearchQuery) -> SearchResult:
+    """Rank records for a query: keyword search (FTS5 BM25 and the rerank of retrieval.py).
+
+    The seam for hybrid retrieval (ADR-005): with the embeddings issue this also embeds the query
+    (the model loaded lazily, in a worker thread) and fuses both rankings with RRF, falling back to
+    this keyword ranking alone when the model cannot load.
+    """
+    return await store.search(query)
+
+
+async def _read(store: Store, query: Callable[[Any], T]) -> T:
+    """Run ``query(conn)`` on a short read-only connection to the store, in a worker thread."""
+
+    def run() -> T:
+        conn, _caps = db.connect(store.path, readonly=True, create=False, load_vec=False)
+        try:
+            return query(conn)
+        finally:
+            conn.close()
+
+    return await anyio.to_thread.run_sync(run)
+
+
+def _age(stamp: str) -> str:
+    days = clock.age_days(stamp)
+    if days < 1 / 24:
+        return f"{max(1, int(days * 1440))}m"
+    if days < 1:
+        return f"{int(days * 24)}h"
+    return f"{int(days)}d"
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+async def _detail(store: Store, record: Record) -> RecordDetail:
+    chain = await store.history(record.id)
+    return RecordDetail(
+        id=record.id,
+        type=record.type,
+        title=record.title,
+        body=record.body,
+        scope=record.scope,
+        confidence=record.confidence,
+        source=record.source,
+        current=record.is_current,
+        valid_from=record.valid_from,
+        recorded_at=record.recorded_at,
+        superseded_at=record.superseded_at,
+        superseded_by=record.superseded_by,
+        supersedes=[r.id for r in chain if r.superseded_by == record.id],
+        rationale=record.rationale,
+        key=record.key,
+        keywords=record.keywords,
+        pinned=record.pinned,
+        access_count=record.access_count,
+        last_accessed=record.last_accessed,
+        session_id=record.session_id,
+    )
+
+
+# -- files and the graph -------------------------------------------------------------------------
+
+
+def _file_names(state: ServerState, path: str) -> list[str]:
+    """The node names a path may be stored under: relative to the project root, as capture stores it.
+
+    A relative path is read against the project folder and against the root (they differ when
+    Claude Code runs in a subfolder of the repository); an absolute one outside the root keeps its
+    absolute form, as capture keeps it.
+    """
+    raw = path.strip()
+    if not raw:
+        raise ValidationError("file is empty: give a path relative to the project root")
+    root = state.project.root
+    if os.path.isabs(raw):
+        fulls = [raw]
+    else:
+        fulls = [os.path.join(state.project_dir, raw), os.path.join(root, raw)]
+    names: list[str] = []
+    for full in fulls:
+        for variant in (os.path.normpath(full), os.path.realpath(full)):
+            try:
+                rel = os.path.relpath(variant, root)
+            except ValueError:  # another drive on Windows
+                rel = variant
+            name = variant if rel.startswith("..") else rel
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def _anchor_sql(names: list[str]) -> str:
+    marks = ", ".join("?" * len(names))
+    return f"SELECT id FROM nodes WHERE project_id = ? AND kind = 'file' AND name IN ({marks})"
+
+
+def _related_rows(
+    conn: Any, project_id: str, allowed: tuple[str, ...], names: list[str]
+) -> tuple[bool, list[Any]]:
+    """(whether the file is known, current records within RELATED_HOPS links of it, with ``hops``).
+
+    The walk goes both ways along ``record_entities`` and ``edges`` (so through sessions and through
+    superseded versions too); ``UNION`` drops repeated (id, hops) pairs and the depth guard ends it.
+    """
+    anchor = _anchor_sql(names)
+    if conn.execute(anchor, (project_id, *names)).fetchone() is None:
+        return False, []
+    step = "SELECT {col}, w.hops + 1 FROM walk w JOIN {table} ON {on} = w.id WHERE w.hops < ?"
+    sql = f"""
+        WITH RECURSIVE walk(id, hops) AS (
+          SELECT id, 0 FROM ({anchor})
+          UNION {step.format(col="e.to_id", table="edges e", on="e.from_id")}
+          UNION {step.format(col="e.from_id", table="edges e", on="e.to_id")}
+          UNION {step.format(col="l.record_id", table="record_entities l", on="l.entity_id")}
+          UNION {step.format(col="l.entity_id", table="record_entities l", on="l.record_id")}
+        )
+        SELECT {", ".join(f"r.{c}" for c in COLUMNS)}, min(w.hops) AS hops
+        FROM walk w JOIN records r ON r.id = w.id
+        WHERE r.superseded_at IS NULL AND r.project_id IN ({", ".join("?" * len(allowed))})
+        GROUP BY r.id
+    """
+    params = (project_id, *names, *[RELATED_HOPS] * 4, *allowed)
+    return True, list(conn.execute(sql, params).fetchall())
+
+
+def _linked_ids(conn: Any, project_id: str, names: list[str]) -> set[str]:
+    """Ids of records linked directly to the file, with every version of each (for ``as_of``)."""
+    anchor = _anchor_sql(names)
+    sql = f"""
+        WITH RECURSIVE
+          anchor(id) AS ({anchor}),
+          linked(id, depth) AS (
+            SELECT l.record_id, 0 FROM record_entities l JOIN anchor a ON l.entity_id = a.id
+            UNION SELECT e.from_id, 0 FROM edges e JOIN anchor a ON e.to_id = a.id
+            UNION SELECT e.to_id, 0 FROM edges e JOIN anchor a ON e.from_id = a.id
+            UNION SELECT e.from_id, k.depth + 1 FROM linked k JOIN edges e
+              ON e.to_id = k.id AND e.rel_type = 'supersedes' WHERE k.depth < {HISTORY_MAX_DEPTH}
+            UNION SELECT e.to_id, k.depth + 1 FROM linked k JOIN edges e
+              ON e.from_id = k.id AND e.rel_type = 'supersedes' WHERE k.depth < {HISTORY_MAX_DEPTH}
+          )
+        SELECT DISTINCT r.id FROM linked k JOIN records r ON r.id = k.id
+    """
+    return {str(row[0]) for row in conn.execute(sql, (project_id, *names)).fetchall()}
+
+
+# -- CLAUDE.md drift -----------------------------------------------------------------------------
+
+
+def _claude_md_files(state: ServerState) -> tuple[list[tuple[str, str]], str]:
+    """(path, text) of each CLAUDE.md of the project folder and the root (``.claude/`` too), and
+    the name of the one a diff targets (the first found, else the root's), relative to the root."""
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for base in dict.fromkeys((state.project_dir, state.project.root)):
+        for name in ("CLAUDE.md", os.path.join(".claude", "CLAUDE.md")):
+            path = os.path.join(base, name)
+            real = os.path.realpath(path)
+            if real in seen or not os.path.isfile(path):
+                continue
+            seen.add(real)
+            try:
+                with open(path, "rb") as f:
+                    text = f.read(CLAUDE_MD_MAX_BYTES).decode("utf-8", "replace")
+            except OSError:
+                continue
+            found.append((path, text))
+    target = found[0][0] if found else os.path.join(state.project.root, "CLAUDE.md")
+    label = os.path.relpath(target, state.project.root)
+    return found, target if label.startswith("..") else label
+
+
+def _stem(word: str) -> str:
+    """A crude suffix strip, so that "tests" in a title finds "test" in CLAUDE.md."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _norm(text: str) -> str:
+    """Lower case, Markdown emphasis and code marks dropped, whitespace collapsed."""
+    return " ".join(text.lower().translate(str.maketrans("", "", "*_`")).split())
+
+
+def _stale_snippets(old: Record, current: Record) -> list[str]:
+    """Text of a superseded record that its current version no longer says."""
+    snippets: list[str] = []
+    if _norm(old.title) != _norm(current.title) and len(_norm(old.title)) >= 12:
+        snippets.append(old.title)
+    first = old.body.strip().splitlines()[0] if old.body.strip() else ""
+    if len(_norm(first)) >= 24 and _norm(first) not in _norm(current.body):
+        snippets.append(first)
+    return snippets
+
+
+def _drift(
+    records: list[Record], files: list[tuple[str, str]]
+) -> tuple[list[Record], list[MissingRecord], list[StaleText]]:
+    words = {_stem(w) for _, text in files for w in retrieval.query_terms(text, 1 << 30)}
+    checked: list[Record] = []
+    missing: list[MissingRecord] = []
+    for record in records:
+        if not record.is_current or record.confidence not in ("explicit", "reinforced"):
+            continue
+        terms = retrieval.query_terms(record.title)
+        if not terms:
+            continue
+        checked.append(record)
+        absent = [t for t in terms if _stem(t) not in words]
+        coverage = 1 - len(absent) / len(terms)
+        if coverage < COVERED:
+            missing.append(
+                MissingRecord(
+                    id=record.id,
+                    type=record.type,
+                    title=record.title,
+                    coverage=round(coverage, 2),
+                    missing_words=absent,
+                )
+            )
+    by_id = {r.id: r for r in records}
+    stale: list[StaleText] = []
+    for record in records:
+        if record.superseded_by is None:
+            continue
+        current = record
+        for _ in range(HISTORY_MAX_DEPTH):
+            successor = by_id.get(current.superseded_by or "")
+            if successor is None:
+                break
+            current = successor
+        hit = _first_line_with(files, _stale_snippets(record, current))
+        if hit is not None:
+            path, line, text = hit
+            stale.append(
+                StaleText(
+                    id=record.id,
+                    title=record.title,
+                    superseded_by=record.superseded_by,
+                    current_title=current.title,
+                    file=path,
+                    line=line,
+                    text=_one_line(text, 200),
+                )
+            )
+    return checked, missing, stale
+
+
+def _first_line_with(
+    files: list[tuple[str, str]], snippets: list[str]
+) -> tuple[str, int, str] | None:
+    wanted = [_norm(s) for s in snippets]
+    for path, text in files:
+        for number, line in enumerate(text.splitlines(), start=1):
+            if any(w in _norm(line) for w in wanted):
+                return path, number, line
+    return None
+
+
+def _proposed_diff(old_text: str | None, label: str, missing: list[Record]) -> str:
+    if not missing:
+        return ""
+    block = [SYNC_BEGIN, "## Decisions and conventions recorded in agentctx", ""]
+    for record in missing:
+        block.append(
+            f"- **{record.title}**: {_one_line(record.body, 200)} ({record.type} `{record.id}`)"
+        )
+    block.append(SYNC_END)
+    before = old_text or ""
+    lead = "" if not before else ("\n" if before.endswith("\n") else "\n\n")
+    after = before + lead + "\n".join(block) + "\n"
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile="/dev/null" if old_text is None else f"a/{label}",
+            tofile=f"b/{label}",
+        )
+    )
+
+
+# -- the tools -------------------------------------------------------------------------------------
+
+TypeArg = Annotated[RecordType | None, Field(description="Only records of this type.")]
+FileArg = Annotated[
+    str | None,
+    Field(description="Only records linked to this file: a path relative to the project root."),
+]
+ScopeArg = Annotated[
+    Literal["project", "global"],
+    Field(
+        description="project (default): this project's records and the global ones; global: only global ones."
+    ),
+]
+AsOfArg = Annotated[
+    str | None,
+    Field(
+        description="ISO date or date-time: what was true then, superseded records included "
+        "(a bare date means the end of that day)."
+    ),
+]
+
+
+async def ctx_search(
+    ctx: ServerContext,
+    query: Annotated[
+        str, Field(description="A few distinctive keywords: names, terms, libraries.")
+    ],
+    type: TypeArg = None,
+    file: FileArg = None,
+    scope: ScopeArg = "project",
+    as_of: AsOfArg = None,
+    limit: Annotated[int, Field(ge=1, le=SEARCH_MAX, description="At most 15.")] = 10,
+) -> SearchResults:
+    """Search the project's memory by keywords; returns a compact index (id, type, title, age,
+    confidence, score), no bodies. Call ctx_get with the ids you need to read them in full."""
+    state = _state(ctx)
+    store = state.require_store()
+    if not retrieval.query_terms(query):
+        raise ValidationError(
+            "the query has no searchable words (stop words and one-letter words are skipped): "
+            "use a few distinctive keywords"
+        )
+    moment = _parse_as_of(as_of)
+    linked: set[str] | None = None
+    if file is not None:
+        names = _file_names(state, file)
+        pid = state.project.project_id
+        linked = await _read(store, lambda conn: _linked_ids(conn, pid, names))
+        if not linked:
+            return SearchResults(results=[], note=f"no records are linked to {names[0]}")
+    result = await _find(
+        store,
+        SearchQuery(
+            text=query,
+            project_id=state.project.project_id,
+            types=(type,) if type else (),
+            scope="all" if scope == "project" else "global",
+            as_of=moment,
+            limit=limit if linked is None else FILE_SEARCH_POOL,
+        ),
+    )
+    hits = [h for h in result.hits if linked is None or h.record.id in linked][:limit]
+    return SearchResults(
+        results=[
+            IndexEntry(
+                id=h.record.id,
+                type=h.record.type,
+                title=h.record.title,
+                age=_age(h.record.valid_from),
+                confidence=h.record.confidence,
+                score=float(f"{h.score:.4g}"),
+            )
+            for h in hits
+        ],
+        degraded=result.degraded,
+    )
+
+
+def _parse_as_of(text: str | None) -> str | None:
+    if text is None or not text.strip():
+        return None
+    try:
+        return clock.parse_time(text)
+    except ValueError:
+        raise ValidationError(
+            f"as_of {text!r} is not an ISO date or date-time (e.g. 2026-04-01 or 2026-04-01T12:00Z)"
+        ) from None
+
+
+async def ctx_get(
+    ctx: ServerContext,
+    ids: Annotated[
+        list[str],
+        Field(
+            description="1 to 10 record ids, from ctx_search or ctx_related.",
+            json_schema_extra={"minItems": 1, "maxItems": GET_MAX},
+        ),
+    ],
+) -> Records:
+    """Read full records by id (1-10 per call), with their supersession links; ids not found in
+    this project or the global records are listed as missing."""
+    state = _state(ctx)
+    store = state.require_store()
+    if len(ids) > GET_MAX:
+        raise ValidationError(
+            f"ctx_get takes at most {GET_MAX} ids per call (got {len(ids)}): "
+            "ask for the ones you need most, then call it again if you must"
+        )
+    wanted = [i.strip() for i in ids if i.strip()]
+    if not wanted:
+        raise ValidationError("ctx_get needs at least one record id: find ids with ctx_search")
+    found, missing = await store.get_many(wanted, state.project.project_id)
+    if not found:
+        raise NotFoundError(
+            f"no record with id {', '.join(missing)} in this project or the global records: "
+            "find ids with ctx_search"
+        )
+    return Records(records=[await _detail(store, r) for r in found], missing=missing)
+
+
+async def ctx_record(
+    ctx: ServerContext,
+    type: RecordType,
+    title: Annotated[str, Field(description="One line, at most 120 characters.")],
+    body: Annotated[str, Field(description="The fact and its reason, at most 2,000 characters.")],
+    supersedes: Annotated[
+        str | None, Field(description="Id of the current record this one replaces.")
+    ] = None,
+    scope: Annotated[
+        Literal["project", "global"],
+        Field(
+            description="project (default), or global for the user's own cross-project preferences."
+        ),
+    ] = "project",
+) -> RecordDetail:
+    """Record a fact the user stated or agreed to (a decision, convention, preference, ...) as an
+    explicit record; returns it. To change a recorded fact, prefer ctx_supersede."""
+    state = _state(ctx)
+    store = state.require_store()
+    created = await store.add(
+        NewRecord(
+            type=type,
+            title=title,
+            body=body,
+            project_id=state.project.project_id,
+            scope=scope,
+            confidence="explicit",
+            source="mcp_tool",
+            supersedes=(supersedes or "").strip() or None,
+        )
+    )
+    await store.touch_project(state.project)
+    return await _detail(store, created)
+
+
+async def ctx_supersede(
+    ctx: ServerContext,
+    old_id: Annotated[str, Field(description="Id of the current record that is no longer true.")],
+    new_body: Annotated[str, Field(description="What is true now (the title is kept).")],
+    rationale: Annotated[str, Field(description="Why it changed.")],
+) -> Superseded:
+    """Replace a recorded fact that changed: the old record is kept as history and marked
+    superseded by a new version with the new body; returns both ids."""
+    state = _state(ctx)
+    store = state.require_store()
+    old, new = await store.supersede(
+        old_id.strip(),
+        new_body,
+        rationale,
+        project_id=state.project.project_id,
+        source="mcp_tool",
+        confidence="explicit",
+    )
+    await store.touch_project(state.project)
+    return Superseded(old_id=old.id, new_id=new.id, type=new.type, title=new.title)
+
+
+_COMMANDS = ("test", "build", "lint", "format", "typecheck", "run")
+_NAMED_FACTS = ("stack", "languages", "package_manager", "entry_points")
+
+
+async def ctx_project(ctx: ServerContext) -> ProjectOverview:
+    """The project: name, id, stack, commands (test, build, lint, ...), entry points, record counts
+    by type and the last session."""
+    state = _state(ctx)
+    store = state.require_store()
+    pid = state.project.project_id
+    facts: dict[str, str] = {}
+    for record in await store.list_records(pid, types=("profile",), include_superseded=False):
+        facts.setdefault(record.key or record.title, record.body)
+    commands = {
+        name: facts.pop(f"{name}_command") for name in _COMMANDS if f"{name}_command" in facts
+    }
+    named = {key: facts.pop(key, None) for key in _NAMED_FACTS}
+    status = await store.status(pid)
+    sessions = status["recent_sessions"]
+    last = next((s for s in sessions if s["started_at"]), sessions[0] if sessions else None)
+    return ProjectOverview(
+        name=state.project.name,
+        project_id=pid,
+        root=state.project.root,
+        remote=state.project.remote,
+        stack=named["stack"],
+        languages=named["languages"],
+        package_manager=named["package_manager"],
+        commands=commands,
+        entry_points=named["entry_points"],
+        other_facts=facts,
+        counts=status["counts"],
+        superseded=status["superseded"],
+        last_session=None
+        if last is None
+        else SessionSummary(
+            session_id=last["session_id"],
+            started_at=last["started_at"],
+            ended_at=last["ended_at"],
+            tokens_injected=last["tokens_injected"],
+            injections=last["injections"],
+        ),
+    )
+
+
+async def ctx_related(
+    ctx: ServerContext,
+    file: Annotated[str, Field(description="A path relative to the project root (or absolute).")],
+) -> RelatedRecords:
+    """Current records linked to a file through the store's graph (its entities and edges, up to
+    3 links away), nearest first. Use before editing a file; read bodies with ctx_get."""
+    state = _state(ctx)
+    store = state.require_store()
+    names = _file_names(state, file)
+    pid = state.project.project_id
+    allowed = retrieval.scope_projects(pid, "all")
+    known, rows = await _read(store, lambda conn: _related_rows(conn, pid, allowed, names))
+    found = [(Record.from_row(row), int(row["hops"])) for row in rows]
+    found.sort(key=lambda item: item[0].valid_from, reverse=True)
+    found.sort(key=lambda item: (item[1], -retrieval.TYPE_WEIGHT.get(item[0].type, 1.0)))
+    return RelatedRecords(
+        file=names[0],
+        known=known,
+        results=[
+            RelatedEntry(
+                id=record.id,
+                type=record.type,
+                title=record.title,
+                age=_age(record.valid_from),
+                confidence=record.confidence,
+                hops=hops,
+            )
+            for record, hops in found[:RELATED_MAX]
+        ],
+    )
+
+
+async def ctx_sync_claudemd(ctx: ServerContext) -> ClaudeMdReport:
+    """Compare CLAUDE.md with the store (read-only): current explicit or reinforced decisions and
+    conventions it does not mention, superseded text it still contains, and a proposed diff that
+    appends the missing ones. Show the diff to the user; never apply it without their consent."""
+    state = _state(ctx)
+    store = state.require_store()
+    files, label = await anyio.to_thread.run_sync(_claude_md_files, state)
+    records = await store.list_records(
+        state.project.project_id, types=("decision", "convention"), include_superseded=True
+    )
+    checked, missing, stale = _drift(records, files)
+    by_id = {r.id: r for r in checked}
+    diff = _proposed_diff(
+        files[0][1] if files else None, label, [by_id[m.id] for m in missing[:SYNC_MAX]]
+    )
+    return ClaudeMdReport(
+        files=[path for path, _ in files],
+        checked=len(checked),
+        missing=missing[:SYNC_MAX],
+        missing_total=len(missing),
+        contradictions=stale,
+        proposed_diff=diff,
+        method=(
+            "keyword coverage: a record counts as covered when CLAUDE.md contains at least "
+            f"{int(COVERED * 100)}% of its title's keywords; superseded text is matched line by "
+            "line. Phrasing differences give false positives: review before applying."
+        ),
+    )
+
+
+# -- the server ------------------------------------------------------------------------------------
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+_WRITE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+#: (tool, title, annotations). ``ctx_get`` counts as read-only: it bumps access statistics but
+#: changes no fact.
+TOOLS: tuple[tuple[Callable[..., Awaitable[BaseModel]], str, ToolAnnotations], ...] = (
+    (ctx_search, "Search project memory", _READ_ONLY),
+    (ctx_get, "Get records", _READ_ONLY),
+    (ctx_record, "Record a fact", _WRITE),
+    (ctx_supersede, "Supersede a fact", _WRITE),
+    (ctx_project, "Project overview", _READ_ONLY),
+    (ctx_related, "Records related to a file", _READ_ONLY),
+    (ctx_sync_claudemd, "CLAUDE.md drift report", _READ_ONLY),
+)
+
+
+def create_server(project_dir: str | None = None) -> MCPServer[ServerState]:
+    """The agentctx MCP server; the project is ``project_dir``, else $CLAUDE_PROJECT_DIR, else cwd."""
+    server = MCPServer(
+        "agentctx",
+        title="agentctx",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=_lifespan(project_dir),
+        log_level="WARNING",
+    )
+    for tool, title, annotations in TOOLS:
+        server.add_tool(
+            _translated(tool),
+            name=tool.__name__,
+            title=title,
+            description=" ".join(inspect.cleandoc(tool.__doc__ or "").split()),
+            annotations=annotations,
+            structured_output=True,
+        )
+    return server
+
+
+async def serve(project_dir: str | None = None) -> None:
+    """Serve the tools on stdio until the client closes the connection."""
+    await create_server(project_dir).run_stdio_async()
