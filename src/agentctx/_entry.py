@@ -16,6 +16,13 @@ def main() -> None:
         from agentctx.hooks.runner import run_hook
 
         sys.exit(run_hook(argv[1:]))
+    if argv == ["mcp"]:  # Claude Code waits ~2 s for the server: skip the CLI's imports
+        import anyio
+
+        from agentctx.mcp_server import serve
+
+        anyio.run(serve)
+        sys.exit(0)
     from agentctx.cli import run
 
     sys.exit(run(argv))

@@ -53,6 +53,16 @@ def age_days(stored: str, reference: float | None = None) -> float:
     return max(0.0, (ref - then) / 86400.0)
 
 
+def age_label(stored: str) -> str:
+    """A short age for people: ``5m``, ``3h``, ``12d``."""
+    days = age_days(stored)
+    if days < 1 / 24:
+        return f"{max(1, int(days * 1440))}m"
+    if days < 1:
+        return f"{int(days * 24)}h"
+    return f"{int(days)}d"
+
+
 def ulid() -> str:
     """A new ULID: 48 bits of milliseconds, 80 random bits, 26 Crockford base32 characters."""
     value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")

@@ -27,7 +27,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
 import anyio
@@ -41,15 +41,17 @@ from agentctx import __version__, clock, db, retrieval
 from agentctx.errors import AgentctxError, NotFoundError, ValidationError
 from agentctx.project import ProjectIdentity, identify
 from agentctx.records import COLUMNS, Confidence, NewRecord, Record, RecordType, Scope, Source
-from agentctx.store import HISTORY_MAX_DEPTH, SearchQuery, SearchResult, Store
+from agentctx.store import HISTORY_MAX_DEPTH, SearchHit, SearchQuery, SearchResult, Store
 
 SEARCH_MAX = 15
 GET_MAX = 10
 RELATED_MAX = 20
 RELATED_HOPS = 3
 SYNC_MAX = 50
-#: ``ctx_search`` with ``file`` filters the ranked hits afterwards, so it ranks this many first.
-FILE_SEARCH_POOL = 1000
+#: ``ctx_search`` with ``file`` filters ranked hits: it ranks this many first, four times more
+#: while too few are linked to the file and the search is not exhausted, up to the maximum.
+FILE_SEARCH_POOL = 250
+FILE_SEARCH_POOL_MAX = 64_000
 #: Share of a title's keywords CLAUDE.md must contain for the record to count as covered.
 COVERED = 0.75
 CLAUDE_MD_MAX_BYTES = 1_000_000
@@ -308,15 +310,6 @@ async def _read(store: Store, query: Callable[[Any], T]) -> T:
     return await anyio.to_thread.run_sync(run)
 
 
-def _age(stamp: str) -> str:
-    days = clock.age_days(stamp)
-    if days < 1 / 24:
-        return f"{max(1, int(days * 1440))}m"
-    if days < 1:
-        return f"{int(days * 24)}h"
-    return f"{int(days)}d"
-
-
 def _one_line(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
@@ -486,7 +479,12 @@ def _stale_snippets(old: Record, current: Record) -> list[str]:
 def _drift(
     records: list[Record], files: list[tuple[str, str]]
 ) -> tuple[list[Record], list[MissingRecord], list[StaleText]]:
-    words = {_stem(w) for _, text in files for w in retrieval.query_terms(text, 1 << 30)}
+    words = {
+        _stem(word)
+        for _, text in files
+        for line in text.splitlines()  # query_terms reads a bounded prefix of its text
+        for word in retrieval.query_terms(line, 1 << 30)
+    }
     checked: list[Record] = []
     missing: list[MissingRecord] = []
     for record in records:
@@ -619,25 +617,26 @@ async def ctx_search(
         linked = await _read(store, lambda conn: _linked_ids(conn, pid, names))
         if not linked:
             return SearchResults(results=[], note=f"no records are linked to {names[0]}")
-    result = await _find(
-        store,
-        SearchQuery(
-            text=query,
-            project_id=state.project.project_id,
-            types=(type,) if type else (),
-            scope="all" if scope == "project" else "global",
-            as_of=moment,
-            limit=limit if linked is None else FILE_SEARCH_POOL,
-        ),
+    search = SearchQuery(
+        text=query,
+        project_id=state.project.project_id,
+        types=(type,) if type else (),
+        scope="all" if scope == "project" else "global",
+        as_of=moment,
+        limit=limit,
     )
-    hits = [h for h in result.hits if linked is None or h.record.id in linked][:limit]
+    if linked is None:
+        result = await _find(store, search)
+        hits = result.hits
+    else:
+        result, hits = await _find_linked(store, search, linked)
     return SearchResults(
         results=[
             IndexEntry(
                 id=h.record.id,
                 type=h.record.type,
                 title=h.record.title,
-                age=_age(h.record.valid_from),
+                age=clock.age_label(h.record.valid_from),
                 confidence=h.record.confidence,
                 score=float(f"{h.score:.4g}"),
             )
@@ -645,6 +644,23 @@ async def ctx_search(
         ],
         degraded=result.degraded,
     )
+
+
+async def _find_linked(
+    store: Store, search: SearchQuery, linked: set[str]
+) -> tuple[SearchResult, list[SearchHit]]:
+    """The best ``search.limit`` hits among ``linked`` ids.
+
+    SearchQuery cannot restrict the ids it ranks, so this ranks a pool and filters it, widening
+    the pool until enough linked hits are in it or every matching record was ranked.
+    """
+    pool = FILE_SEARCH_POOL
+    while True:
+        result = await _find(store, replace(search, limit=pool))
+        hits = [hit for hit in result.hits if hit.record.id in linked]
+        if len(hits) >= search.limit or len(result.hits) < pool or pool >= FILE_SEARCH_POOL_MAX:
+            return result, hits[: search.limit]
+        pool *= 4
 
 
 def _parse_as_of(text: str | None) -> str | None:
@@ -669,7 +685,7 @@ async def ctx_get(
     ],
 ) -> Records:
     """Read full records by id (1-10 per call), with their supersession links; ids not found in
-    this project or the global records are listed as missing."""
+    this project or the global records are listed as missing (an error when none is found)."""
     state = _state(ctx)
     store = state.require_store()
     if len(ids) > GET_MAX:
@@ -814,7 +830,7 @@ async def ctx_related(
                 id=record.id,
                 type=record.type,
                 title=record.title,
-                age=_age(record.valid_from),
+                age=clock.age_label(record.valid_from),
                 confidence=record.confidence,
                 hops=hops,
             )

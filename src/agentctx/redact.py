@@ -61,25 +61,52 @@ _P_BLOCK, _P_KEY, _P_TOKEN, _P_AWS_SECRET, _P_PASSWORD, _P_HEADER, _P_ASSIGN = (
     70,
 )
 
+
+class _Lazy:
+    """A finder's pattern, compiled with all the others on the first ``find_secrets`` call.
+
+    Compiling them costs ~20 ms; the PostToolUse hook imports this module on every tool call but
+    redacts only when it records something, so importing stays cheap.
+    """
+
+    __slots__ = ("flags", "pattern", "source")
+    pattern: re.Pattern[str]
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self.source = source
+        self.flags = flags
+        _LAZY.append(self)
+
+
+_LAZY: list[_Lazy] = []
+_compiled: list[bool] = []  # [True] once every _Lazy is compiled
+
+
+def _compile_all() -> None:
+    for lazy in _LAZY:
+        lazy.pattern = re.compile(lazy.source, lazy.flags)
+    _compiled.append(True)
+
+
 # -- blocks ----------------------------------------------------------------------------------------
 
-_PRIVATE_TAG = re.compile(r"<\s*(/?)\s*private\s*>")  # on the lowercased text
-_KEY_BEGIN = re.compile(r"-{4,5} ?BEGIN [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}")
-_KEY_END = re.compile(r"-{4,5} ?END [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}")
+_PRIVATE_TAG = _Lazy(r"<\s*(/?)\s*private\s*>")  # on the lowercased text
+_KEY_BEGIN = _Lazy(r"-{4,5} ?BEGIN [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}")
+_KEY_END = _Lazy(r"-{4,5} ?END [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}")
 # After a BEGIN line with no END (a truncated key): the body that follows — base64 lines,
 # ``Header: value`` lines and blank lines, with real or JSON-escaped line breaks.
-_KEY_BODY = re.compile(
+_KEY_BODY = _Lazy(
     r"(?:(?:[ \t]*(?:\r?\n|\\r\\n|\\n)){1,2}[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z][\w-]*:[ \t][^\n\\\"']*))*"
 )
-_PUTTY_KEY = re.compile(r"PuTTY-User-Key-File-\d:[\s\S]*?(?:Private-MAC:\s*[0-9a-fA-F]+|\Z)")
-_AGE_KEY = re.compile(r"AGE-SECRET-KEY-1[0-9A-Z]{58}")
+_PUTTY_KEY = _Lazy(r"PuTTY-User-Key-File-\d:[\s\S]*?(?:Private-MAC:\s*[0-9a-fA-F]+|\Z)")
+_AGE_KEY = _Lazy(r"AGE-SECRET-KEY-1[0-9A-Z]{58}")
 
 # -- provider tokens -------------------------------------------------------------------------------
 # (kind, pattern, characters that must not come just before the match). The whole match is the
 # secret. Each pattern starts with a literal.
 
-_TOKEN_RULES: tuple[tuple[str, re.Pattern[str], frozenset[str]], ...] = tuple(
-    (kind, re.compile(pattern), before)
+_TOKEN_RULES = tuple(
+    (kind, _Lazy(pattern), before)
     for kind, pattern, before in (
         ("anthropic", r"sk-ant-(?:[a-z]+\d*-)?[A-Za-z0-9_\-]{20,}", _TOKEN_CHARS),
         # Legacy sk-…, sk-proj-/sk-svcacct-/sk-admin-, and OpenAI-compatible providers' sk-…; a digit
@@ -138,55 +165,55 @@ _TOKEN_RULES: tuple[tuple[str, re.Pattern[str], frozenset[str]], ...] = tuple(
 )
 # Anchored after their first characters (a leading character class would be slow): the match
 # starts ``back`` characters earlier, and those characters must fit ``lead``.
-_STRIPE = re.compile(r"k_(?:live|test)_[A-Za-z0-9]{10,}")  # sk_/rk_/pk_
-_TELEGRAM = re.compile(r":AA[A-Za-z0-9_\-]{33}(?![A-Za-z0-9_\-])")  # <bot id>:AA…
-_TELEGRAM_ID = re.compile(r"\d{8,10}\Z")
-_MAILCHIMP = re.compile(r"-us\d{1,2}(?![A-Za-z0-9])")  # <32 hex>-us<n>
-_MAILCHIMP_KEY = re.compile(r"[0-9a-f]{32}\Z")
+_STRIPE = _Lazy(r"k_(?:live|test)_[A-Za-z0-9]{10,}")  # sk_/rk_/pk_
+_TELEGRAM = _Lazy(r":AA[A-Za-z0-9_\-]{33}(?![A-Za-z0-9_\-])")  # <bot id>:AA…
+_TELEGRAM_ID = _Lazy(r"\d{8,10}\Z")
+_MAILCHIMP = _Lazy(r"-us\d{1,2}(?![A-Za-z0-9])")  # <32 hex>-us<n>
+_MAILCHIMP_KEY = _Lazy(r"[0-9a-f]{32}\Z")
 
 # -- AWS secret access keys ------------------------------------------------------------------------
 
-_AWS_NAMED = re.compile(  # on the lowercased text
+_AWS_NAMED = _Lazy(  # on the lowercased text
     r"secret[_\-.]?(?:access)?[_\-.]?key[\"'\]]*\s*(?:[:=]|:=|=>)\s*[\"']?"
     r"(?P<v>[a-z0-9/+]{40})(?![a-z0-9/+])"
 )
-_AWS_CANDIDATE = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_CANDIDATE = _Lazy(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 _AWS_WINDOW = 400
 
 # -- passwords and credentials in URLs, connection strings, commands and headers -------------------
 
 # ://user:password@host — the password may hold '@' (the last '@' before the host wins) but not '/',
 # so that host:port/path@x is not read as credentials.
-_URL_PASSWORD = re.compile(
+_URL_PASSWORD = _Lazy(
     r"://[^\s:/?#@'\"<>\[\]\\]*:(?P<v>[^\s/'\"<>\\]+?)@(?=[^\s@/'\"<>\\?#]*(?:[\s/'\"<>\\?#]|$))"
 )
-_URL_USER_TOKEN = re.compile(r"://(?P<v>[A-Za-z0-9_\-]{20,})@")  # ://TOKEN@host
+_URL_USER_TOKEN = _Lazy(r"://(?P<v>[A-Za-z0-9_\-]{20,})@")  # ://TOKEN@host
 # ADO.NET / ODBC / JDBC ``Password=…;`` (on the lowercased text; values may be {braced}, quoted, or
 # hold spaces).
-_DSN_PASSWORD = re.compile(
+_DSN_PASSWORD = _Lazy(
     r"p(?:assword|wd|asswd)\s*=\s*"
     r"(?P<v>\{[^}\n]*\}|\"[^\"\n]*\"|'[^'\n]*'|[^;\n\"']*[^;\n\"'\s])(?=\s*(?:;|$|[\"']))",
     re.MULTILINE,
 )
-_CLI_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("mysql", re.compile(r"mysql(?:dump|admin)?\b[^\n|;&]*?\s-p(?P<v>[^\s'\"\-][^\s'\"]*)")),
-    ("mariadb", re.compile(r"mariadb\b[^\n|;&]*?\s-p(?P<v>[^\s'\"\-][^\s'\"]*)")),
+_CLI_PASSWORDS = (
+    ("mysql", _Lazy(r"mysql(?:dump|admin)?\b[^\n|;&]*?\s-p(?P<v>[^\s'\"\-][^\s'\"]*)")),
+    ("mariadb", _Lazy(r"mariadb\b[^\n|;&]*?\s-p(?P<v>[^\s'\"\-][^\s'\"]*)")),
     (
         "login",
-        re.compile(r"login\b[^\n|;&]*?\s(?:-p|--password)[ \t=]+(?P<v>[^\s'\"\-$][^\s'\"]*)"),
+        _Lazy(r"login\b[^\n|;&]*?\s(?:-p|--password)[ \t=]+(?P<v>[^\s'\"\-$][^\s'\"]*)"),
     ),
-    ("sshpass", re.compile(r"sshpass\s+-p\s*(?P<v>[^\s'\"\-][^\s'\"]*)")),
-    ("redis-cli", re.compile(r"redis-cli\b[^\n|;&]*?\s-a\s+(?P<v>[^\s'\"\-][^\s'\"]*)")),
-    ("-u", re.compile(r"-(?:u|-user)\s+[\"']?[^\s:'\"\-][^\s:'\"]*:(?P<v>[^\s'\"]+)")),
+    ("sshpass", _Lazy(r"sshpass\s+-p\s*(?P<v>[^\s'\"\-][^\s'\"]*)")),
+    ("redis-cli", _Lazy(r"redis-cli\b[^\n|;&]*?\s-a\s+(?P<v>[^\s'\"\-][^\s'\"]*)")),
+    ("-u", _Lazy(r"-(?:u|-user)\s+[\"']?[^\s:'\"\-][^\s:'\"]*:(?P<v>[^\s'\"]+)")),
 )
-_AUTH_HEADER = re.compile(  # on the lowercased text
+_AUTH_HEADER = _Lazy(  # on the lowercased text
     r"authorization[\"']?\s*[:=]\s*[\"']?\s*"
     r"(?:(?:bearer|basic|token|apikey|api-key|key|sso-key|otp|digest|negotiate)\s+)?"
     r"(?P<v>[^\s\"'`,;]{4,})"
 )
-_BEARER = re.compile(r"b(?:earer|asic)\s+(?P<v>[a-z0-9._~+/\-]{8,}=*)")  # on the lowercased text
+_BEARER = _Lazy(r"b(?:earer|asic)\s+(?P<v>[a-z0-9._~+/\-]{8,}=*)")  # on the lowercased text
 # ``Cookie: name=value; …`` (on the lowercased text; ``set-cookie`` ends in ``cookie``).
-_COOKIE = re.compile(r"cookie\s*:\s*(?P<v>[^\s=;\"'\\]+=[^\n\"'\\]*)")
+_COOKIE = _Lazy(r"cookie\s*:\s*(?P<v>[^\s=;\"'\\]+=[^\n\"'\\]*)")
 
 # -- assignments -----------------------------------------------------------------------------------
 
@@ -205,21 +232,21 @@ _SEPARATOR = (
     r"(?::[ \t]*[a-z_][\w.]*(?:\[[^\]\n]*\])?(?:[ \t]*\|[ \t]*[a-z_][\w.]*(?:\[[^\]\n]*\])?)*[ \t]*(?==))?"
     r"(?:=>|:=|(?<![=!<>])=(?![=>~])|:(?![:/\\]))[ \t]*)"
 )
-_ASSIGN_PATTERNS = tuple(re.compile(hint + _SEPARATOR) for hint in _HINTS)
+_ASSIGN_PATTERNS = tuple((hint, _Lazy(hint + _SEPARATOR)) for hint in _HINTS)
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-_XML_SECRET = re.compile(  # on the lowercased text
+_XML_SECRET = _Lazy(  # on the lowercased text
     r"<(?P<tag>[\w:.\-]*(?:password|passwd|passphrase|secret|token|apikey|api_key|api-key)[\w:.\-]*)>"
     r"(?P<v>[^<\n]{1,500})</(?P=tag)>"
 )
-_FLAG = re.compile(  # on the lowercased text
+_FLAG = _Lazy(  # on the lowercased text
     r"-(?P<name>-?(?:[a-z][\w\-]*?)?(?:pass|pwd|secret|token|key|auth|cred|bearer)[\w\-]*)[ \t]+"
     r"(?P<v>\"[^\"\n]*\"|'[^'\n]*'|[^\s'\"\-<>|&;$`][^\s'\"|&;`]*)"
 )
 _PROSE = tuple(  # on the lowercased text: "the password is …", "API key: …"
-    re.compile(word + r"\s+(?:is|was|:)\s+[\"'`]?(?P<v>[^\s\"'`,;]{6,})")
+    _Lazy(word + r"\s+(?:is|was|:)\s+[\"'`]?(?P<v>[^\s\"'`,;]{6,})")
     for word in (r"pass(?:word|phrase|wd)", "secret", "token", "key")
 )
-_PROSE_KEY_BEFORE = re.compile(r"(?:api|secret|access|private|auth)[ _\-]?\Z")
+_PROSE_KEY_BEFORE = _Lazy(r"(?:api|secret|access|private|auth)[ _\-]?\Z")
 
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 # The last word of a name (after dropping _KEEP_SUFFIX words) decides: a name is secret when it
@@ -347,6 +374,8 @@ def find_secrets(text: str) -> list[tuple[str, int, int]]:
     """
     if not text:
         return []
+    if not _compiled:
+        _compile_all()
     # ASCII-only lowercasing keeps one character per character, so offsets in ``low`` are offsets
     # in ``text``.
     low = text.encode("ascii", "replace").lower().decode("ascii")
@@ -370,7 +399,7 @@ def find_secrets(text: str) -> list[tuple[str, int, int]]:
 def _find_blocks(text: str, low: str, add: _Add) -> None:
     if "private" in low:
         depth = start = 0
-        for match in _PRIVATE_TAG.finditer(low):
+        for match in _PRIVATE_TAG.pattern.finditer(low):
             if not match.group(1):
                 if depth == 0:
                     start = match.start()
@@ -383,30 +412,30 @@ def _find_blocks(text: str, low: str, add: _Add) -> None:
             add(_P_BLOCK, "private", start, len(text))
     if "PRIVATE KEY" in text:
         position = 0
-        while (begin := _KEY_BEGIN.search(text, position)) is not None:
-            end = _KEY_END.search(text, begin.end())
+        while (begin := _KEY_BEGIN.pattern.search(text, position)) is not None:
+            end = _KEY_END.pattern.search(text, begin.end())
             if end is not None:
                 stop = end.end()
             else:
-                body = _KEY_BODY.match(text, begin.end())
+                body = _KEY_BODY.pattern.match(text, begin.end())
                 stop = body.end() if body is not None else begin.end()
             add(_P_KEY, "private-key", begin.start(), stop)
             position = stop
     if "PuTTY-User-Key-File" in text:
-        for match in _PUTTY_KEY.finditer(text):
+        for match in _PUTTY_KEY.pattern.finditer(text):
             add(_P_KEY, "private-key", match.start(), match.end())
     if "AGE-SECRET-KEY-" in text:
-        for match in _AGE_KEY.finditer(text):
+        for match in _AGE_KEY.pattern.finditer(text):
             add(_P_KEY, "private-key", match.start(), match.end())
 
 
 def _find_tokens(text: str, add: _Add) -> None:
-    for index, (kind, pattern, before) in enumerate(_TOKEN_RULES):
-        for match in pattern.finditer(text):
+    for index, (kind, lazy, before) in enumerate(_TOKEN_RULES):
+        for match in lazy.pattern.finditer(text):
             start = match.start()
             if start == 0 or text[start - 1] not in before:
                 add(_P_TOKEN + index, kind, start, match.end())
-    for match in _STRIPE.finditer(text):
+    for match in _STRIPE.pattern.finditer(text):
         start = match.start() - 1
         if (
             start >= 0
@@ -415,13 +444,13 @@ def _find_tokens(text: str, add: _Add) -> None:
         ):
             add(_P_TOKEN, "stripe", start, match.end())
     if ":AA" in text:
-        for match in _TELEGRAM.finditer(text):
-            head = _TELEGRAM_ID.search(text, max(0, match.start() - 10), match.start())
+        for match in _TELEGRAM.pattern.finditer(text):
+            head = _TELEGRAM_ID.pattern.search(text, max(0, match.start() - 10), match.start())
             if head is not None and (head.start() == 0 or not text[head.start() - 1].isalnum()):
                 add(_P_TOKEN, "telegram", head.start(), match.end())
     if "-us" in text:
-        for match in _MAILCHIMP.finditer(text):
-            head = _MAILCHIMP_KEY.search(text, max(0, match.start() - 32), match.start())
+        for match in _MAILCHIMP.pattern.finditer(text):
+            head = _MAILCHIMP_KEY.pattern.search(text, max(0, match.start() - 32), match.start())
             if head is not None and (head.start() == 0 or text[head.start() - 1] not in _ALNUM):
                 add(_P_TOKEN, "mailchimp", head.start(), match.end())
 
@@ -430,7 +459,7 @@ def _find_aws_secrets(
     text: str, low: str, found: list[tuple[int, str, int, int]], add: _Add
 ) -> None:
     if "secret" in low:
-        for match in _AWS_NAMED.finditer(low):
+        for match in _AWS_NAMED.pattern.finditer(low):
             if _mixed(text[match.start("v") : match.end("v")]):
                 add(_P_AWS_SECRET, "aws-secret-access-key", match.start("v"), match.end("v"))
     for _, kind, key_start, key_end in list(found):
@@ -438,20 +467,22 @@ def _find_aws_secrets(
             continue
         low_bound = max(0, key_start - _AWS_WINDOW)
         high_bound = min(len(text), key_end + _AWS_WINDOW)
-        for match in _AWS_CANDIDATE.finditer(text, low_bound, high_bound):
+        for match in _AWS_CANDIDATE.pattern.finditer(text, low_bound, high_bound):
             if _mixed(match.group(0)):
                 add(_P_AWS_SECRET, "aws-secret-access-key", match.start(), match.end())
 
 
 def _find_passwords(text: str, low: str, add: _Add) -> None:
     if "://" in text:
-        for match in _URL_PASSWORD.finditer(text):
-            add(_P_PASSWORD, "password", match.start("v"), match.end("v"))
-        for match in _URL_USER_TOKEN.finditer(text):
+        for match in _URL_PASSWORD.pattern.finditer(text):
+            value = match.group("v")
+            if not (_is_reference(value) or _MASK_ONLY.match(value) or value.startswith("{")):
+                add(_P_PASSWORD, "password", match.start("v"), match.end("v"))
+        for match in _URL_USER_TOKEN.pattern.finditer(text):
             if _looks_random(match.group("v")) and not _HEX.match(match.group("v")):
                 add(_P_PASSWORD, "password", match.start("v"), match.end("v"))
     if ";" in text and ("pwd" in low or "passw" in low):
-        for match in _DSN_PASSWORD.finditer(low):
+        for match in _DSN_PASSWORD.pattern.finditer(low):
             start = match.start()
             if start > 0 and low[start - 1] not in "; \t\n\"'":
                 continue
@@ -459,13 +490,13 @@ def _find_passwords(text: str, low: str, add: _Add) -> None:
             value = text[match.start("v") : match.end("v")]
             if ";" in line and _value_is_secret(value.strip("{}\"'"), "strict", "strong"):
                 add(_P_PASSWORD, "password", match.start("v"), match.end("v"))
-    for needle, pattern in _CLI_PASSWORDS:
+    for needle, lazy in _CLI_PASSWORDS:
         if needle in low:
-            for match in pattern.finditer(text):
+            for match in lazy.pattern.finditer(text):
                 if not _is_reference(match.group("v")):
                     add(_P_PASSWORD, "password", match.start("v"), match.end("v"))
     if "authorization" in low:
-        for match in _AUTH_HEADER.finditer(low):
+        for match in _AUTH_HEADER.pattern.finditer(low):
             value = text[match.start("v") : match.end("v")]
             if _is_reference(value) or _is_placeholder(value):
                 continue
@@ -473,14 +504,14 @@ def _find_passwords(text: str, low: str, add: _Add) -> None:
                 continue  # {"Authorization": auth}: a variable
             add(_P_HEADER, "auth-header", match.start("v"), match.end("v"))
     if "bearer" in low or "basic" in low:
-        for match in _BEARER.finditer(low):
+        for match in _BEARER.pattern.finditer(low):
             start = match.start()
             if start > 0 and low[start - 1].isalnum():
                 continue
             if _looks_random(text[match.start("v") : match.end("v")]):
                 add(_P_HEADER, "auth-header", match.start("v"), match.end("v"))
     if "cookie" in low:
-        for match in _COOKIE.finditer(low):
+        for match in _COOKIE.pattern.finditer(low):
             start = match.start()
             if start > 0 and low[start - 1] not in " \t\n\"'-{":
                 continue  # start_cookie: str — a name, not the header
@@ -491,10 +522,10 @@ def _find_passwords(text: str, low: str, add: _Add) -> None:
 
 def _find_assignments(text: str, low: str, add: _Add) -> None:
     seen: set[int] = set()
-    for hint, pattern in zip(_HINTS, _ASSIGN_PATTERNS, strict=True):
+    for hint, lazy in _ASSIGN_PATTERNS:
         if hint not in low:
             continue
-        for match in pattern.finditer(low):
+        for match in lazy.pattern.finditer(low):
             name_start = match.start()
             while name_start > 0 and text[name_start - 1] in _NAME_CHARS:
                 name_start -= 1
@@ -505,11 +536,11 @@ def _find_assignments(text: str, low: str, add: _Add) -> None:
             seen.add(name_start)
             _assignment(text, match, name_start, add)
     if "</" in low:
-        for match in _XML_SECRET.finditer(low):
+        for match in _XML_SECRET.pattern.finditer(low):
             value = text[match.start("v") : match.end("v")]
             if _literal_is_secret(value, "strong"):
                 add(_P_ASSIGN, "secret", match.start("v"), match.end("v"))
-    for match in _FLAG.finditer(low):
+    for match in _FLAG.pattern.finditer(low):
         start = match.start()
         if start > 0 and low[start - 1] not in " \t\n\"'(=[":
             continue
@@ -526,12 +557,12 @@ def _find_assignments(text: str, low: str, add: _Add) -> None:
             ok = _value_is_secret(raw, "mid", strength)
         if ok:
             add(_P_ASSIGN, _assignment_kind(name, strength), v_start, v_end)
-    for index, pattern in enumerate(_PROSE):
-        for match in pattern.finditer(low):
+    for index, lazy in enumerate(_PROSE):
+        for match in lazy.pattern.finditer(low):
             start = match.start()
             if start > 0 and low[start - 1] in _ALNUM:
                 continue
-            if index == 3 and not _PROSE_KEY_BEFORE.search(low, max(0, start - 8), start):
+            if index == 3 and not _PROSE_KEY_BEFORE.pattern.search(low, max(0, start - 8), start):
                 continue
             value = text[match.start("v") : match.end("v")].rstrip(".")
             if (

@@ -86,21 +86,12 @@ async def _with_store(action: Callable[[Store], Awaitable[int | None]]) -> int:
         await store.close()
 
 
-def _age(stamp: str) -> str:
-    days = clock.age_days(stamp)
-    if days < 1 / 24:
-        return f"{max(1, int(days * 1440))}m"
-    if days < 1:
-        return f"{int(days * 24)}h"
-    return f"{int(days)}d"
-
-
 def _line(record: Record, score: float | None = None) -> str:
     flags = ("*" if record.pinned else "") + ("" if record.is_current else " superseded")
     extra = f" {score:.2f}" if score is not None else ""
     return (
         f"{record.id}  {record.type:<10} {record.title}  "
-        f"[{record.scope}, {record.confidence}, {_age(record.valid_from)}{extra}{flags}]"
+        f"[{record.scope}, {record.confidence}, {clock.age_label(record.valid_from)}{extra}{flags}]"
     )
 
 
