@@ -445,3 +445,31 @@ def test_stop_hook_detaches_the_extraction(transcript: Transcript, project: Path
                 break
             time.sleep(0.1)
         assert found[0] == 1
+
+
+@pytest.mark.usefixtures("api_key")
+async def test_reinforcement_counts_sessions_not_runs(
+    transcript: Transcript, tmp_path: Path
+) -> None:
+    rule = {"rule": "Prefer small commits", "confidence": "inferred", "scope": "global"}
+    first = Transcript(tmp_path / "first.jsonl", transcript.cwd)
+    first.add("user", "commit in small steps please")
+    with MessagesServer(default=extraction(preferences=[rule])) as server:
+        async with await Store.open() as store, client(server) as api:
+            await extract_session(store, "first", transcript=str(first.path), client=api)
+            for turn in range(3):  # the same other session, three incremental runs
+                transcript.add("user", f"small commits again ({turn})")
+                await extract_session(store, SID, transcript=str(transcript.path), client=api)
+    (pref,) = await records(type="preference")
+    assert pref.reinforce_count == 1 and pref.confidence == "inferred"
+
+
+@pytest.mark.usefixtures("api_key")
+async def test_an_overlong_entry_is_cut_not_lost(transcript: Transcript) -> None:
+    transcript.add("user", "Write down the whole reasoning.")
+    long = {**DECISION, "what": "w " * 700, "rationale": "r " * 700}
+    with MessagesServer(replies=[extraction(decisions=[long])]) as server:
+        report = await run(server, transcript)
+    assert report.status == "extracted"
+    (decision,) = await records(type="decision")
+    assert len(decision.body) <= 2000 and decision.body.endswith("…")

@@ -41,6 +41,11 @@ MARKER_PATTERN = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
 """A redaction marker, ``[REDACTED:<kind>]``."""
 
 _MAX_PASSES = 8
+# Bounds that keep every scan linear on hostile input (a 1 MB line, a run of "passpass…"): how far a
+# name, a value or a line is followed. Longer names are not matched; longer values are cut there.
+_MAX_NAME = 64
+_MAX_VALUE = 1024
+_MAX_LINE = 4096
 
 
 def _wordset(words: str) -> frozenset[str]:
@@ -90,9 +95,9 @@ def _compile_all() -> None:
 
 # -- blocks ----------------------------------------------------------------------------------------
 
-_PRIVATE_TAG = _Lazy(r"<\s*(/?)\s*private\s*>")  # on the lowercased text
-_KEY_BEGIN = _Lazy(r"-{4,5} ?BEGIN [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}")
-_KEY_END = _Lazy(r"-{4,5} ?END [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}")
+_PRIVATE_TAG = _Lazy(r"<\s{0,8}(/?)\s{0,8}private\s{0,8}>")  # on the lowercased text
+_KEY_BEGIN = _Lazy(r"-{4,5} ?BEGIN [A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)? ?-{4,5}")
+_KEY_END = _Lazy(r"-{4,5} ?END [A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)? ?-{4,5}")
 # After a BEGIN line with no END (a truncated key): the body that follows — base64 lines,
 # ``Header: value`` lines and blank lines, with real or JSON-escaped line breaks.
 _KEY_BODY = _Lazy(
@@ -110,8 +115,8 @@ _TOKEN_RULES = tuple(
     for kind, pattern, before in (
         ("anthropic", r"sk-ant-(?:[a-z]+\d*-)?[A-Za-z0-9_\-]{20,}", _TOKEN_CHARS),
         # Legacy sk-…, sk-proj-/sk-svcacct-/sk-admin-, and OpenAI-compatible providers' sk-…; a digit
-        # or capital letter is required so that kebab-case words after "sk-" never match.
-        ("openai", r"sk-(?=[A-Za-z0-9_\-]*[0-9A-Z])[A-Za-z0-9_\-]{20,}", _TOKEN_CHARS),
+        # or capital letter is required (see _find_tokens) so that kebab-case words never match.
+        ("openai", r"sk-[A-Za-z0-9_\-]{20,}", _TOKEN_CHARS),
         (
             "aws-access-key-id",
             r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])",
@@ -158,7 +163,9 @@ _TOKEN_RULES = tuple(
         ("doppler", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}", _TOKEN_CHARS),
         (
             "jwt",
-            r"eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+)?",
+            # the header run is matched whole even with no dots after it (then rejected in
+            # _find_tokens), so that "eyJeyJeyJ…" is not rescanned from every "eyJ"
+            r"eyJ[A-Za-z0-9_\-]{5,}(?:\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+)?)?",
             _TOKEN_CHARS,
         ),
     )
@@ -185,7 +192,8 @@ _AWS_WINDOW = 400
 # ://user:password@host — the password may hold '@' (the last '@' before the host wins) but not '/',
 # so that host:port/path@x is not read as credentials.
 _URL_PASSWORD = _Lazy(
-    r"://[^\s:/?#@'\"<>\[\]\\]*:(?P<v>[^\s/'\"<>\\]+?)@(?=[^\s@/'\"<>\\?#]*(?:[\s/'\"<>\\?#]|$))"
+    r"://[^\s:/?#@'\"<>\[\]\\]{0,256}:(?P<v>[^\s/'\"<>\\]{1,256}?)@"
+    r"(?=[^\s@/'\"<>\\?#]{0,256}(?:[\s/'\"<>\\?#]|$))"
 )
 _URL_USER_TOKEN = _Lazy(r"://(?P<v>[A-Za-z0-9_\-]{20,})@")  # ://TOKEN@host
 # ADO.NET / ODBC / JDBC ``Password=…;`` (on the lowercased text; values may be {braced}, quoted, or
@@ -196,14 +204,14 @@ _DSN_PASSWORD = _Lazy(
     re.MULTILINE,
 )
 _CLI_PASSWORDS = (
-    ("mysql", _Lazy(r"mysql(?:dump|admin)?\b[^\n|;&]*?\s-p(?P<v>[^\s'\"\-][^\s'\"]*)")),
-    ("mariadb", _Lazy(r"mariadb\b[^\n|;&]*?\s-p(?P<v>[^\s'\"\-][^\s'\"]*)")),
+    ("mysql", _Lazy(r"mysql(?:dump|admin)?\b[^\n|;&]{0,200}?\s-p(?P<v>[^\s'\"\-][^\s'\"]*)")),
+    ("mariadb", _Lazy(r"mariadb\b[^\n|;&]{0,200}?\s-p(?P<v>[^\s'\"\-][^\s'\"]*)")),
     (
         "login",
-        _Lazy(r"login\b[^\n|;&]*?\s(?:-p|--password)[ \t=]+(?P<v>[^\s'\"\-$][^\s'\"]*)"),
+        _Lazy(r"login\b[^\n|;&]{0,200}?\s(?:-p|--password)[ \t=]+(?P<v>[^\s'\"\-$][^\s'\"]*)"),
     ),
     ("sshpass", _Lazy(r"sshpass\s+-p\s*(?P<v>[^\s'\"\-][^\s'\"]*)")),
-    ("redis-cli", _Lazy(r"redis-cli\b[^\n|;&]*?\s-a\s+(?P<v>[^\s'\"\-][^\s'\"]*)")),
+    ("redis-cli", _Lazy(r"redis-cli\b[^\n|;&]{0,200}?\s-a\s+(?P<v>[^\s'\"\-][^\s'\"]*)")),
     ("-u", _Lazy(r"-(?:u|-user)\s+[\"']?[^\s:'\"\-][^\s:'\"]*:(?P<v>[^\s'\"]+)")),
 )
 _AUTH_HEADER = _Lazy(  # on the lowercased text
@@ -228,18 +236,18 @@ _HINTS = sorted(
     )
 )
 _SEPARATOR = (
-    r"[\w.\-]*(?P<close>\\?[\"'`])?\]?(?P<sep>[ \t]*"
+    r"[\w.\-]{0,64}+(?P<close>\\?[\"'`])?\]?(?P<sep>[ \t]*"
     r"(?::[ \t]*[a-z_][\w.]*(?:\[[^\]\n]*\])?(?:[ \t]*\|[ \t]*[a-z_][\w.]*(?:\[[^\]\n]*\])?)*[ \t]*(?==))?"
     r"(?:=>|:=|(?<![=!<>])=(?![=>~])|:(?![:/\\]))[ \t]*)"
 )
 _ASSIGN_PATTERNS = tuple((hint, _Lazy(hint + _SEPARATOR)) for hint in _HINTS)
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _XML_SECRET = _Lazy(  # on the lowercased text
-    r"<(?P<tag>[\w:.\-]*(?:password|passwd|passphrase|secret|token|apikey|api_key|api-key)[\w:.\-]*)>"
+    r"<(?P<tag>[\w:.\-]{0,32}?(?:password|passwd|passphrase|secret|token|apikey|api_key|api-key)[\w:.\-]{0,32}+)>"
     r"(?P<v>[^<\n]{1,500})</(?P=tag)>"
 )
 _FLAG = _Lazy(  # on the lowercased text
-    r"-(?P<name>-?(?:[a-z][\w\-]*?)?(?:pass|pwd|secret|token|key|auth|cred|bearer)[\w\-]*)[ \t]+"
+    r"-(?P<name>-?(?:[a-z][\w\-]{0,40}?)?(?:pass|pwd|secret|token|key|auth|cred|bearer)[\w\-]{0,40}+)[ \t]+"
     r"(?P<v>\"[^\"\n]*\"|'[^'\n]*'|[^\s'\"\-<>|&;$`][^\s'\"|&;`]*)"
 )
 _PROSE = tuple(  # on the lowercased text: "the password is …", "API key: …"
@@ -412,8 +420,13 @@ def _find_blocks(text: str, low: str, add: _Add) -> None:
             add(_P_BLOCK, "private", start, len(text))
     if "PRIVATE KEY" in text:
         position = 0
+        no_end_after = len(text) + 1  # once an END search fails, later ones would too
         while (begin := _KEY_BEGIN.pattern.search(text, position)) is not None:
-            end = _KEY_END.pattern.search(text, begin.end())
+            end = None
+            if begin.end() < no_end_after:
+                end = _KEY_END.pattern.search(text, begin.end())
+                if end is None:
+                    no_end_after = begin.end()
             if end is not None:
                 stop = end.end()
             else:
@@ -433,8 +446,13 @@ def _find_tokens(text: str, add: _Add) -> None:
     for index, (kind, lazy, before) in enumerate(_TOKEN_RULES):
         for match in lazy.pattern.finditer(text):
             start = match.start()
-            if start == 0 or text[start - 1] not in before:
-                add(_P_TOKEN + index, kind, start, match.end())
+            if start > 0 and text[start - 1] in before:
+                continue
+            if kind == "openai" and not any(c.isdigit() or c.isupper() for c in match.group()[3:]):
+                continue
+            if kind == "jwt" and match.group().count(".") < 2:
+                continue
+            add(_P_TOKEN + index, kind, start, match.end())
     for match in _STRIPE.pattern.finditer(text):
         start = match.start() - 1
         if (
@@ -486,9 +504,9 @@ def _find_passwords(text: str, low: str, add: _Add) -> None:
             start = match.start()
             if start > 0 and low[start - 1] not in "; \t\n\"'":
                 continue
-            line = low[low.rfind("\n", 0, start) + 1 : _line_end(low, match.end())]
+            window = low[max(0, start - 200) : match.end() + 200]
             value = text[match.start("v") : match.end("v")]
-            if ";" in line and _value_is_secret(value.strip("{}\"'"), "strict", "strong"):
+            if ";" in window and _value_is_secret(value.strip("{}\"'"), "strict", "strong"):
                 add(_P_PASSWORD, "password", match.start("v"), match.end("v"))
     for needle, lazy in _CLI_PASSWORDS:
         if needle in low:
@@ -527,7 +545,8 @@ def _find_assignments(text: str, low: str, add: _Add) -> None:
             continue
         for match in lazy.pattern.finditer(low):
             name_start = match.start()
-            while name_start > 0 and text[name_start - 1] in _NAME_CHARS:
+            floor = max(0, name_start - _MAX_NAME)
+            while name_start > floor and text[name_start - 1] in _NAME_CHARS:
                 name_start -= 1
             if name_start > 0 and text[name_start - 1] == "\\" and text[name_start] in "nrt":
                 name_start += 1  # a JSON-escaped line break or tab, not part of the name
@@ -729,6 +748,7 @@ def _value_span(text: str, pos: int, mode: str) -> tuple[int, int, bool] | None:
         return None
     stops = " \t\r\n\"'`" + ("&#|;)" if mode == "strict" else ",;)}]>&|")
     j = i
+    n = min(n, i + _MAX_VALUE)
     while j < n and text[j] not in stops:
         if text[j] == "\\" and j + 1 < n and text[j + 1] in "nrt\"'":
             break
@@ -757,9 +777,10 @@ def _extend_to_line_end(text: str, end: int) -> int:
 
 
 def _line_end(text: str, start: int) -> int:
-    """The end of the line at ``start``: a real line break or a JSON-escaped one (``\\n``)."""
-    end = text.find("\n", start)
-    end = len(text) if end < 0 else end
+    """The end of the line at ``start`` (a real or a JSON-escaped line break), at most _MAX_LINE on."""
+    limit = min(len(text), start + _MAX_LINE)
+    end = text.find("\n", start, limit)
+    end = limit if end < 0 else end
     escaped = text.find("\\n", start, end)
     return end if escaped < 0 else escaped
 

@@ -627,8 +627,11 @@ def _by_month(sessions: list[dict[str, Any]]) -> dict[str, float]:
     """Extraction cost per calendar month (UTC) of the sessions' start, all projects."""
     months: dict[str, float] = {}
     for session in sessions:
+        cost = float(session["extraction_cost_usd"] or 0.0)
+        if not cost:
+            continue
         month = (session.get("started_at") or "")[:7] or "unknown"
-        months[month] = months.get(month, 0.0) + float(session["extraction_cost_usd"] or 0.0)
+        months[month] = months.get(month, 0.0) + cost
     return dict(sorted(months.items()))
 
 
@@ -668,6 +671,14 @@ class Transaction:
         row = await self._store._one("SELECT project_id FROM records WHERE id = ?", (record_id,))
         if row is not None:
             self._store._changed.add(str(row[0]))
+
+    async def mark_seen_in(self, record_id: str, session_id: str) -> bool:
+        """Link a record to a session that showed it (``derives_from``); False if already linked."""
+        cursor = await self._conn.execute(
+            schema.INSERT_EDGE_SQL,
+            (clock.ulid(), record_id, session_id, "derives_from", clock.now()),
+        )
+        return cursor.rowcount == 1
 
     async def update_body(self, record_id: str, body: str, keywords: str = "") -> None:
         """Enrich a stub in place (a hook observation the extraction explained)."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentctx.records import NewRecord
 from agentctx.redact import redact
-from agentctx.schema import GLOBAL_PROJECT_ID, TITLE_MAX
+from agentctx.schema import BODY_MAX, GLOBAL_PROJECT_ID, TITLE_MAX
 
 if TYPE_CHECKING:
     from agentctx.store import Transaction
@@ -119,7 +119,10 @@ async def write(
         if entry.type != "handover":
             existing = await tx.find_current(target, entry.type, entry.title)
             if existing is not None:
-                if existing.session_id == session_id:
+                # Once per session: each session that shows the record again counts one time.
+                if existing.session_id == session_id or not await tx.mark_seen_in(
+                    existing.id, session_id
+                ):
                     applied.duplicates += 1
                 else:
                     await tx.reinforce(
@@ -137,7 +140,7 @@ async def write(
             NewRecord(
                 type=entry.type,
                 title=entry.title,
-                body=entry.body,
+                body=_clip_body(entry.body),
                 project_id=target,
                 scope=entry.scope,
                 confidence=entry.confidence,
@@ -150,6 +153,11 @@ async def write(
         applied.added[entry.type] = applied.added.get(entry.type, 0) + 1
         applied.superseded += supersedes is not None
     return applied
+
+
+def _clip_body(body: str) -> str:
+    """Bodies are capped at the schema's limit: a long entry is kept, cut, never lost whole."""
+    return body if len(body) <= BODY_MAX else body[: BODY_MAX - 1].rstrip() + "…"
 
 
 async def _valid_supersedes(tx: Transaction, entry: Entry, project_id: str) -> str | None:
