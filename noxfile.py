@@ -41,6 +41,7 @@ def bench(session: nox.Session) -> None:
     """
     session.install("-e", ".")
     session.run("python", "benchmarks/hooks.py", *session.posargs)
+    session.run("python", "benchmarks/extraction.py")
 
 
 @nox.session(python=PYTHON)
