@@ -52,7 +52,9 @@ import sqlean
 import agentctx
 import synthetic_store
 from agentctx import db, digest, retrieval
+from agentctx.hooks import prompt as prompt_hook
 from agentctx.hooks.prompt import HEADER
+from agentctx.hooks.runner import HookContext
 from agentctx.project import identify
 
 TYPE_CHECKING = False
@@ -138,7 +140,7 @@ class SizeResult:
         self.importtime: dict[str, list[str]] = {}
         self.term_docs: dict[str, int] = {}  # records matching each prompt term (FTS5)
         self.prompt_docs = 0  # records matching any of them
-        self.search_ms = 0.0  # the UserPromptSubmit search query, in-process
+        self.handler_ms = 0.0  # the UserPromptSubmit handler, in-process
         self.digest_ms = 0.0  # digest.build, in-process (the cold SessionStart path's SQL)
         self.from_source: dict[str, list[str]] = {}
 
@@ -298,7 +300,7 @@ def measure_size(size: int, runs: int, exe: Path, profile: bool) -> SizeResult:
                     bench.round(scenario, result, ups_payload)
         finally:
             gc.enable()
-        inspect_store(result, home / "agentctx.db", identity.project_id, identity.name)
+        inspect_store(result, home, project, identity.project_id, identity.name)
         saved = json.loads(bench.digest.read_text("utf-8"))
         result.digest_tokens = int(saved["tokens"])
         for scenario in (BASELINE, SS_WARM, UPS):
@@ -315,31 +317,41 @@ def measure_size(size: int, runs: int, exe: Path, profile: bool) -> SizeResult:
         return result
 
 
-def inspect_store(result: SizeResult, db_path: Path, project_id: str, project_name: str) -> None:
-    """Prompt matches per term, and in-process timings of the hooks' SQL (for the diagnosis).
+def inspect_store(
+    result: SizeResult, home: Path, project: Path, project_id: str, project_name: str
+) -> None:
+    """Prompt matches per term, and in-process timings of the work that grows with the store.
 
-    Opens the store as the hooks do (read-only, no sqlite-vec) and times the UserPromptSubmit search
-    query (``retrieval.search_sql`` as ``hooks.prompt`` calls it) and ``digest.build`` (what the cold
-    SessionStart path runs), median of 9 after one untimed run each.
+    The UserPromptSubmit handler (``agentctx.hooks.prompt.handle``, with no session id so that no
+    ledger is involved: it opens the store as the hook does, searches, reranks and renders) and
+    ``digest.build`` (the SQL of the cold SessionStart path) on a read-only connection as the hooks
+    open it; median of 9 after one untimed run each.
     """
     terms = retrieval.query_terms(PROMPT)
-    conn, _caps = db.connect(str(db_path), load_vec=False, create=False, readonly=True)
+    conn, _caps = db.connect(str(home / "agentctx.db"), load_vec=False, create=False, readonly=True)
     try:
         sql = "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?"
         for term in terms:
             result.term_docs[term] = int(conn.execute(sql, (f'"{term}"',)).fetchone()[0])
         result.prompt_docs = int(conn.execute(sql, (retrieval.fts_query(terms),)).fetchone()[0])
-        search, params = retrieval.search_sql(
-            terms,
-            fts=True,
-            project_ids=retrieval.scope_projects(project_id, "all"),
-            exclude_ids=[],
-            candidates=40,
-        )
-        result.search_ms = _median_ms(lambda: conn.execute(search, params).fetchall())
         result.digest_ms = _median_ms(lambda: digest.build(conn, project_id, project_name))
     finally:
         conn.close()
+    payload = {"cwd": str(project), "hook_event_name": "UserPromptSubmit", "prompt": PROMPT}
+
+    def handle() -> None:
+        if not prompt_hook.handle(HookContext("UserPromptSubmit", payload)):
+            raise SystemExit("the in-process UserPromptSubmit handler returned nothing")
+
+    saved = os.environ.get("AGENTCTX_HOME")
+    os.environ["AGENTCTX_HOME"] = str(home)
+    try:
+        result.handler_ms = _median_ms(handle)
+    finally:
+        if saved is None:
+            del os.environ["AGENTCTX_HOME"]
+        else:
+            os.environ["AGENTCTX_HOME"] = saved
 
 
 def _median_ms(func: Callable[[], object], repeat: int = 9) -> float:
@@ -401,6 +413,26 @@ def verdict(ratio: float, target: float | None) -> str:
     return "ok" if ratio <= target else "**MISSED**"
 
 
+def source_revision() -> str:
+    """The git commit of the measured source tree, and whether ``src/`` has uncommitted changes."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "src"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "not a git checkout"
+    return f"git {head}" + (", with uncommitted changes in src/" if dirty else "")
+
+
 def load_average() -> str:
     return ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
 
@@ -421,7 +453,7 @@ def machine_facts(load_at_start: str) -> list[tuple[str, str]]:
         ("OS", platform.platform()),
         ("Python", f"{platform.python_implementation()} {platform.python_version()}"),
         ("SQLite", f"{sqlean.sqlite_version} (sqlean.py driver, as the hooks use)"),
-        ("agentctx", agentctx.__version__),
+        ("agentctx", f"{agentctx.__version__} ({source_revision()})"),
         ("load average (1, 5, 15 min) at the start", load_at_start),
         ("load average (1, 5, 15 min) at the end", load_average()),
     ]
@@ -529,16 +561,16 @@ def render(
         "Rows are built with `NewRecord(...).validated().to_record(...)` and bulk-inserted with "
         "`schema.INSERT_RECORD_SQL` in one transaction on an `agentctx.db.connect` connection "
         "migrated by `agentctx.schema.migrate` (the FTS5 triggers index them), then the WAL is "
-        "checkpointed. *search SQL ms* and *digest.build ms* are in-process timings (median of 9, "
-        "read-only connection as the hooks open it) of the UserPromptSubmit search query and of "
-        "the digest build that the cold SessionStart path runs: the part of the hook time that "
-        "grows with the store."
+        "checkpointed. *UPS handler ms* and *digest.build ms* are in-process timings (median of 9) "
+        "of the UserPromptSubmit handler (`agentctx.hooks.prompt.handle` without a session id: "
+        "open the store, search, rerank, render) and of the digest build that the cold "
+        "SessionStart path runs: the part of the hook time that grows with the store."
     )
     add("")
     add(
         "| records | current | superseded | by type | body tokens min / median / max | "
-        "digest tokens | records matching the prompt | records injected per prompt | "
-        "search SQL ms | digest.build ms | build s | DB MB |"
+        "digest tokens | records matching any prompt term | records injected per prompt | "
+        "UPS handler ms | digest.build ms | build s | DB MB |"
     )
     add("|--:|--:|--:|---|---|--:|--:|---|--:|--:|--:|--:|")
     for result in results:
@@ -552,14 +584,14 @@ def render(
             f"({100 * s.superseded / max(s.records, 1):.0f} %) | {types} | {tok} | "
             f"{result.digest_tokens} | {result.prompt_docs:,} "
             f"({100 * result.prompt_docs / max(s.records, 1):.0f} %) | "
-            f"{', '.join(map(str, injected))} | {result.search_ms:.1f} | {result.digest_ms:.1f} | "
+            f"{', '.join(map(str, injected))} | {result.handler_ms:.1f} | {result.digest_ms:.1f} | "
             f"{s.seconds:.1f} | "
             f"{s.db_bytes / 1e6:.1f} |"
         )
     add("")
     add(
         f"The prompt is “{PROMPT}”; its search terms (after agentctx's stop words) and the records "
-        "each matches (FTS5, porter stemming; the hook ORs them and ranks every match by BM25):"
+        "each matches (FTS5, porter stemming):"
     )
     add("")
     for result in results:
