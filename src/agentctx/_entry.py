@@ -13,9 +13,15 @@ def main() -> None:
     """Run the agentctx command line."""
     argv = sys.argv[1:]
     if argv[:1] == ["hook"] and argv[1:2] not in ([], ["--help"], ["-h"]):
+        import os
+
         from agentctx.hooks.runner import run_hook
 
-        sys.exit(run_hook(argv[1:]))
+        code = run_hook(argv[1:])
+        # Every file the hook wrote is closed and stdout is flushed by now; skipping the
+        # interpreter's shutdown saves ~2 ms (0.2× of a bare start) on every prompt.
+        sys.stderr.flush()
+        os._exit(code)
     if argv == ["mcp"]:  # Claude Code waits ~2 s for the server: skip the CLI's imports
         import anyio
 

@@ -40,6 +40,8 @@ def open_db(ctx: HookContext, *, write: bool = False) -> sqlean.Connection | Non
         ctx.log(str(exc))
         return None
     try:
+        if not write:  # reads straight from the page cache of the OS: ~1 ms less per prompt
+            conn.execute("PRAGMA mmap_size = 268435456")
         version = schema.schema_version(conn)
     except Exception as exc:
         conn.close()
