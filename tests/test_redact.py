@@ -31,7 +31,9 @@ AWS_TEMP_KEY_ID = "ASIA" + "Y34FZKBOKMUTVV7A"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
 GITHUB_CLASSIC = {p: p + "_" + "Fake" + ALNUM[:32] for p in ("ghp", "gho", "ghu", "ghs", "ghr")}
 GITHUB_FINE = "github_" + "pat_" + "11AB2CDEF0" + ALNUM[:12] + "_" + ALNUM * 2 + "Xy"
-GITLAB = {p: p + "-" + "Fake" + ALNUM[:16] for p in ("glpat", "gldt", "glrt", "glcbt", "glptt", "glft")}
+GITLAB = {
+    p: p + "-" + "Fake" + ALNUM[:16] for p in ("glpat", "gldt", "glrt", "glcbt", "glptt", "glft")
+}
 SLACK_BOT = "xox" + "b-" + "123456789012-1234567890123-" + "Fake" + ALNUM[:20]
 SLACK_USER = "xox" + "p-" + "123456789012-1234567890123-1234567890123-" + "f" * 32
 SLACK_WEBHOOK_PATH = "services/" + "T00000000/B00000000/" + "Fake" + ALNUM[:20]
@@ -56,7 +58,9 @@ HIGH_ENTROPY = "Zx8" + "Qm2Lp9" + "Rt4Vw7Ks1Nb6Hd3Gf5Jc0"
 
 
 def _pem(label: str) -> str:
-    body = "\n".join(["MIIEow" + "IBAAKCAQEA" + ALNUM[:48], ALNUM * 1 + "Fake" + ALNUM[:20], "AbCd=="])
+    body = "\n".join(
+        ["MIIEow" + "IBAAKCAQEA" + ALNUM[:48], ALNUM * 1 + "Fake" + ALNUM[:20], "AbCd=="]
+    )
     dashes = "-" * 5
     return f"{dashes}BEGIN {label}{dashes}\n{body}\n{dashes}END {label}{dashes}"
 
@@ -275,8 +279,14 @@ def test_password_in_url(url: str, password: str, context: str) -> None:
 @pytest.mark.parametrize(
     ("text", "password"),
     [
-        ("Server=tcp:db.example.com,1433;Database=shop;User ID=sa;Password={p};Encrypt=True;", PASSWORD),
-        ("Driver={{ODBC Driver 18 for SQL Server}};Server=db;Uid=sa;Pwd={{{p}}};", "p@ss;" + "w0rd"),
+        (
+            "Server=tcp:db.example.com,1433;Database=shop;User ID=sa;Password={p};Encrypt=True;",
+            PASSWORD,
+        ),
+        (
+            "Driver={{ODBC Driver 18 for SQL Server}};Server=db;Uid=sa;Pwd={{{p}}};",
+            "p@ss;" + "w0rd",
+        ),
         ("Data Source=db;Initial Catalog=shop;User Id=app;Password='{p}';", "with space " + "Pw1"),
         ("Host=db;Port=5432;Username=app;Password={p};Database=shop", DB_PASSWORD),
         ('conn = "server=db;database=shop;uid=app;pwd={p};"', DB_PASSWORD),
@@ -372,7 +382,7 @@ def test_dotenv_file_keeps_its_non_secret_lines() -> None:
         ('{{"client_secret": "{s}", "client_id": "web-app"}}', ENV_SECRET, "secret"),
         ("config = {{'db_password': '{s}'}}", PASSWORD, "password"),
         ('const apiKey = "{s}";', ENV_SECRET, "secret"),
-        ("auth_token := \"{s}\"", ENV_SECRET, "secret"),
+        ('auth_token := "{s}"', ENV_SECRET, "secret"),
         ("$password = '{s}';", PASSWORD, "password"),
         ("password: {s}\n", PASSWORD, "password"),  # YAML
         ("  secret: {s}  # rotate monthly\n", ENV_SECRET, "secret"),
@@ -381,9 +391,17 @@ def test_dotenv_file_keeps_its_non_secret_lines() -> None:
         ('token = "{s}"\n', ENV_SECRET, "secret"),  # TOML
         ("<password>{s}</password>", PASSWORD, "secret"),  # Maven settings.xml
         ("https://api.example.com/v1/items?api_key={s}&page=2", ENV_SECRET, "secret"),
-        ('{{"auths": {{"ghcr.io": {{"auth": "{s}"}}}}}}', "Ym90OmdocF9" + "Fake" + "MTIz", "secret"),
+        (
+            '{{"auths": {{"ghcr.io": {{"auth": "{s}"}}}}}}',
+            "Ym90OmdocF9" + "Fake" + "MTIz",
+            "secret",
+        ),
         ("the password is {s}", DB_PASSWORD, "password"),
-        ("AccountName=acct;AccountKey={s};EndpointSuffix=core.windows.net", HIGH_ENTROPY + "==", "secret"),
+        (
+            "AccountName=acct;AccountKey={s};EndpointSuffix=core.windows.net",
+            HIGH_ENTROPY + "==",
+            "secret",
+        ),
         ('signing_key = "{s}"', HIGH_ENTROPY, "secret"),
         ('SECRET_KEY = "{s}"', "e3b0c44298fc1c149afbf4c8996fb92427ae41e4", "secret"),  # hex
         ('"session_key": "{s}"', HIGH_ENTROPY, "high-entropy"),
@@ -401,12 +419,20 @@ def test_yaml_passphrase_with_spaces_is_redacted_whole() -> None:
 
 
 def test_json_escaped_text_is_redacted_too() -> None:
-    inner = f'DB_PASSWORD={ENV_SECRET}\nconfig:\n  token: {DB_PASSWORD}\n{{"password": "{PASSWORD}"}}'
+    inner = (
+        f'DB_PASSWORD={ENV_SECRET}\nconfig:\n  token: {DB_PASSWORD}\n{{"password": "{PASSWORD}"}}'
+    )
     escaped = json.dumps({"stdout": inner})
     out = redact(escaped)
     for secret in (ENV_SECRET, DB_PASSWORD, PASSWORD):
         assert secret not in out
     assert json.loads(out)["stdout"].startswith("DB_PASSWORD=[REDACTED:password]\nconfig:\n")
+
+
+def test_long_single_line_key_is_redacted_whole() -> None:
+    der = ("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + ALNUM * 40)[:1624]  # a PKCS#8 RSA key, one line
+    out = redact(f"PRIVATE_KEY={der}\nPORT=8080\n")
+    assert out == "PRIVATE_KEY=[REDACTED:secret]\nPORT=8080\n"
 
 
 # -- <private> blocks ----------------------------------------------------------------------------------
@@ -481,7 +507,7 @@ NON_SECRETS = [
     "token: Optional[str] = None",
     "def login(username: str, password: str) -> Token:",
     "headers = {'Authorization': f'Bearer {token}'}",
-    'Authorization: Bearer $GITHUB_TOKEN',
+    "Authorization: Bearer $GITHUB_TOKEN",
     "export GITHUB_TOKEN=$(gh auth token)",
     "password = getpass.getpass('Password: ')",
     "secret = secrets.token_hex(32)",
@@ -565,7 +591,9 @@ def test_redact_is_idempotent_on_any_text(text: str) -> None:
     assert redact(once) == once
 
 
-@given(st.text(alphabet=st.sampled_from("ab=: \n\"'-_[]<>/@:.;KEYpasswordtokenPRIVATEsk"), max_size=80))
+@given(
+    st.text(alphabet=st.sampled_from("ab=: \n\"'-_[]<>/@:.;KEYpasswordtokenPRIVATEsk"), max_size=80)
+)
 @settings(max_examples=300, deadline=None)
 def test_redact_is_idempotent_on_secretish_noise(text: str) -> None:
     once = redact(text)
@@ -612,7 +640,8 @@ def test_empty_and_plain_text() -> None:
 
 # -- the real transcripts: false-positive budget and speed -------------------------------------------------
 
-HEX = re.compile(r"(?<![0-9a-zA-Z])[0-9a-f]{7,64}(?![0-9a-zA-Z])")  # git SHAs, short or full; digests
+# git SHAs (short or full) and digests
+HEX = re.compile(r"(?<![0-9a-zA-Z])[0-9a-f]{7,64}(?![0-9a-zA-Z])")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 PATH = re.compile(r"(?<![\w:/.])(?:~|\.{1,2})?(?:/[\w.\-@+]+){2,}")
 IDS = re.compile(r"\b(?:msg|req|toolu|srvtoolu)_[A-Za-z0-9]{16,}")  # API ids: base64-looking
@@ -641,7 +670,7 @@ def _transcript_text(paths: list[Path]) -> list[str]:
 def test_false_positive_budget_on_real_transcripts(transcripts: list[Path]) -> None:
     texts = _transcript_text(transcripts)
     assert sum(len(t) for t in texts) > 500_000
-    redactions = []
+    redactions: list[str] = []
     for text in texts:
         spans = find_secrets(text)
         redactions.extend(text[start:end] for _, start, end in spans)
@@ -661,6 +690,35 @@ def test_shas_uuids_and_paths_in_real_transcripts_survive(transcripts: list[Path
         found = pattern.findall(text)
         assert found, pattern.pattern
         assert sorted(found) == sorted(pattern.findall(out))
+
+
+HOSTILE = {
+    "one long word": "a" * 100_000,
+    "dash words": "-a" * 50_000,
+    "sk- run": "sk-" * 33_000,
+    "pass run": "pass" * 25_000,
+    "name= run": "secret_access_key=" * 5_500,
+    "key= run": "key=" * 25_000,
+    "eyJ run": "eyJ" * 33_000,
+    "BEGIN without END": "-----BEGIN PRIVATE KEY-----" * 3_000,
+    "unclosed quotes": '"password":"' * 8_000,
+    "connection string": "Password=a;" * 9_000,
+    "mysql without -p": "mysql " * 16_000,
+    "url colons": "://a:" * 20_000,
+    "flags": "--pass" * 16_000,
+    "base64url": (ALNUM + "-_") * 2_400,
+    "escaped newlines": "\\n" * 50_000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_input_stays_linear(name: str) -> None:
+    text = HOSTILE[name]
+    start = time.perf_counter()
+    out = redact(text)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1.0, f"{elapsed:.2f}s for {len(text):,} characters"
+    assert redact(out) == out
 
 
 def test_a_megabyte_of_transcript_in_well_under_a_second(transcripts: list[Path]) -> None:

@@ -25,6 +25,7 @@ reported, and it re-applies the rules until nothing changes.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import re
@@ -44,7 +45,7 @@ _MAX_PASSES = 8
 # Bounds that keep every scan linear on hostile input (a 1 MB line, a run of "passpass…"): how far a
 # name, a value or a line is followed. Longer names are not matched; longer values are cut there.
 _MAX_NAME = 64
-_MAX_VALUE = 1024
+_MAX_VALUE = 8192
 _MAX_LINE = 4096
 
 
@@ -56,22 +57,20 @@ _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
 # Priorities: when findings overlap, the merged span takes the kind of the lowest number.
-_P_BLOCK, _P_KEY, _P_TOKEN, _P_AWS_SECRET, _P_PASSWORD, _P_HEADER, _P_ASSIGN = (
-    0,
-    1,
-    10,
-    40,
-    50,
-    60,
-    70,
-)
+_P_BLOCK = 0
+_P_KEY = 1
+_P_TOKEN = 100  # + the rule's index in _TOKEN_RULES
+_P_AWS_SECRET = 200
+_P_PASSWORD = 300
+_P_HEADER = 400
+_P_ASSIGN = 500
 
 
 class _Lazy:
     """A finder's pattern, compiled with all the others on the first ``find_secrets`` call.
 
-    Compiling them costs ~20 ms; the PostToolUse hook imports this module on every tool call but
-    redacts only when it records something, so importing stays cheap.
+    Compiling them costs ~10 ms. The PostToolUse hook imports this module on every tool call but
+    redacts only when it records something, so importing stays cheap (~3 ms).
     """
 
     __slots__ = ("flags", "pattern", "source")
@@ -170,8 +169,8 @@ _TOKEN_RULES = tuple(
         ),
     )
 )
-# Anchored after their first characters (a leading character class would be slow): the match
-# starts ``back`` characters earlier, and those characters must fit ``lead``.
+# Anchored on a literal inside the token (a leading character class would be slow); _find_tokens
+# checks the characters before it.
 _STRIPE = _Lazy(r"k_(?:live|test)_[A-Za-z0-9]{10,}")  # sk_/rk_/pk_
 _TELEGRAM = _Lazy(r":AA[A-Za-z0-9_\-]{33}(?![A-Za-z0-9_\-])")  # <bot id>:AA…
 _TELEGRAM_ID = _Lazy(r"\d{8,10}\Z")
@@ -335,6 +334,7 @@ _REGEX_LIKE = re.compile(r"\\[wdsbWDSB]|\[\^|\][*+?]|\(\?[:=!<P]")
 _YOUR = re.compile(r"^<?(?:your|insert|enter|put|replace)[\s_\-]", re.IGNORECASE)
 _DOTTED_CODE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_WORDY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 _NUMBER = re.compile(r"^[+-]?\d[\d_.,]*$")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
@@ -349,6 +349,9 @@ _LINE_PREFIX = re.compile(
     r"(?:^|\n|\\n)[ \t]*(?:\d+(?:→|\t)[ \t]*)?(?:export[ \t]+|set[ \t]+|setx[ \t]+|-[ \t]+|\$env:)?\Z"
 )
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+# An unquoted value: one word, ended as _value_span says.
+_STRICT_VALUE = re.compile(r"(?:[^\s\"'`&#|;)\\]|\\(?![nrt\"']))*+")
+_CODE_VALUE = re.compile(r"(?:[^\s\"'`,;)}\]>&|\\]|\\(?![nrt\"']))*+")
 
 
 # -- public API ------------------------------------------------------------------------------------
@@ -539,7 +542,7 @@ def _find_passwords(text: str, low: str, add: _Add) -> None:
 
 
 def _find_assignments(text: str, low: str, add: _Add) -> None:
-    seen: set[int] = set()
+    candidates: dict[int, re.Match[str]] = {}
     for hint, lazy in _ASSIGN_PATTERNS:
         if hint not in low:
             continue
@@ -550,10 +553,11 @@ def _find_assignments(text: str, low: str, add: _Add) -> None:
                 name_start -= 1
             if name_start > 0 and text[name_start - 1] == "\\" and text[name_start] in "nrt":
                 name_start += 1  # a JSON-escaped line break or tab, not part of the name
-            if name_start in seen:
-                continue
-            seen.add(name_start)
-            _assignment(text, match, name_start, add)
+            candidates.setdefault(name_start, match)
+    examined = 0  # the end of the last value looked at: a name inside it is not an assignment
+    for name_start in sorted(candidates):
+        if name_start >= examined:
+            examined = max(examined, _assignment(text, candidates[name_start], name_start, add))
     if "</" in low:
         for match in _XML_SECRET.pattern.finditer(low):
             value = text[match.start("v") : match.end("v")]
@@ -596,7 +600,8 @@ def _find_assignments(text: str, low: str, add: _Add) -> None:
                 add(_P_ASSIGN, kind, match.start("v"), match.start("v") + len(value))
 
 
-def _assignment(text: str, match: re.Match[str], name_start: int, add: _Add) -> None:
+def _assignment(text: str, match: re.Match[str], name_start: int, add: _Add) -> int:
+    """Judge one ``name <sep> value``; return where the value ends (or the separator, if none)."""
     close = match.group("close")
     sep = match.group("sep")
     name_end = match.start("close") if close else match.end() - len(sep)
@@ -604,39 +609,41 @@ def _assignment(text: str, match: re.Match[str], name_start: int, add: _Add) -> 
         name_end -= 1
     name = text[name_start:name_end]
     if not name or not (name[0].isalpha() or name[0] in "_-"):
-        return
+        return match.end()
     if text.startswith("://", name_start - 3):
-        return  # scheme://user:password@host is the URL rule's
+        return match.end()  # scheme://user:password@host is the URL rule's
     before = text[name_start - 1] if name_start > 0 else ""
     quoted = bool(before) and before in "\"'`" and bool(close)
     if not quoted and before and before in "\"'`" and text.startswith(before, match.end()):
-        return  # `api_key=` or "token=" + value: the string ends after the separator
+        return match.end()  # `api_key=` or "token=" + value: the string ends after the separator
     mode = _mode(text, name_start, name, sep, quoted)
     if mode == "line" and "." in name and sep.strip() != sep:
         mode = "mid"  # self.token = nextchar is code; spring.datasource.password=x is not
     env = mode == "strict" and not quoted
     strength = _name_strength(name, env=env)
     if strength is None:
-        return
+        return match.end()
     span = _value_span(text, match.end(), mode)
     if span is None:
-        return
+        return match.end()
     start, end, is_literal = span
+    examined = end
     value = text[start:end]
     if is_literal:
         after = text[end + 1 : end + 4].lstrip(" \t")
         if after.startswith("=") and not after.startswith("=="):
-            return  # token: "Token | None" = None (a quoted annotation)
+            return examined  # token: "Token | None" = None (a quoted annotation)
         if not _literal_is_secret(value, strength, _continues(text, end + 1)):
-            return
+            return examined
     else:
         if mode == "line" and _continues(text, end):
             mode = "mid"  # password=pw, / token = a + b: code
         if not _value_is_secret(value, mode, strength, name):
-            return
+            return examined
         if mode == "line":
             end = _extend_to_line_end(text, end)  # password = correct horse battery staple
     add(_P_ASSIGN, _assignment_kind(name, strength), start, end)
+    return max(examined, end)
 
 
 # -- assignment helpers ----------------------------------------------------------------------------
@@ -719,8 +726,8 @@ def _value_span(text: str, pos: int, mode: str) -> tuple[int, int, bool] | None:
     """The value after a separator at ``pos``: (start, end, is a quoted literal), or None.
 
     A quoted value runs to its closing quote (or the end of the line); an unquoted one is one word,
-    ended by whitespace or, in code (``mid``), by ``,;)}]>&|``; in ``strict`` mode (shell, query
-    strings) by ``&#|;)``.
+    ended by whitespace or, in code (``mid``/``line``), by ``,;)}]>&|``, in ``strict`` mode (shell,
+    query strings) by ``&#|;)``, and by a JSON escape (``\\n``, ``\\"``).
     """
     n = len(text)
     if pos >= n:
@@ -739,21 +746,25 @@ def _value_span(text: str, pos: int, mode: str) -> tuple[int, int, bool] | None:
         start = i + len(quote)
         line_end = _line_end(text, start)
         j = start
-        while j < line_end:
-            if text.startswith(quote, j):
-                return (start, j, True)
-            j += 2 if text[j] == "\\" and not escaped else 1
+        while (k := text.find(quote, j, line_end)) >= 0:
+            if escaped or not _backslashed(text, k):
+                return (start, k, True)
+            j = k + 1
         return (start, line_end, True)
     if char in " \t\r\n":
         return None
-    stops = " \t\r\n\"'`" + ("&#|;)" if mode == "strict" else ",;)}]>&|")
-    j = i
-    n = min(n, i + _MAX_VALUE)
-    while j < n and text[j] not in stops:
-        if text[j] == "\\" and j + 1 < n and text[j + 1] in "nrt\"'":
-            break
-        j += 1
-    return (i, j, False) if j > i else None
+    pattern = _STRICT_VALUE if mode == "strict" else _CODE_VALUE
+    match = pattern.match(text, i, min(n, i + _MAX_VALUE))
+    end = match.end() if match is not None else i
+    return (i, end, False) if end > i else None
+
+
+def _backslashed(text: str, pos: int) -> bool:
+    """The character at ``pos`` is escaped by an odd run of backslashes."""
+    run = 0
+    while pos - run > 0 and text[pos - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
 
 
 def _continues(text: str, pos: int) -> bool:
@@ -805,7 +816,7 @@ def _is_placeholder(value: str) -> bool:
 
 def _names_a_secret(value: str) -> bool:
     """An identifier made of words, one of them a secret word: "my_token", "GITHUB_TOKEN"."""
-    if not _IDENT.match(value) and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_\-]*", value):
+    if not _WORDY.match(value):
         return False
     words = _words(value)
     if len(words) < 2:
@@ -930,15 +941,16 @@ def _merge(text: str, found: list[tuple[int, str, int, int]]) -> list[tuple[str,
         if "[REDACTED:" in text
         else []
     )
+    marker_ends = [m_end for _, m_end in markers]
     spans: list[tuple[int, int, int, str]] = []
     for priority, kind, start, end in found:
-        for m_start, m_end in markers:
-            if m_start < end and start < m_end:
-                if m_start <= start and end <= m_end:
-                    break  # inside a marker: nothing to redact
-                start, end = min(start, m_start), max(end, m_end)
-        else:
-            spans.append((start, end, priority, kind))
+        i = bisect.bisect_right(marker_ends, start)  # the first marker that ends after start
+        if i < len(markers) and markers[i][0] <= start and end <= markers[i][1]:
+            continue  # inside a marker: nothing to redact
+        while i < len(markers) and markers[i][0] < end:  # overlaps a marker: cover it whole
+            start, end = min(start, markers[i][0]), max(end, markers[i][1])
+            i += 1
+        spans.append((start, end, priority, kind))
     spans.sort()
     result: list[tuple[str, int, int]] = []
     cur_start = cur_end = cur_priority = -1
