@@ -100,6 +100,7 @@ EXPECTED_COLUMNS: dict[str, list[Column]] = {
 
 EXPECTED_INDEXES = {
     "records_current",
+    "records_drift",
     "records_project_valid",
     "records_superseded_by",
     "records_session",

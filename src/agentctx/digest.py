@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 MAX_TOKENS = 1500
 MAX_CHARS = 10_000
 BUDGETS = {"profile": 200, "decisions": 500, "handover": 400, "preferences": 200, "hint": 100}
-DRIFT_THRESHOLD = 0.5
+DRIFT_THRESHOLD = 0.5  # the partial index records_drift (schema.py) uses this same bound
 DRIFT_MIN_CANDIDATES = 2
 FORMAT_VERSION = 1
 _ITEM_BODY_CHARS = 220
@@ -57,11 +57,13 @@ WHERE project_id = '{GLOBAL_PROJECT_ID}' AND type = 'preference' AND superseded_
 ORDER BY pinned DESC, reinforce_count DESC, valid_from DESC LIMIT 40
 """
 _COUNTS_SQL = """
-SELECT type, count(*) FROM records WHERE project_id IN (?, ?) AND superseded_at IS NULL GROUP BY type
+SELECT type, count(*) FROM records INDEXED BY records_current
+WHERE project_id IN (?, ?) AND superseded_at IS NULL GROUP BY type
 """
 _DRIFT_SQL = f"""
-SELECT count(*) FROM records WHERE project_id = ? AND superseded_at IS NULL
-  AND type IN ('decision', 'convention') AND claudemd_drift_score >= {DRIFT_THRESHOLD}
+SELECT count(*) FROM records INDEXED BY records_drift WHERE project_id = ?
+  AND superseded_at IS NULL AND claudemd_drift_score >= {DRIFT_THRESHOLD}
+  AND type IN ('decision', 'convention')
 """
 
 

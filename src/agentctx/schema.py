@@ -168,6 +168,9 @@ ALTER TABLE sessions ADD COLUMN extractions INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN records_extracted INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN extraction_error TEXT;
 
+CREATE INDEX records_drift ON records(project_id)
+  WHERE superseded_at IS NULL AND claudemd_drift_score >= 0.5;
+
 CREATE TABLE session_injections (
   session_id TEXT NOT NULL,
   record_id  TEXT NOT NULL,
