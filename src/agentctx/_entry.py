@@ -23,7 +23,13 @@ def main() -> None:
         sys.stderr.flush()
         os._exit(code)
     if argv == ["mcp"]:  # Claude Code waits ~2 s for the server: skip the CLI's imports
+        import signal
+
         import anyio
+
+        # Claude Code stops its servers with SIGINT: end at once (every write is committed or
+        # rolled back by SQLite), instead of waiting for the stdin reader thread.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
 
         from agentctx.mcp_server import serve
 
