@@ -42,6 +42,7 @@ def bench(session: nox.Session) -> None:
     session.install("-e", ".")
     session.run("python", "benchmarks/hooks.py", *session.posargs)
     session.run("python", "benchmarks/extraction.py")
+    session.run("python", "benchmarks/mcp_server.py")
 
 
 @nox.session(python=PYTHON)
