@@ -20,7 +20,6 @@ No ``from __future__ import annotations`` here: the SDK evaluates the tools' sig
 the models' fields at run time, so every name they mention is a run-time import.
 """
 
-import difflib
 import functools
 import inspect
 import logging
@@ -37,7 +36,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from agentctx import __version__, clock, db, retrieval
+from agentctx import __version__, claudemd, clock, db, retrieval
+from agentctx.claudemd import SYNC_BEGIN as SYNC_BEGIN
+from agentctx.claudemd import SYNC_END as SYNC_END
+from agentctx.claudemd import SYNC_MAX as SYNC_MAX
 from agentctx.errors import AgentctxError, NotFoundError, ValidationError
 from agentctx.project import ProjectIdentity, identify
 from agentctx.records import COLUMNS, Confidence, NewRecord, Record, RecordType, Scope, Source
@@ -47,16 +49,10 @@ SEARCH_MAX = 15
 GET_MAX = 10
 RELATED_MAX = 20
 RELATED_HOPS = 3
-SYNC_MAX = 50
 #: ``ctx_search`` with ``file`` filters ranked hits: it ranks this many first, four times more
 #: while too few are linked to the file and the search is not exhausted, up to the maximum.
 FILE_SEARCH_POOL = 250
 FILE_SEARCH_POOL_MAX = 64_000
-#: Share of a title's keywords CLAUDE.md must contain for the record to count as covered.
-COVERED = 0.75
-CLAUDE_MD_MAX_BYTES = 1_000_000
-SYNC_BEGIN = "<!-- agentctx:begin proposed by ctx_sync_claudemd: review before applying -->"
-SYNC_END = "<!-- agentctx:end -->"
 
 INSTRUCTIONS = (
     "agentctx is this project's memory: typed, versioned records of decisions, conventions, "
@@ -310,11 +306,6 @@ async def _read(store: Store, query: Callable[[Any], T]) -> T:
     return await anyio.to_thread.run_sync(run)
 
 
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
 async def _detail(store: Store, record: Record) -> RecordDetail:
     chain = await store.history(record.id)
     return RecordDetail(
@@ -424,147 +415,6 @@ def _linked_ids(conn: Any, project_id: str, names: list[str]) -> set[str]:
         SELECT DISTINCT r.id FROM linked k JOIN records r ON r.id = k.id
     """
     return {str(row[0]) for row in conn.execute(sql, (project_id, *names)).fetchall()}
-
-
-# -- CLAUDE.md drift -----------------------------------------------------------------------------
-
-
-def _claude_md_files(state: ServerState) -> tuple[list[tuple[str, str]], str]:
-    """(path, text) of each CLAUDE.md of the project folder and the root (``.claude/`` too), and
-    the name of the one a diff targets (the first found, else the root's), relative to the root."""
-    found: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for base in dict.fromkeys((state.project_dir, state.project.root)):
-        for name in ("CLAUDE.md", os.path.join(".claude", "CLAUDE.md")):
-            path = os.path.join(base, name)
-            real = os.path.realpath(path)
-            if real in seen or not os.path.isfile(path):
-                continue
-            seen.add(real)
-            try:
-                with open(path, "rb") as f:
-                    text = f.read(CLAUDE_MD_MAX_BYTES).decode("utf-8", "replace")
-            except OSError:
-                continue
-            found.append((path, text))
-    target = found[0][0] if found else os.path.join(state.project.root, "CLAUDE.md")
-    label = os.path.relpath(target, state.project.root)
-    return found, target if label.startswith("..") else label
-
-
-def _stem(word: str) -> str:
-    """A crude suffix strip, so that "tests" in a title finds "test" in CLAUDE.md."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
-
-
-def _norm(text: str) -> str:
-    """Lower case, Markdown emphasis and code marks dropped, whitespace collapsed."""
-    return " ".join(text.lower().translate(str.maketrans("", "", "*_`")).split())
-
-
-def _stale_snippets(old: Record, current: Record) -> list[str]:
-    """Text of a superseded record that its current version no longer says."""
-    snippets: list[str] = []
-    if _norm(old.title) != _norm(current.title) and len(_norm(old.title)) >= 12:
-        snippets.append(old.title)
-    first = old.body.strip().splitlines()[0] if old.body.strip() else ""
-    if len(_norm(first)) >= 24 and _norm(first) not in _norm(current.body):
-        snippets.append(first)
-    return snippets
-
-
-def _drift(
-    records: list[Record], files: list[tuple[str, str]]
-) -> tuple[list[Record], list[MissingRecord], list[StaleText]]:
-    words = {
-        _stem(word)
-        for _, text in files
-        for line in text.splitlines()  # query_terms reads a bounded prefix of its text
-        for word in retrieval.query_terms(line, 1 << 30)
-    }
-    checked: list[Record] = []
-    missing: list[MissingRecord] = []
-    for record in records:
-        if not record.is_current or record.confidence not in ("explicit", "reinforced"):
-            continue
-        terms = retrieval.query_terms(record.title)
-        if not terms:
-            continue
-        checked.append(record)
-        absent = [t for t in terms if _stem(t) not in words]
-        coverage = 1 - len(absent) / len(terms)
-        if coverage < COVERED:
-            missing.append(
-                MissingRecord(
-                    id=record.id,
-                    type=record.type,
-                    title=record.title,
-                    coverage=round(coverage, 2),
-                    missing_words=absent,
-                )
-            )
-    by_id = {r.id: r for r in records}
-    stale: list[StaleText] = []
-    for record in records:
-        if record.superseded_by is None:
-            continue
-        current = record
-        for _ in range(HISTORY_MAX_DEPTH):
-            successor = by_id.get(current.superseded_by or "")
-            if successor is None:
-                break
-            current = successor
-        hit = _first_line_with(files, _stale_snippets(record, current))
-        if hit is not None:
-            path, line, text = hit
-            stale.append(
-                StaleText(
-                    id=record.id,
-                    title=record.title,
-                    superseded_by=record.superseded_by,
-                    current_title=current.title,
-                    file=path,
-                    line=line,
-                    text=_one_line(text, 200),
-                )
-            )
-    return checked, missing, stale
-
-
-def _first_line_with(
-    files: list[tuple[str, str]], snippets: list[str]
-) -> tuple[str, int, str] | None:
-    wanted = [_norm(s) for s in snippets]
-    for path, text in files:
-        for number, line in enumerate(text.splitlines(), start=1):
-            if any(w in _norm(line) for w in wanted):
-                return path, number, line
-    return None
-
-
-def _proposed_diff(old_text: str | None, label: str, missing: list[Record]) -> str:
-    if not missing:
-        return ""
-    block = [SYNC_BEGIN, "## Decisions and conventions recorded in agentctx", ""]
-    for record in missing:
-        block.append(
-            f"- **{record.title}**: {_one_line(record.body, 200)} ({record.type} `{record.id}`)"
-        )
-    block.append(SYNC_END)
-    before = old_text or ""
-    lead = "" if not before else ("\n" if before.endswith("\n") else "\n\n")
-    after = before + lead + "\n".join(block) + "\n"
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile="/dev/null" if old_text is None else f"a/{label}",
-            tofile=f"b/{label}",
-        )
-    )
 
 
 # -- the tools -------------------------------------------------------------------------------------
@@ -845,27 +695,39 @@ async def ctx_sync_claudemd(ctx: ServerContext) -> ClaudeMdReport:
     appends the missing ones. Show the diff to the user; never apply it without their consent."""
     state = _state(ctx)
     store = state.require_store()
-    files, label = await anyio.to_thread.run_sync(_claude_md_files, state)
-    records = await store.list_records(
-        state.project.project_id, types=("decision", "convention"), include_superseded=True
-    )
-    checked, missing, stale = _drift(records, files)
-    by_id = {r.id: r for r in checked}
-    diff = _proposed_diff(
-        files[0][1] if files else None, label, [by_id[m.id] for m in missing[:SYNC_MAX]]
+    files = await claudemd.discover(state.project_dir, state.project.root)
+    target = files[0].path if files else os.path.join(state.project.root, "CLAUDE.md")
+    sync = await claudemd.report(
+        store, state.project.project_id, files=files, target=target, root=state.project.root
     )
     return ClaudeMdReport(
-        files=[path for path, _ in files],
-        checked=len(checked),
-        missing=missing[:SYNC_MAX],
-        missing_total=len(missing),
-        contradictions=stale,
-        proposed_diff=diff,
-        method=(
-            "keyword coverage: a record counts as covered when CLAUDE.md contains at least "
-            f"{int(COVERED * 100)}% of its title's keywords; superseded text is matched line by "
-            "line. Phrasing differences give false positives: review before applying."
-        ),
+        files=sync.files,
+        checked=sync.checked,
+        missing=[
+            MissingRecord(
+                id=m.id,
+                type=m.type,
+                title=m.title,
+                coverage=m.coverage,
+                missing_words=m.missing_words,
+            )
+            for m in sync.missing
+        ],
+        missing_total=sync.missing_total,
+        contradictions=[
+            StaleText(
+                id=c.id,
+                title=c.title,
+                superseded_by=c.superseded_by,
+                current_title=c.current_title,
+                file=c.file,
+                line=c.line,
+                text=c.text,
+            )
+            for c in sync.contradictions
+        ],
+        proposed_diff=sync.diff,
+        method=sync.method,
     )
 
 
