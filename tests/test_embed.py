@@ -1,0 +1,218 @@
+"""Embeddings: the real offline all-MiniLM-L6-v2, real SQLite, sqlite-vec and the numpy fallback."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import numpy as np
+import pytest
+
+from agentctx import db, embed
+from agentctx.records import NewRecord
+from agentctx.store import Store
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+pytestmark = pytest.mark.anyio
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+REST = "We moved from REST to gRPC for internal services"
+GRPC = "Internal services now talk gRPC instead of REST"
+ARROW = "Always use arrow functions in TypeScript"
+
+TEXTS = [
+    ("decision", "gRPC for internal services", REST),
+    ("decision", "Internal RPC protocol", GRPC),
+    ("convention", "Arrow functions", ARROW),
+    ("convention", "Python formatting", "Format Python code with ruff format before every commit"),
+    ("bugfix", "Flaky login test", "The login test failed because of a race in the session cache"),
+    ("discovery", "Slow CI", "CI is slow because the Docker layer cache is disabled on forks"),
+    ("preference", "Short answers", "The developer prefers short answers without preamble"),
+    ("decision", "Postgres for analytics", "Analytics events go to Postgres, not to Elasticsearch"),
+]
+
+
+@pytest.fixture(scope="session")
+def minilm_settings(minilm_dir: Path) -> dict[str, Any]:
+    return {"embeddings": True, "embedding.model": MINILM, "embedding.path": str(minilm_dir)}
+
+
+@pytest.fixture(scope="session")
+def embedder(minilm_settings: dict[str, Any]) -> Iterator[embed.Embedder]:
+    """One model load for the whole session (as one load per worker run)."""
+    previous = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        loaded = embed.load_model(minilm_settings)
+        assert loaded is not None
+        yield loaded
+    finally:
+        if previous is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = previous
+
+
+async def _fill(store: Store, texts: list[tuple[str, str, str]] = TEXTS) -> list[str]:
+    ids = []
+    for record_type, title, body in texts:
+        record = await store.add(
+            NewRecord(type=record_type, title=title, body=body, project_id="p1")
+        )
+        ids.append(record.id)
+    return ids
+
+
+async def _pending(store: Store) -> int:
+    async with store.transaction() as tx:
+        rows = await tx.rows("SELECT count(*) FROM records WHERE pending_embedding = 1")
+    return int(rows[0][0])
+
+
+async def test_paraphrases_are_closer_than_unrelated_texts(embedder: embed.Embedder) -> None:
+    assert embedder.dims == 384
+    assert embedder.query_prefix == ""  # MiniLM has no query prefix; bge does
+    vectors = await embedder.embed([REST, GRPC, ARROW])
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    paraphrase = float(vectors[0] @ vectors[1])
+    unrelated = float(vectors[0] @ vectors[2])
+    assert paraphrase > 0.7 > 0.2 > unrelated
+    query = await embedder.embed_query("which protocol do internal services use?")
+    assert float(query @ vectors[1]) > float(query @ vectors[2])
+
+
+def test_record_text_shape() -> None:
+    record = (
+        NewRecord(type="decision", title="Use gRPC", body=REST, project_id="p1")
+        .validated()
+        .to_record("01ID", "2026-11-29T10:00:00.000Z")
+    )
+    text = embed.record_text(record, "shop")
+    assert text.startswith("[decision] [")
+    assert text.endswith("] [shop] Use gRPC — " + REST)
+    assert embed.record_text(record).count("[p1]") == 1
+
+
+async def test_embed_pending_embeds_everything_and_clears_flags(
+    store: Store, embedder: embed.Embedder
+) -> None:
+    assert embed.uses_vec(store)
+    ids = await _fill(store)
+    assert await _pending(store) == len(ids)
+    assert await embed.embed_pending(store, embedder, limit=3) == 3
+    assert await _pending(store) == len(ids) - 3
+    assert await embed.embed_pending(store, embedder) == len(ids) - 3
+    assert await _pending(store) == 0
+    assert await embed.embed_pending(store, embedder) == 0  # nothing left: nothing embedded
+    async with store.transaction() as tx:
+        rows = await tx.rows("SELECT record_id FROM records_vec")
+    assert sorted(r[0] for r in rows) == sorted(ids)
+    # an edit re-flags the record, and the next run embeds it again
+    async with store.transaction() as tx:
+        await tx.update_body(ids[0], "We moved from REST to gRPC for every internal service")
+    assert await _pending(store) == 1
+    assert await embed.embed_pending(store, embedder) == 1
+    assert await _pending(store) == 0
+
+
+async def test_vec0_and_numpy_give_the_same_neighbours(
+    tmp_path: Path, embedder: embed.Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with await Store.open(str(tmp_path / "vec.db")) as vec_store:
+        assert embed.uses_vec(vec_store)
+        vec_ids = await _fill(vec_store)
+        await embed.embed_pending(vec_store, embedder)
+        query = await embedder.embed_query("internal service protocol")
+        vec_hits = await embed.nearest(vec_store, query, 5)
+        vec_excl = await embed.nearest(vec_store, query, 3, exclude={vec_ids[1]})
+
+    def refuse(conn: Any, caps: db.Capabilities) -> None:
+        caps.vec_error = "sqlite-vec disabled by the test"
+
+    load_vec = db._load_vec
+    monkeypatch.setattr(db, "_load_vec", refuse)
+    async with await Store.open(str(tmp_path / "blob.db")) as blob_store:
+        assert not embed.uses_vec(blob_store)
+        with pytest.raises(Exception, match="no such function"):
+            await blob_store._rows("SELECT vec_version()")  # really no sqlite-vec here
+        assert await embed.nearest(blob_store, query, 5) == []  # nothing embedded yet
+        blob_ids = await _fill(blob_store)
+        assert await embed.embed_pending(blob_store, embedder) == len(blob_ids)
+        assert await _pending(blob_store) == 0
+        blob_hits = await embed.nearest(blob_store, query, 5)
+        blob_excl = await embed.nearest(blob_store, query, 3, exclude={blob_ids[1]})
+
+    # the fallback store opened again with sqlite-vec: its vectors move into records_vec
+    monkeypatch.setattr(db, "_load_vec", load_vec)
+    async with await Store.open(str(tmp_path / "blob.db")) as reopened:
+        assert embed.uses_vec(reopened)
+        assert await embed.nearest(reopened, query, 5) == []  # records_vec is new and empty
+        assert await embed.embed_pending(reopened, embedder) == 0  # nothing was pending
+        moved_hits = await embed.nearest(reopened, query, 5)
+    assert [r for r, _ in moved_hits] == [r for r, _ in blob_hits]
+    assert np.allclose([s for _, s in moved_hits], [s for _, s in blob_hits], atol=1e-5)
+
+    # the two stores hold the same texts in the same order under different ids
+    to_index = {rid: i for i, rid in enumerate(vec_ids)} | {
+        rid: i for i, rid in enumerate(blob_ids)
+    }
+    for a, b in ((vec_hits, blob_hits), (vec_excl, blob_excl)):
+        assert [to_index[r] for r, _ in a] == [to_index[r] for r, _ in b]
+        assert np.allclose([s for _, s in a], [s for _, s in b], atol=1e-5)
+    assert [to_index[r] for r, _ in vec_hits[:2]] in ([0, 1], [1, 0])
+    assert 1 not in [to_index[r] for r, _ in vec_excl]
+    assert len(vec_excl) == 3
+    assert [s for _, s in vec_hits] == sorted((s for _, s in vec_hits), reverse=True)
+
+
+async def test_missing_model_means_keyword_only(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    embed.clear_model_cache()
+    with caplog.at_level(logging.WARNING, logger="agentctx.embed"):
+        missing_folder = {
+            "embeddings": True,
+            "embedding.model": MINILM,
+            "embedding.path": str(tmp_path / "nowhere"),
+        }
+        assert await embed.load_model_async(missing_folder) is None
+        # the default model, not in home/models, and no download possible
+        default = {"embeddings": True, "embedding.model": embed.DEFAULT_MODEL, "embedding.path": ""}
+        assert await embed.load_model_async(default) is None
+        assert embed.load_model(default) is None  # the failure is remembered: no second attempt
+    lines = [r for r in caplog.records if r.name == "agentctx.embed"]
+    assert len(lines) == 2 and all("embeddings off" in r.getMessage() for r in lines)
+    assert embed.load_model({"embeddings": False}) is None
+    embed.clear_model_cache()
+
+
+async def test_event_loop_stays_responsive_while_embedding(
+    store: Store, embedder: embed.Embedder
+) -> None:
+    bodies = [f"Record number {i}: the service {i % 7} talks to queue {i % 11}" for i in range(300)]
+    await _fill(store, [("discovery", f"Note {i}", body) for i, body in enumerate(bodies)])
+    ticks = 0
+    done = anyio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await anyio.sleep(0.005)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        start = anyio.current_time()
+        assert await embed.embed_pending(store, embedder) == 300
+        elapsed = anyio.current_time() - start
+        done.set()
+    # the loop ran the ticker throughout: about one tick per 5 ms, at least a fifth of that
+    assert elapsed > 0.1
+    assert ticks >= elapsed / 0.005 / 5, (ticks, elapsed)
