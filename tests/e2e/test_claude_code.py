@@ -24,8 +24,6 @@ capture hooks have written, as a slow model would; everything else polls with a 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -36,6 +34,7 @@ import pytest
 import sqlean
 
 from agentctx.project import identify
+from tests.e2e.harness import Machine, blocks
 from tests.messages_server import MessagesServer, Recorded, Reply, TextReply, ToolUseReply
 
 if TYPE_CHECKING:
@@ -85,80 +84,15 @@ CLAUDE_TIMEOUT_S = 120
 # -- the scenario: an isolated machine with a project, agentctx and the model server ---------------
 
 
-class Scenario:
-    """HOME, TMPDIR, agentctx home and a git project under ``root``; the model server; commands."""
+class Scenario(Machine):
+    """The isolated machine, plus what this test reads: the store, transcripts, the hooks log."""
 
-    def __init__(self, root: Path, claude: Path, server: MessagesServer) -> None:
-        self.root = root
-        self.claude = claude
-        self.server = server
-        self.home = root / "home"
-        self.project = root / "project"
-        self.agentctx_home = root / "agentctx"
-        self.runs: list[subprocess.CompletedProcess[str]] = []
-        self.last_started = datetime.now(UTC)
-        tmp = root / "tmp"
-        self.env = {
-            # the hooks run `agentctx hook …` through PATH: this interpreter's console script first
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
-            "HOME": str(self.home),
-            "TMPDIR": str(tmp),
-            "CLAUDE_CODE_TMPDIR": str(tmp),
-            "LANG": "C.UTF-8",
-            "AGENTCTX_HOME": str(self.agentctx_home),
-            "ANTHROPIC_BASE_URL": server.url,
-            "ANTHROPIC_API_KEY": "sk-fake",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "GIT_AUTHOR_NAME": "Test",
-            "GIT_AUTHOR_EMAIL": "test@example.com",
-            "GIT_COMMITTER_NAME": "Test",
-            "GIT_COMMITTER_EMAIL": "test@example.com",
-        }
-        for folder in (self.home, tmp, self.project):
-            folder.mkdir()
+    claude_timeout_s = CLAUDE_TIMEOUT_S
 
     @property
     def project_id(self) -> str:
         """The project's id as agentctx identifies it (from the origin remote)."""
         return identify(str(self.project)).project_id
-
-    def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        """A command in the project folder; the test fails (with its output) unless it exits 0."""
-        result = subprocess.run(
-            list(argv),
-            cwd=self.project,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert result.returncode == 0, f"{argv}: exit {result.returncode}\n{result.stderr}"
-        return result
-
-    def agentctx(self, *args: str) -> Any:
-        """The ``agentctx`` console script found on PATH, with ``--json``; its parsed output."""
-        return json.loads(self.run("agentctx", *args, "--json").stdout)
-
-    def claude_p(self, prompt: str, *args: str) -> dict[str, Any]:
-        """``claude -p PROMPT --output-format json ARGS``; the result object it prints."""
-        self.last_started = datetime.now(UTC)
-        result = subprocess.run(
-            [str(self.claude), "-p", prompt, "--output-format", "json", *args],
-            cwd=self.project,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=CLAUDE_TIMEOUT_S,
-            check=False,
-        )
-        self.runs.append(result)
-        assert result.returncode == 0, self.diagnostics()
-        output = json.loads(result.stdout)
-        assert isinstance(output, dict) and output.get("is_error") is False, self.diagnostics()
-        return output
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Rows from the store, read-only."""
@@ -215,11 +149,7 @@ class Scenario:
 
     def diagnostics(self) -> str:
         """What to read when a step fails: the last claude run, the hooks log, the requests."""
-        parts = []
-        if self.runs:
-            last = self.runs[-1]
-            parts.append(f"{last.args[1:]} exited {last.returncode}")
-            parts.append(f"stdout: {last.stdout[-2000:]}\nstderr: {last.stderr[-2000:]}")
+        parts = self.last_run()
         parts.append("hooks.log:\n" + "\n".join(self.hooks_log()[-40:]))
         parts.append("requests: " + ", ".join(f"{r.method} {r.path}" for r in self.server.requests))
         return "\n".join(parts)
@@ -235,15 +165,8 @@ def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
     return True
 
 
-def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [block for block in content or [] if isinstance(block, dict)]
-
-
 def _texts(message: dict[str, Any]) -> list[str]:
-    return [b["text"] for b in _blocks(message) if isinstance(b.get("text"), str)]
+    return [b["text"] for b in blocks(message) if isinstance(b.get("text"), str)]
 
 
 # -- the scripted model ----------------------------------------------------------------------------
@@ -282,7 +205,7 @@ class Model:
             return TextReply(SUMMARY)
         results = 0  # walk back over tool results to the prompt that started this turn
         for message in reversed(users):
-            if not any(b.get("type") == "tool_result" for b in _blocks(message)):
+            if not any(b.get("type") == "tool_result" for b in blocks(message)):
                 break
             results += 1
         prompt = "\n".join(_texts(message))
@@ -312,10 +235,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory, claude_code: Path) -> Ite
         (project / "src" / "shop").mkdir(parents=True)
         (project / "src" / "shop" / "__init__.py").write_text("")
         (project / "tests").mkdir()
-        scenario.run("git", "init", "-q", "-b", "main")
-        scenario.run("git", "remote", "add", "origin", "git@github.com:acme/shop.git")
-        scenario.run("git", "add", "-A")
-        scenario.run("git", "commit", "-q", "-m", "Initial commit")
+        scenario.commit_project()
         yield scenario
 
 
@@ -371,7 +291,7 @@ def step2_capture(scenario: Scenario, session_id: str) -> None:
     assert output["permission_denials"] == [], output["permission_denials"]
     turns = scenario.server.messages_requests()[before:]
     assert len(turns) == 5, scenario.diagnostics()  # four tool calls, then the answer
-    last_results = json.dumps(_blocks(turns[-1].body["messages"][-1]))
+    last_results = json.dumps(blocks(turns[-1].body["messages"][-1]))
     assert "1 failed" in last_results, last_results  # the test ran, and failed
     assert (scenario.project / CLIENT_FILE).read_text() == CLIENT_CODE
     assert scenario.run("git", "branch", "--show-current").stdout.strip() == BRANCH
@@ -462,7 +382,7 @@ def step3_compaction(scenario: Scenario, session_id: str) -> None:
     assert handover_line + "Snapshot of the working state before a manual compaction." in digest
     messages = after.body["messages"]
     assert "DEFAULT_DEADLINE_S is None" in "\n".join(_texts(messages[0]))  # starts from the summary
-    assert not [b for m in messages for b in _blocks(m) if b.get("type") == "tool_use"]
+    assert not [b for m in messages for b in blocks(m) if b.get("type") == "tool_use"]
 
 
 def step4_session_end(scenario: Scenario, session_id: str) -> None:

@@ -26,18 +26,16 @@ What CLI 2.1.332 does here (checked while writing this test):
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.e2e.harness import Machine, blocks
 from tests.messages_server import MessagesServer, Recorded, Reply, TextReply, ToolUseReply
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 pytestmark = pytest.mark.e2e
 
@@ -53,14 +51,7 @@ ALLOWED = f"{SEARCH} {GET}"
 CLAUDE_TIMEOUT_S = 90
 
 
-# -- helpers (the few lines of tests/e2e/test_claude_code.py this test needs) ---------------------
-
-
-def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [block for block in content or [] if isinstance(block, dict)]
+# -- reading the requests ---------------------------------------------------------------------------
 
 
 def _result_text(block: dict[str, Any]) -> str:
@@ -82,7 +73,7 @@ def tool_results(request: Recorded) -> list[dict[str, Any]]:
         b
         for m in messages[last + 1 :]
         if m.get("role") == "user"
-        for b in _blocks(m)
+        for b in blocks(m)
         if b.get("type") == "tool_result"
     ]
 
@@ -97,7 +88,7 @@ def tool_uses(request: Recorded) -> dict[str, dict[str, Any]]:
     return {
         b["id"]: b
         for m in request.body["messages"]
-        for b in _blocks(m)
+        for b in blocks(m)
         if b.get("type") == "tool_use"
     }
 
@@ -132,82 +123,14 @@ class Model:
 # -- the scenario ----------------------------------------------------------------------------------
 
 
-class Scenario:
-    """HOME, TMPDIR, agentctx home and a git project under ``root``; the model server."""
+class Scenario(Machine):
+    """The isolated machine; MCP tools in ``tools[]`` with their schemas (see the module doc)."""
 
-    def __init__(self, root: Path, claude: Path, server: MessagesServer) -> None:
-        self.root = root
-        self.claude = claude
-        self.server = server
-        self.home = root / "home"
-        self.project = root / "project"
-        self.agentctx_home = root / "agentctx"
-        self.last: subprocess.CompletedProcess[str] | None = None
-        tmp = root / "tmp"
-        self.env = {
-            # Claude Code runs `agentctx mcp` through PATH: this interpreter's console script first
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
-            "HOME": str(self.home),
-            "TMPDIR": str(tmp),
-            "CLAUDE_CODE_TMPDIR": str(tmp),
-            "LANG": "C.UTF-8",
-            "AGENTCTX_HOME": str(self.agentctx_home),
-            "ANTHROPIC_BASE_URL": server.url,
-            "ANTHROPIC_API_KEY": "sk-fake",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "GIT_AUTHOR_NAME": "Test",
-            "GIT_AUTHOR_EMAIL": "test@example.com",
-            "GIT_COMMITTER_NAME": "Test",
-            "GIT_COMMITTER_EMAIL": "test@example.com",
-            # MCP tools in tools[] with their schemas instead of deferred (see the module doc)
-            "ENABLE_TOOL_SEARCH": "false",
-        }
-        for folder in (self.home, tmp, self.project):
-            folder.mkdir()
-
-    def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        """A command in the project folder; the test fails (with its output) unless it exits 0."""
-        result = subprocess.run(
-            list(argv),
-            cwd=self.project,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert result.returncode == 0, f"{argv}: exit {result.returncode}\n{result.stderr}"
-        return result
-
-    def agentctx(self, *args: str) -> Any:
-        """The ``agentctx`` console script found on PATH, with ``--json``; its parsed output."""
-        return json.loads(self.run("agentctx", *args, "--json").stdout)
-
-    def claude_p(self, prompt: str, *args: str) -> dict[str, Any]:
-        """``claude -p PROMPT --output-format json ARGS``; the result object it prints."""
-        result = subprocess.run(
-            [str(self.claude), "-p", prompt, "--output-format", "json", *args],
-            cwd=self.project,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=CLAUDE_TIMEOUT_S,
-            check=False,
-        )
-        self.last = result
-        assert result.returncode == 0, self.diagnostics()
-        output = json.loads(result.stdout)
-        assert isinstance(output, dict) and output.get("is_error") is False, self.diagnostics()
-        return output
+    claude_timeout_s = CLAUDE_TIMEOUT_S
 
     def diagnostics(self) -> str:
         """What to read when a step fails: the claude run, MCP and agentctx logs, the requests."""
-        parts = []
-        if self.last is not None:
-            parts.append(f"{self.last.args[1:]} exited {self.last.returncode}")
-            parts.append(f"stdout: {self.last.stdout[-2000:]}\nstderr: {self.last.stderr[-2000:]}")
+        parts = self.last_run()
         logs = sorted((self.home / ".cache" / "claude-cli-nodejs").glob("*/mcp-logs-agentctx/*"))
         logs += sorted((self.agentctx_home / "logs").glob("*"))
         for log in logs:
@@ -224,12 +147,9 @@ def scenario(tmp_path_factory: pytest.TempPathFactory, claude_code: Path) -> Ite
     """A git project with an origin remote, and the model server; agentctx not yet set up."""
     root = tmp_path_factory.mktemp("ccmcp")  # short: Claude Code puts sockets under TMPDIR
     with MessagesServer(Model()) as server:
-        scenario = Scenario(root, claude_code, server)
+        scenario = Scenario(root, claude_code, server, {"ENABLE_TOOL_SEARCH": "false"})
         (scenario.project / "README.md").write_text("# shop\n")
-        scenario.run("git", "init", "-q", "-b", "main")
-        scenario.run("git", "remote", "add", "origin", "git@github.com:acme/shop.git")
-        scenario.run("git", "add", "-A")
-        scenario.run("git", "commit", "-q", "-m", "Initial commit")
+        scenario.commit_project()
         yield scenario
 
 
