@@ -315,9 +315,14 @@ class Store:
             )
             if cursor.rowcount != 1:
                 raise NotFoundError(f"no record with id {record_id!r}")
-            row = await self._one("SELECT project_id FROM records WHERE id = ?", (record_id,))
-            self._changed.add(str(row[0]))
+            await self._mark_changed(record_id)
         return await self.get(record_id)
+
+    async def _mark_changed(self, record_id: str) -> None:
+        """Note the project of a record changed in the open write (its digest goes stale)."""
+        row = await self._one("SELECT project_id FROM records WHERE id = ?", (record_id,))
+        if row is not None:
+            self._changed.add(str(row[0]))
 
     async def history(self, record_id: str) -> list[Record]:
         """The supersession chain through a record, both ways, oldest first."""
@@ -668,9 +673,7 @@ class Transaction:
             "ELSE confidence END WHERE id = ?",
             (int(explicit), threshold, record_id),
         )
-        row = await self._store._one("SELECT project_id FROM records WHERE id = ?", (record_id,))
-        if row is not None:
-            self._store._changed.add(str(row[0]))
+        await self._store._mark_changed(record_id)
 
     async def mark_seen_in(self, record_id: str, session_id: str) -> bool:
         """Link a record to a session that showed it (``derives_from``); False if already linked."""
@@ -691,9 +694,7 @@ class Transaction:
             "UPDATE records SET body = ?, keywords = ?, pending_embedding = 1 WHERE id = ?",
             (text, normalize_keywords(keywords), record_id),
         )
-        row = await self._store._one("SELECT project_id FROM records WHERE id = ?", (record_id,))
-        if row is not None:
-            self._store._changed.add(str(row[0]))
+        await self._store._mark_changed(record_id)
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement inside the transaction; return the affected row count."""
