@@ -48,6 +48,41 @@ EXPECTED_COLUMNS: dict[str, list[Column]] = {
         ("source", "TEXT", 1, None, 0),
         ("session_id", "TEXT", 0, None, 0),
         ("pending_embedding", "INTEGER", 1, "1", 0),
+        ("low_score_since", "TEXT", 0, None, 0),
+    ],
+    "records_archive": [
+        ("id", "TEXT", 0, None, 1),
+        ("project_id", "TEXT", 1, None, 0),
+        ("type", "TEXT", 1, None, 0),
+        ("title", "TEXT", 1, None, 0),
+        ("body", "TEXT", 1, None, 0),
+        ("keywords", "TEXT", 1, "''", 0),
+        ("key", "TEXT", 0, None, 0),
+        ("rationale", "TEXT", 0, None, 0),
+        ("scope", "TEXT", 1, None, 0),
+        ("pinned", "INTEGER", 1, "0", 0),
+        ("confidence", "TEXT", 1, None, 0),
+        ("reinforce_count", "INTEGER", 1, "0", 0),
+        ("valid_from", "TEXT", 1, None, 0),
+        ("recorded_at", "TEXT", 1, None, 0),
+        ("superseded_at", "TEXT", 1, None, 0),
+        ("superseded_by", "TEXT", 0, None, 0),
+        ("access_count", "INTEGER", 1, "0", 0),
+        ("last_accessed", "TEXT", 0, None, 0),
+        ("score", "REAL", 1, "0.0", 0),
+        ("claudemd_drift_score", "REAL", 1, "0.0", 0),
+        ("source", "TEXT", 1, None, 0),
+        ("session_id", "TEXT", 0, None, 0),
+        ("pending_embedding", "INTEGER", 1, "0", 0),
+        ("low_score_since", "TEXT", 0, None, 0),
+        ("archived_at", "TEXT", 1, None, 0),
+    ],
+    "merge_checks": [
+        ("record_a", "TEXT", 1, None, 1),
+        ("record_b", "TEXT", 1, None, 2),
+        ("verdict", "TEXT", 1, None, 0),
+        ("similarity", "REAL", 1, None, 0),
+        ("checked_at", "TEXT", 1, None, 0),
     ],
     "nodes": [
         ("id", "TEXT", 0, None, 1),
@@ -111,6 +146,8 @@ EXPECTED_INDEXES = {
     "edges_to",
     "record_entities_entity",
     "sessions_project",
+    "records_archive_project_valid",
+    "records_archive_superseded_by",
 }
 # The automatic indexes of PRIMARY KEY / UNIQUE constraints on our own (non-virtual) tables.
 EXPECTED_AUTOINDEXES = {
@@ -122,6 +159,7 @@ EXPECTED_AUTOINDEXES = {
     "sqlite_autoindex_projects_1",
     "sqlite_autoindex_sessions_1",
     "sqlite_autoindex_schema_migrations_1",
+    "sqlite_autoindex_records_archive_1",
 }
 EXPECTED_TRIGGERS = {"records_fts_insert", "records_fts_delete", "records_fts_update"}
 OUR_TABLES = set(EXPECTED_COLUMNS)
@@ -185,8 +223,9 @@ def test_record_columns_constant_matches_table(db_path: str) -> None:
     conn, _ = db.connect(db_path)
     with closing(conn):
         table = [str(r["name"]) for r in conn.execute("PRAGMA table_info(records)")]
-    # seq is the storage rowid (stable FTS keys); it is not part of a record
-    assert sorted(table) == sorted(["seq", *schema.RECORD_COLUMNS])
+    # seq is the storage rowid (stable FTS keys); it and consolidation's bookkeeping are not part
+    # of a record
+    assert sorted(table) == sorted(["seq", *schema.RECORD_COLUMNS, *schema.BOOKKEEPING_COLUMNS])
     assert len(schema.RECORD_COLUMNS) == len(set(schema.RECORD_COLUMNS))
 
 

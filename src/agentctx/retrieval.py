@@ -345,3 +345,19 @@ def rerank(
     scored = [(row, rank_score(row, reference)) for row in rows]
     scored.sort(key=lambda pair: (-pair[1], pair[0]["id"]))
     return scored[:limit]
+
+
+RRF_K = 60
+
+
+def rrf(rankings: Iterable[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion of ranked id lists: ``(id, fused score)``, best first, ties by id.
+
+    Each list contributes ``1 / (k + rank)`` (rank from 1) to every id it holds; an id missing from
+    a list gets nothing from it. ``k = 60`` is the constant of Cormack et al. (2009).
+    """
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            fused[item] = fused.get(item, 0.0) + 1.0 / (k + rank)
+    return sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))

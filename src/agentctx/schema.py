@@ -47,6 +47,8 @@ RECORD_COLUMNS = (
     "superseded_by", "access_count", "last_accessed", "score", "claudemd_drift_score", "session_id",
     "pending_embedding",
 )  # fmt: skip
+#: Columns of ``records`` that consolidation keeps for itself; not part of a :class:`Record`.
+BOOKKEEPING_COLUMNS = ("low_score_since",)
 
 
 def _in(values: tuple[str, ...]) -> str:
@@ -178,9 +180,57 @@ CREATE TABLE session_injections (
 ) WITHOUT ROWID;
 """
 
+#: Consolidation (issue 5): the cold partition of long-superseded records (same columns as
+#: ``records`` but ``seq``, plus when they moved), when a record's score first fell below the prune
+#: bound, and the near-duplicate pairs already judged so that no pair is asked about twice.
+_CONSOLIDATION = """
+ALTER TABLE records ADD COLUMN low_score_since TEXT;
+
+CREATE TABLE records_archive (
+  id                   TEXT PRIMARY KEY,
+  project_id           TEXT NOT NULL,
+  type                 TEXT NOT NULL,
+  title                TEXT NOT NULL,
+  body                 TEXT NOT NULL,
+  keywords             TEXT NOT NULL DEFAULT '',
+  key                  TEXT,
+  rationale            TEXT,
+  scope                TEXT NOT NULL,
+  pinned               INTEGER NOT NULL DEFAULT 0,
+  confidence           TEXT NOT NULL,
+  reinforce_count      INTEGER NOT NULL DEFAULT 0,
+  valid_from           TEXT NOT NULL,
+  recorded_at          TEXT NOT NULL,
+  superseded_at        TEXT NOT NULL,
+  superseded_by        TEXT,
+  access_count         INTEGER NOT NULL DEFAULT 0,
+  last_accessed        TEXT,
+  score                REAL NOT NULL DEFAULT 0.0,
+  claudemd_drift_score REAL NOT NULL DEFAULT 0.0,
+  source               TEXT NOT NULL,
+  session_id           TEXT,
+  pending_embedding    INTEGER NOT NULL DEFAULT 0,
+  low_score_since      TEXT,
+  archived_at          TEXT NOT NULL
+);
+CREATE INDEX records_archive_project_valid ON records_archive(project_id, valid_from);
+CREATE INDEX records_archive_superseded_by ON records_archive(superseded_by);
+
+CREATE TABLE merge_checks (
+  record_a   TEXT NOT NULL,
+  record_b   TEXT NOT NULL,
+  verdict    TEXT NOT NULL CHECK (verdict IN ('same', 'distinct')),
+  similarity REAL NOT NULL,
+  checked_at TEXT NOT NULL,
+  PRIMARY KEY (record_a, record_b),
+  CHECK (record_a < record_b)
+) WITHOUT ROWID;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_extraction_state", _EXTRACTION_STATE),
+    ("0003_consolidation", _CONSOLIDATION),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
