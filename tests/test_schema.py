@@ -49,6 +49,7 @@ EXPECTED_COLUMNS: dict[str, list[Column]] = {
         ("session_id", "TEXT", 0, None, 0),
         ("pending_embedding", "INTEGER", 1, "1", 0),
         ("low_score_since", "TEXT", 0, None, 0),
+        ("digest_rank", "INTEGER", 0, None, 0),
     ],
     "records_archive": [
         ("id", "TEXT", 0, None, 1),

@@ -48,7 +48,7 @@ RECORD_COLUMNS = (
     "pending_embedding",
 )  # fmt: skip
 #: Columns of ``records`` that consolidation keeps for itself; not part of a :class:`Record`.
-BOOKKEEPING_COLUMNS = ("low_score_since",)
+BOOKKEEPING_COLUMNS = ("low_score_since", "digest_rank")
 
 
 def _in(values: tuple[str, ...]) -> str:
@@ -182,9 +182,11 @@ CREATE TABLE session_injections (
 
 #: Consolidation (issue 5): the cold partition of long-superseded records (same columns as
 #: ``records`` but ``seq``, plus when they moved), when a record's score first fell below the prune
-#: bound, and the near-duplicate pairs already judged so that no pair is asked about twice.
+#: bound, a decision's place in the digest's ranking, and the near-duplicate pairs already judged so
+#: that no pair is asked about twice.
 _CONSOLIDATION = """
 ALTER TABLE records ADD COLUMN low_score_since TEXT;
+ALTER TABLE records ADD COLUMN digest_rank INTEGER;
 
 CREATE TABLE records_archive (
   id                   TEXT PRIMARY KEY,
