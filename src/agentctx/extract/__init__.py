@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import orjson
 
-from agentctx import clock, config, home
+from agentctx import clock, config
 from agentctx.extract import apply, llm, prompt
+from agentctx.locks import ProcessLock
 from agentctx.redact import redact
 from agentctx.tokens import estimate_tokens
 
@@ -89,7 +90,9 @@ async def extract_session(
         report.status = "no_api_key"
         say("ANTHROPIC_API_KEY is not set: no extraction (deterministic capture only)")
         return report
-    with _SessionLock(session_id) as locked:
+    from agentctx.hooks.ledger import safe_session_id
+
+    with ProcessLock(f"extract-{safe_session_id(session_id)}") as locked:
         if not locked:
             report.status = "locked"
             say(f"an extraction of session {session_id} is already running")
@@ -296,29 +299,3 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe(e) for e in exc.exceptions)
     return f"{type(exc).__name__}: {exc}"[:500]
-
-
-class _SessionLock:
-    """An exclusive, non-blocking ``flock``: released by the kernel when the process dies."""
-
-    def __init__(self, session_id: str) -> None:
-        from agentctx.hooks.ledger import safe_session_id
-
-        folder = home.ensure_sub("locks")
-        self.path = os.path.join(folder, f"extract-{safe_session_id(session_id)}.lock")
-        self._fd = -1
-
-    def __enter__(self) -> bool:
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: no cross-process lock
-            return True
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False
-        return True
-
-    def __exit__(self, *exc_info: object) -> None:
-        os.close(self._fd)
