@@ -49,6 +49,17 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/mcp_server.py")
 
 
+@nox.session(python=PYTHON, default=False)
+def eval(session: nox.Session) -> None:
+    """DevBench retrieval: the hook path and hybrid ctx_search -> benchmarks/results/eval.md.
+
+    Not a default session; the offline test model is installed as for the tests.
+    """
+    session.install("-e", ".")
+    session.install(*TEST_MODEL)
+    session.run("python", "benchmarks/eval.py", *session.posargs)
+
+
 @nox.session(python=PYTHON)
 def e2e(session: nox.Session) -> None:
     """The hooks under the real Claude Code CLI, offline, against a loopback Messages API.

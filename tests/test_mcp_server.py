@@ -247,6 +247,7 @@ async def test_lists_exactly_seven_tools_with_annotations_and_output_schemas(
     index = schemas["ctx_search"].output_schema
     assert index is not None
     assert set(index["$defs"]["IndexEntry"]["properties"]) == INDEX_FIELDS
+    assert index["properties"]["mode"]["enum"] == ["hybrid", "keyword"]
     assert client.instructions == INSTRUCTIONS
     assert "ctx_search" in INSTRUCTIONS and "ctx_get" in INSTRUCTIONS
 
@@ -258,6 +259,7 @@ async def test_search_returns_a_compact_index_without_bodies(client: Client, see
     data = ok(await client.call_tool("ctx_search", {"query": "auth"}))
     assert set(ids(data)) == {seed.jwt, seed.auth_convention, seed.gateway}
     assert data["degraded"] is None
+    assert data["mode"] == "keyword"  # nothing embedded: keyword ranking (tests/test_hybrid.py)
     for entry in data["results"]:
         assert set(entry) == INDEX_FIELDS  # progressive disclosure: no body
         assert entry["age"][-1] in "mhd" and entry["score"] > 0

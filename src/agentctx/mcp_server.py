@@ -12,6 +12,10 @@ carries its message (P-5); the SDK validates arguments against the input schema 
 mismatch the same way, so a bad call never takes the server down. Nothing but the protocol reaches
 stdout: the SDK moves stdio onto private descriptors, and logging goes to stderr.
 
+``ctx_search`` ranks through :mod:`agentctx.hybrid`: keyword and vector rankings fused with RRF once
+the query model, loaded lazily in the background by the lifespan's :class:`~agentctx.hybrid.QueryModel`,
+is ready and the store has vectors; keywords alone until then (the result's ``mode`` says which).
+
 Graph reads (``ctx_related`` and the ``file`` filter of ``ctx_search``) need SQL that no public
 ``Store`` method runs, and the store's connection is private; they open a short read-only connection
 with :func:`agentctx.db.connect` in a worker thread instead (a WAL reader never blocks the writer).
@@ -36,14 +40,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from agentctx import __version__, claudemd, clock, db, retrieval
+from agentctx import __version__, claudemd, clock, config, db, hybrid, retrieval
 from agentctx.claudemd import SYNC_BEGIN as SYNC_BEGIN
 from agentctx.claudemd import SYNC_END as SYNC_END
 from agentctx.claudemd import SYNC_MAX as SYNC_MAX
 from agentctx.errors import AgentctxError, NotFoundError, ValidationError
 from agentctx.project import ProjectIdentity, identify
 from agentctx.records import COLUMNS, Confidence, NewRecord, Record, RecordType, Scope, Source
-from agentctx.store import HISTORY_MAX_DEPTH, SearchHit, SearchQuery, SearchResult, Store
+from agentctx.store import HISTORY_MAX_DEPTH, SearchHit, SearchQuery, Store
 
 SEARCH_MAX = 15
 GET_MAX = 10
@@ -83,13 +87,20 @@ class IndexEntry(BaseModel):
     title: str
     age: str = Field(description="Time since the fact became valid: 5m, 3h, 12d.")
     confidence: Confidence
-    score: float
+    score: float = Field(
+        description="Higher is better; comparable within one result only (see mode)."
+    )
 
 
 class SearchResults(BaseModel):
     """The compact index ``ctx_search`` returns, best first."""
 
     results: list[IndexEntry]
+    mode: Literal["hybrid", "keyword"] = Field(
+        default="keyword",
+        description="hybrid: keyword and vector rankings fused (RRF), score is the fused score; "
+        "keyword: keyword ranking alone (no vectors, or the model is loading or off).",
+    )
     note: str | None = None
     degraded: str | None = Field(default=None, description="Why a fallback search ran, if any.")
 
@@ -221,12 +232,14 @@ class ClaudeMdReport(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class ServerState:
-    """What the lifespan opens once: the project and the store (None if it could not be opened)."""
+    """What the lifespan opens once: the project, the store (None if it could not be opened) and
+    the query model for hybrid search."""
 
     project: ProjectIdentity
     project_dir: str
     store: Store | None = None
     error: str | None = None
+    model: hybrid.QueryModel | None = None
 
     def require_store(self) -> Store:
         """The open store, or a tool error saying why there is none."""
@@ -239,7 +252,7 @@ ServerContext = Context[ServerState, Any]
 
 
 def _lifespan(
-    project_dir: str | None,
+    project_dir: str | None, model: hybrid.QueryModel | None
 ) -> Callable[[MCPServer[ServerState]], AbstractAsyncContextManager[ServerState]]:
     folder = os.path.abspath(project_dir or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
     project = identify(folder)
@@ -255,11 +268,21 @@ def _lifespan(
             yield ServerState(project, folder, error=str(exc))
             return
         try:
-            yield ServerState(project, folder, store)
+            async with (model or hybrid.QueryModel(_settings())).running() as running:
+                yield ServerState(project, folder, store, model=running)
         finally:
             await store.close()
 
     return lifespan
+
+
+def _settings() -> dict[str, Any]:
+    """The embedding settings; an unreadable config means keyword-only (one log line)."""
+    try:
+        return config.load()
+    except AgentctxError as exc:
+        log.warning("agentctx: %s; hybrid search off", exc)
+        return {"embeddings": False}
 
 
 def _state(ctx: ServerContext) -> ServerState:
@@ -283,14 +306,13 @@ def _translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     return call
 
 
-async def _find(store: Store, query: SearchQuery) -> SearchResult:
-    """Rank records for a query: keyword search (FTS5 BM25 and the rerank of retrieval.py).
-
-    The seam for hybrid retrieval (ADR-005): with the embeddings issue this also embeds the query
-    (the model loaded lazily, in a worker thread) and fuses both rankings with RRF, falling back to
-    this keyword ranking alone when the model cannot load.
-    """
-    return await store.search(query)
+async def _find(state: ServerState, query: SearchQuery) -> hybrid.Ranked:
+    """Rank records for a query: hybrid (keywords and vectors, RRF) when the model is ready and the
+    store has vectors, else keywords alone (FTS5 BM25 and the rerank of retrieval.py)."""
+    store = state.require_store()
+    if state.model is None:
+        return await hybrid.hybrid_search(store, query, None)
+    return await hybrid.search(store, query, state.model)
 
 
 async def _read(store: Store, query: Callable[[Any], T]) -> T:
@@ -450,8 +472,9 @@ async def ctx_search(
     as_of: AsOfArg = None,
     limit: Annotated[int, Field(ge=1, le=SEARCH_MAX, description="At most 15.")] = 10,
 ) -> SearchResults:
-    """Search the project's memory by keywords; returns a compact index (id, type, title, age,
-    confidence, score), no bodies. Call ctx_get with the ids you need to read them in full."""
+    """Search the project's memory by keywords (and by meaning once the embedding model is
+    loaded); returns a compact index (id, type, title, age, confidence, score), no bodies. Call
+    ctx_get with the ids you need to read them in full."""
     state = _state(ctx)
     store = state.require_store()
     if not retrieval.query_terms(query):
@@ -476,10 +499,10 @@ async def ctx_search(
         limit=limit,
     )
     if linked is None:
-        result = await _find(store, search)
+        result = await _find(state, search)
         hits = result.hits
     else:
-        result, hits = await _find_linked(store, search, linked)
+        result, hits = await _find_linked(state, search, linked)
     return SearchResults(
         results=[
             IndexEntry(
@@ -492,13 +515,14 @@ async def ctx_search(
             )
             for h in hits
         ],
+        mode=result.mode,
         degraded=result.degraded,
     )
 
 
 async def _find_linked(
-    store: Store, search: SearchQuery, linked: set[str]
-) -> tuple[SearchResult, list[SearchHit]]:
+    state: ServerState, search: SearchQuery, linked: set[str]
+) -> tuple[hybrid.Ranked, list[SearchHit]]:
     """The best ``search.limit`` hits among ``linked`` ids.
 
     SearchQuery cannot restrict the ids it ranks, so this ranks a pool and filters it, widening
@@ -506,7 +530,7 @@ async def _find_linked(
     """
     pool = FILE_SEARCH_POOL
     while True:
-        result = await _find(store, replace(search, limit=pool))
+        result = await _find(state, replace(search, limit=pool))
         hits = [hit for hit in result.hits if hit.record.id in linked]
         if len(hits) >= search.limit or len(result.hits) < pool or pool >= FILE_SEARCH_POOL_MAX:
             return result, hits[: search.limit]
@@ -750,14 +774,20 @@ TOOLS: tuple[tuple[Callable[..., Awaitable[BaseModel]], str, ToolAnnotations], .
 )
 
 
-def create_server(project_dir: str | None = None) -> MCPServer[ServerState]:
-    """The agentctx MCP server; the project is ``project_dir``, else $CLAUDE_PROJECT_DIR, else cwd."""
+def create_server(
+    project_dir: str | None = None, *, model: hybrid.QueryModel | None = None
+) -> MCPServer[ServerState]:
+    """The agentctx MCP server; the project is ``project_dir``, else $CLAUDE_PROJECT_DIR, else cwd.
+
+    ``model`` is the query model for hybrid search (default: one for the configured embedding
+    settings, loaded on first need).
+    """
     server = MCPServer(
         "agentctx",
         title="agentctx",
         version=__version__,
         instructions=INSTRUCTIONS,
-        lifespan=_lifespan(project_dir),
+        lifespan=_lifespan(project_dir, model),
         log_level="WARNING",
     )
     for tool, title, annotations in TOOLS:

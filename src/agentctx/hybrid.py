@@ -1,0 +1,254 @@
+"""Hybrid ranking for ``ctx_search`` (ADR-005): the keyword and vector rankings fused with RRF.
+
+The hooks rank by keywords alone (a model costs seconds to load and they live for milliseconds); a
+long-lived process such as the MCP server can afford to embed each query. :func:`hybrid_search` ranks
+the keyword candidates (:meth:`Store.search`, BM25 and the rerank of :mod:`agentctx.retrieval`) and
+the nearest stored vectors, each list up to :data:`DEPTH` deep, and fuses them with reciprocal rank
+fusion (``retrieval.rrf``, k = 60). Vector candidates pass the very filters of the keyword search
+(``retrieval._filters``: scope, type, current or ``as_of``, excluded ids), so a filter never lets a
+vector-only hit through. The vector list is ranked by cosine similarity alone; type, confidence,
+recency and pins reach the fused order through the keyword list. The fused score (at most
+``2 / 61``) replaces the rerank score: RRF ranks, it does not calibrate, so a score compares hits
+of one result only. Records not embedded yet (``pending_embedding``) are found by keywords only.
+
+:class:`QueryModel` is the server's lazily loaded model: nothing loads at start-up (the server must
+answer ``tools/list`` fast, and imports no numpy or fastembed); the first search that could use
+vectors starts the load in a worker thread of the model's own task group and gets keyword results,
+as does every search until the model is ready. A model that cannot load (off, missing, offline)
+leaves the process keyword-only for good, with the one log line of :func:`agentctx.embed.load_model`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import sqlean
+
+from agentctx import retrieval
+from agentctx.records import COLUMNS, Record
+from agentctx.store import SearchHit
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Mapping
+
+    from anyio.abc import TaskGroup
+
+    from agentctx.embed import Embedder
+    from agentctx.store import SearchQuery, Store
+
+log = logging.getLogger("agentctx.hybrid")
+
+Mode = Literal["hybrid", "keyword"]
+ModelState = Literal["idle", "loading", "ready", "off"]
+
+#: How deep each ranking goes into the fusion (deeper when a caller asks for more hits).
+DEPTH = 50
+#: The largest ``k`` sqlite-vec accepts in a KNN query; the vector pool never grows past it.
+VECTOR_MAX = 4096
+#: :data:`agentctx.embed.BLOB_TABLE`, named here because importing embed imports numpy.
+BLOB_TABLE = "records_vec_blob"
+_COLUMNS_SQL = ", ".join(f"r.{name}" for name in COLUMNS)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """Ranked hits, best first, and which ranking made them (``degraded`` as in SearchResult)."""
+
+    hits: list[SearchHit]
+    mode: Mode
+    degraded: str | None = None
+
+
+async def has_vectors(store: Store) -> bool:
+    """True when the store holds at least one vector that :func:`agentctx.embed.nearest` searches."""
+    if store.capabilities.vec_version:
+        row = await store._one("SELECT EXISTS (SELECT 1 FROM records_vec)")
+        return bool(row[0])
+    table = await store._one(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (BLOB_TABLE,)
+    )
+    if table is None:
+        return False
+    row = await store._one(f"SELECT EXISTS (SELECT 1 FROM {BLOB_TABLE})")
+    return bool(row[0])
+
+
+async def vector_ranking(
+    store: Store, vector: Any, query: SearchQuery, depth: int
+) -> list[tuple[Record, float]]:
+    """Up to ``depth`` records nearest to ``vector`` that pass ``query``'s filters, with similarity.
+
+    The nearest neighbours come unfiltered, so the pool grows fourfold while too few of them pass
+    and more vectors are left (up to :data:`VECTOR_MAX`).
+    """
+    from agentctx import embed
+
+    where, params = retrieval._filters(
+        retrieval.scope_projects(query.project_id, query.scope),
+        tuple(query.types),
+        query.as_of,
+        query.include_superseded,
+        tuple(query.exclude_ids),
+    )
+    sql = (
+        f"SELECT {_COLUMNS_SQL} FROM records AS r "
+        f"WHERE r.id IN (SELECT value FROM json_each(?)) AND {where}"
+    )
+    pool = min(max(2 * depth, DEPTH), VECTOR_MAX)
+    while True:
+        near = await embed.nearest(store, vector, pool)
+        if not near:
+            return []
+        ids = [record_id for record_id, _ in near]
+        rows = await store._rows(sql, [json.dumps(ids), *params])
+        passing = {row["id"]: Record.from_row(row) for row in rows}
+        found = [(passing[i], sim) for i, sim in near if i in passing]
+        if len(found) >= depth or len(near) < pool or pool >= VECTOR_MAX:
+            return found[:depth]
+        pool = min(pool * 4, VECTOR_MAX)
+
+
+async def hybrid_search(store: Store, query: SearchQuery, embedder: Embedder | None) -> Ranked:
+    """``query`` ranked by keywords and, with an embedder, by vectors too, fused with RRF.
+
+    Without an embedder this is :meth:`Store.search` (mode ``keyword``, rerank scores). A failing
+    vector search (e.g. stored vectors of another size) falls back to keywords, saying so in
+    ``degraded`` (the caller decides whether to log it).
+    """
+    if embedder is None:
+        keyword = await store.search(query)
+        return Ranked(keyword.hits, "keyword", keyword.degraded)
+    depth = max(DEPTH, query.limit)
+    keyword = await store.search(replace(query, limit=depth))
+    try:
+        vector = await embedder.embed_query(query.text)
+        nearest = await vector_ranking(store, vector, query, min(depth, VECTOR_MAX))
+    except (sqlean.Error, ValueError) as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        hits = keyword.hits[: query.limit]
+        note = f"vector search failed ({reason}); keyword ranking only"
+        return Ranked(hits, "keyword", "; ".join(filter(None, [keyword.degraded, note])))
+    records = {hit.record.id: hit.record for hit in keyword.hits}
+    for record, _similarity in nearest:
+        records.setdefault(record.id, record)
+    fused = retrieval.rrf(
+        [[hit.record.id for hit in keyword.hits], [record.id for record, _ in nearest]]
+    )
+    hits = [SearchHit(records[i], score) for i, score in fused[: query.limit]]
+    return Ranked(hits, "hybrid", keyword.degraded)
+
+
+class QueryModel:
+    """A query embedding model for a long-lived process: loaded once, in the background, on demand.
+
+    Use inside :meth:`running` (its task group runs the load; leaving it abandons a load still in
+    progress). ``load`` maps the settings to a model or None; by default
+    :func:`agentctx.embed.load_model` (imported in the worker thread, so the caller never pays for
+    numpy and fastembed).
+    """
+
+    def __init__(
+        self,
+        settings: Mapping[str, Any],
+        load: Callable[[Mapping[str, Any]], Embedder | None] | None = None,
+    ) -> None:
+        self.settings = dict(settings)
+        self._load = load
+        self._embedder: Embedder | None = None
+        self._state: ModelState = "idle" if self.settings.get("embeddings", True) else "off"
+        self._tasks: TaskGroup | None = None
+        self._done: anyio.Event | None = None
+
+    @property
+    def state(self) -> ModelState:
+        """``idle`` (never asked for), ``loading``, ``ready`` or ``off`` (off or failed: for good)."""
+        return self._state
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[QueryModel]:
+        """A task group for the background load, cancelled on exit."""
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            self._done = anyio.Event()
+            if self._state == "off":
+                self._done.set()
+            try:
+                yield self
+            finally:
+                self._tasks = None
+                if self._state == "loading":  # abandoned: a later run may load it again
+                    self._state = "idle"
+                tasks.cancel_scope.cancel()
+
+    def get(self) -> Embedder | None:
+        """The model when it is ready, else None (use :meth:`request` to start loading it)."""
+        return self._embedder
+
+    def request(self) -> None:
+        """Start loading the model in the background, once; never waits for it."""
+        if self._state != "idle" or self._tasks is None:
+            return
+        self._state = "loading"
+        self._tasks.start_soon(self._run)
+
+    async def wait(self) -> Embedder | None:
+        """Start the load if needed and wait for its end: the model, or None when it is off.
+
+        Outside :meth:`running` the load runs in the calling task.
+        """
+        if self._tasks is None or self._done is None:
+            if self._state == "idle":
+                self._state = "loading"
+                await self._run()
+            return self._embedder
+        self.request()
+        await self._done.wait()
+        return self._embedder
+
+    async def _run(self) -> None:
+        try:
+            # abandoned on cancel: a server shutting down never waits for a model load
+            model = await anyio.to_thread.run_sync(self._load_sync, abandon_on_cancel=True)
+        except Exception as exc:  # a loader bug must not end the server: keyword-only
+            log.warning("embeddings off: the model load failed (%s: %s)", type(exc).__name__, exc)
+            model = None
+        self._embedder = model
+        self._state = "ready" if model is not None else "off"
+        if self._done is not None:
+            self._done.set()
+
+    def _load_sync(self) -> Embedder | None:
+        if self._load is not None:
+            return self._load(self.settings)
+        from agentctx import embed
+
+        return embed.load_model(self.settings)
+
+    def disable(self, reason: str) -> None:
+        """Keyword-only from now on (e.g. the stored vectors do not fit the model)."""
+        if self._state != "off":
+            log.warning("hybrid search off for this process: %s", reason)
+        self._embedder = None
+        self._state = "off"
+
+
+async def search(store: Store, query: SearchQuery, model: QueryModel) -> Ranked:
+    """The server's ranking: hybrid when the model is ready and the store has vectors.
+
+    The first search that finds vectors while the model is idle starts loading it; until it is
+    ready, and for good when it cannot load, the ranking is keywords alone.
+    """
+    embedder = model.get()
+    if model.state == "off" or not await has_vectors(store):
+        embedder = None
+    elif embedder is None:
+        model.request()
+    ranked = await hybrid_search(store, query, embedder)
+    if embedder is not None and ranked.mode == "keyword":
+        model.disable(ranked.degraded or "the vector search failed")
+    return ranked

@@ -1,0 +1,395 @@
+"""Hybrid ``ctx_search``: keyword and vector rankings fused with RRF, the model loaded lazily.
+
+The real offline all-MiniLM-L6-v2 embeds a real store; the server is reached through the SDK's
+in-memory client. A :class:`~agentctx.hybrid.QueryModel` whose load waits on a gate lets the tests
+see the server before and after the model is ready without sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from agentctx import config, db, embed, hybrid
+from agentctx.mcp_server import create_server
+from agentctx.project import identify
+from agentctx.records import NewRecord
+from agentctx.store import SearchQuery, Store
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator, Mapping
+    from pathlib import Path
+
+    from mcp.types import CallToolResult
+
+pytestmark = pytest.mark.anyio
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+DEADLINE = 30  # seconds; a model load takes about one
+
+#: The paraphrase: none of its words is in the Slow CI record; "pipeline" is in the decoy.
+PARAPHRASE = "the continuous integration pipeline takes forever"
+
+RECORDS: dict[str, tuple[str, str, str]] = {
+    "login": (
+        "bugfix",
+        "Flaky login test",
+        "The login test failed because of a race in the session cache.",
+    ),
+    "ci": (
+        "discovery",
+        "Slow CI",
+        "CI is slow because the Docker layer cache is disabled on forks.",
+    ),
+    "decoy": (
+        "discovery",
+        "Nightly data exports",
+        "The nightly data pipeline retries failed exports three times.",
+    ),
+    "analytics": (
+        "decision",
+        "Postgres for analytics",
+        "Analytics events go to Postgres, not to Elasticsearch.",
+    ),
+    "format": (
+        "convention",
+        "Python formatting",
+        "Format Python code with ruff format before every commit.",
+    ),
+    "grpc": (
+        "decision",
+        "gRPC for internal services",
+        "We moved from REST to gRPC for internal services.",
+    ),
+    "reset": (
+        "bugfix",
+        "ConnectionResetError in the upload worker",
+        "Uploads failed with ConnectionResetError: [Errno 104] Connection reset by peer when S3 "
+        "closed idle sockets; fixed by retrying with backoff.",
+    ),
+    "store": (
+        "discovery",
+        "useAuthStore keeps the token in memory",
+        "The useAuthStore hook holds the access token in memory only, never in localStorage.",
+    ),
+}
+
+
+@pytest.fixture(scope="session")
+def minilm_settings(minilm_dir: Path) -> dict[str, Any]:
+    return {"embeddings": True, "embedding.model": MINILM, "embedding.path": str(minilm_dir)}
+
+
+@pytest.fixture(scope="session")
+def embedder(minilm_settings: dict[str, Any]) -> Iterator[embed.Embedder]:
+    """One model load for the whole session."""
+    previous = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        loaded = embed.load_model(minilm_settings)
+        assert loaded is not None
+        yield loaded
+    finally:
+        if previous is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = previous
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No model download, ever: every load in these tests is from the local folder."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+async def fill(store: Store, project_id: str, embedder: embed.Embedder | None) -> dict[str, str]:
+    """The records of RECORDS in ``project_id`` (embedded when an embedder is given): name -> id."""
+    made = {}
+    for name, (record_type, title, body) in RECORDS.items():
+        record = await store.add(
+            NewRecord(type=record_type, title=title, body=body, project_id=project_id)
+        )
+        made[name] = record.id
+    if embedder is not None:
+        assert await embed.embed_pending(store, embedder) == len(RECORDS)
+    return made
+
+
+@pytest.fixture
+async def seeded(store: Store, project_dir: Path, embedder: embed.Embedder) -> dict[str, str]:
+    """RECORDS in ``project_dir``'s project, embedded."""
+    return await fill(store, identify(str(project_dir)).project_id, embedder)
+
+
+def ready_model(embedder: embed.Embedder, settings: Mapping[str, Any]) -> hybrid.QueryModel:
+    """A query model whose load returns the session's model (the load itself is tested apart)."""
+    return hybrid.QueryModel(settings, load=lambda _settings: embedder)
+
+
+@pytest.fixture
+async def hybrid_client(
+    project_dir: Path,
+    seeded: dict[str, str],
+    embedder: embed.Embedder,
+    minilm_settings: dict[str, Any],
+) -> AsyncIterator[Client]:
+    """A server whose model is ready before the first call."""
+    model = ready_model(embedder, minilm_settings)
+    with anyio.fail_after(DEADLINE):
+        async with Client(create_server(str(project_dir), model=model)) as connected:
+            assert await model.wait() is embedder
+            yield connected
+
+
+def ok(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    data: dict[str, Any] = result.structured_content
+    return data
+
+
+async def search(client: Client, **args: Any) -> tuple[str, list[str]]:
+    """(mode, ids) of one ctx_search call."""
+    data = ok(await client.call_tool("ctx_search", args))
+    scores = [entry["score"] for entry in data["results"]]
+    assert scores == sorted(scores, reverse=True)
+    return data["mode"], [entry["id"] for entry in data["results"]]
+
+
+# -- ranking -------------------------------------------------------------------------------------
+
+
+async def test_a_paraphrase_is_found_only_in_hybrid_mode(
+    hybrid_client: Client, seeded: dict[str, str], store: Store, project_dir: Path
+) -> None:
+    project_id = identify(str(project_dir)).project_id
+    keyword = await store.search(SearchQuery(PARAPHRASE, project_id))
+    assert [hit.record.id for hit in keyword.hits] == [seeded["decoy"]]  # "pipeline" only
+    mode, found = await search(hybrid_client, query=PARAPHRASE)
+    assert mode == "hybrid"
+    # the decoy is first in both lists' sum; Slow CI is the vector list's first
+    assert found[:2] == [seeded["decoy"], seeded["ci"]]
+    data = ok(await hybrid_client.call_tool("ctx_search", {"query": PARAPHRASE, "limit": 2}))
+    first, second = data["results"]
+    assert first["score"] == pytest.approx(1 / 61 + 1 / 62, rel=1e-3) or first["score"] > 1 / 61
+    assert second["score"] == pytest.approx(1 / 61, rel=1e-3)  # vector rank 1, no keyword rank
+    assert all("body" not in entry for entry in data["results"])
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        ("ConnectionResetError", "reset"),
+        ("Connection reset by peer Errno 104", "reset"),
+        ("useAuthStore", "store"),
+        ("ruff format", "format"),
+    ],
+)
+async def test_keyword_shaped_queries_still_rank_the_exact_match_first(
+    hybrid_client: Client, seeded: dict[str, str], query: str, name: str
+) -> None:
+    mode, found = await search(hybrid_client, query=query)
+    assert mode == "hybrid"
+    assert found[0] == seeded[name]
+    assert len(found) > 1  # the vector list adds neighbours below it
+
+
+async def test_filters_hold_for_vector_candidates(
+    hybrid_client: Client,
+    seeded: dict[str, str],
+    store: Store,
+    project_dir: Path,
+    embedder: embed.Embedder,
+) -> None:
+    project_id = identify(str(project_dir)).project_id
+    # type: the paraphrase's vector neighbour is a discovery
+    mode, found = await search(hybrid_client, query=PARAPHRASE, type="bugfix")
+    assert mode == "hybrid" and found
+    assert set(found) == {seeded["login"], seeded["reset"]}
+    assert len((await search(hybrid_client, query=PARAPHRASE, limit=3))[1]) == 3
+    # scope: another project's record and a global one, both near the query
+    other = await store.add(
+        NewRecord(
+            type="discovery",
+            title="CI is slow in the other repository",
+            body="Its CI takes forever too.",
+            project_id="c" * 64,
+        )
+    )
+    shared = await store.add(
+        NewRecord(
+            type="preference",
+            title="Keep CI fast",
+            body="Continuous integration should finish in five minutes.",
+            project_id=project_id,
+            scope="global",
+        )
+    )
+    assert await embed.embed_pending(store, embedder) == 2
+    _, found = await search(hybrid_client, query="slow builds", limit=15)
+    assert other.id not in found and shared.id in found and seeded["ci"] in found
+    _, found = await search(hybrid_client, query="slow builds", scope="global")
+    assert found == [shared.id]
+    # current records only, unless as_of
+    old, new = await store.supersede(
+        seeded["ci"],
+        "CI is fast again: the Docker layer cache is on for forks too.",
+        "the cache was enabled",
+        project_id=project_id,
+    )
+    assert await embed.embed_pending(store, embedder) == 1
+    _, found = await search(hybrid_client, query="slow builds", limit=15)
+    assert old.id not in found and new.id in found
+    _, found = await search(hybrid_client, query="slow builds", as_of=old.recorded_at, limit=15)
+    assert old.id in found and new.id not in found
+    # file: only records linked to it; here a vector hit with no keyword in common
+    async with store.transaction() as tx:
+        await tx.execute(
+            "INSERT INTO nodes(id, project_id, kind, name, created_at) VALUES (?, ?, ?, ?, ?)",
+            ("N-CI", project_id, "file", ".github/workflows/ci.yml", new.recorded_at),
+        )
+        await tx.execute("INSERT INTO record_entities VALUES (?, ?)", (new.id, "N-CI"))
+    mode, found = await search(hybrid_client, query=PARAPHRASE, file=".github/workflows/ci.yml")
+    assert (mode, found) == ("hybrid", [new.id])
+
+
+# -- the lazy model ------------------------------------------------------------------------------
+
+
+async def test_keyword_results_until_the_model_is_ready_then_hybrid(
+    project_dir: Path,
+    seeded: dict[str, str],
+    embedder: embed.Embedder,
+    minilm_settings: dict[str, Any],
+) -> None:
+    gate = threading.Event()
+    loads: list[str] = []
+
+    def gated_load(settings: Mapping[str, Any]) -> embed.Embedder | None:
+        loads.append(threading.current_thread().name)
+        if not gate.wait(DEADLINE):  # the test opens it; never a hang
+            return None
+        return embed.load_model(settings)
+
+    model = hybrid.QueryModel(minilm_settings, load=gated_load)
+    with anyio.fail_after(DEADLINE):
+        async with Client(create_server(str(project_dir), model=model)) as client:
+            states = [model.state]  # nothing loads at start-up
+            for _ in range(3):  # the calls never wait for the load
+                mode, found = await search(client, query=PARAPHRASE)
+                assert (mode, found) == ("keyword", [seeded["decoy"]])
+                states.append(model.state)
+            gate.set()
+            assert await model.wait() is not None
+            states.append(model.state)
+            assert states == ["idle", "loading", "loading", "loading", "ready"]
+            mode, found = await search(client, query=PARAPHRASE)
+            assert mode == "hybrid" and seeded["ci"] in found
+    assert len(loads) == 1  # loaded once, in a worker thread
+    assert loads[0] != threading.current_thread().name
+
+
+async def test_the_configured_model_loads_in_the_background(
+    project_dir: Path, seeded: dict[str, str], minilm_dir: Path
+) -> None:
+    """The default path: settings from config.json, the load started by the first search."""
+    config.set_value("embedding.model", MINILM)
+    config.set_value("embedding.path", str(minilm_dir))
+    with anyio.fail_after(DEADLINE):
+        async with Client(create_server(str(project_dir))) as client:
+            mode, found = await search(client, query=PARAPHRASE)
+            assert (mode, found) == ("keyword", [seeded["decoy"]])
+            while mode == "keyword":  # polled until the load ends (within the deadline)
+                mode, found = await search(client, query=PARAPHRASE)
+            assert mode == "hybrid" and seeded["ci"] in found
+
+
+async def test_embeddings_off_means_keyword_only(
+    project_dir: Path, seeded: dict[str, str], minilm_dir: Path
+) -> None:
+    config.set_value("embedding.model", MINILM)
+    config.set_value("embedding.path", str(minilm_dir))
+    config.set_value("embeddings", "off")
+    model = hybrid.QueryModel(config.load())
+    assert model.state == "off"
+    with anyio.fail_after(DEADLINE):
+        async with Client(create_server(str(project_dir), model=model)) as client:
+            for _ in range(2):
+                assert await search(client, query=PARAPHRASE) == ("keyword", [seeded["decoy"]])
+            assert await model.wait() is None and model.state == "off"
+
+
+async def test_a_model_that_cannot_load_means_keyword_only_and_one_log_line(
+    project_dir: Path,
+    seeded: dict[str, str],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    missing = {"embeddings": True, "embedding.model": MINILM, "embedding.path": str(tmp_path / "x")}
+    model = hybrid.QueryModel(missing)
+    with caplog.at_level(logging.INFO), anyio.fail_after(DEADLINE):
+        async with Client(create_server(str(project_dir), model=model)) as client:
+            assert (await search(client, query=PARAPHRASE))[0] == "keyword"
+            assert await model.wait() is None and model.state == "off"
+            for _ in range(3):
+                assert await search(client, query=PARAPHRASE) == ("keyword", [seeded["decoy"]])
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("agentctx")]
+    assert len(lines) == 1 and "embeddings off" in lines[0], lines
+
+
+async def test_no_vectors_no_model_load(
+    project_dir: Path, store: Store, minilm_settings: dict[str, Any]
+) -> None:
+    """A store nobody embedded yet: keyword results, and no model loaded for nothing."""
+    made = await fill(store, identify(str(project_dir)).project_id, None)
+    model = hybrid.QueryModel(minilm_settings)
+    with anyio.fail_after(DEADLINE):
+        async with Client(create_server(str(project_dir), model=model)) as client:
+            assert await search(client, query="ConnectionResetError") == (
+                "keyword",
+                [made["reset"]],
+            )
+    assert model.state == "idle"
+
+
+# -- the library function ------------------------------------------------------------------------
+
+
+async def test_hybrid_search_ranks_alike_with_sqlite_vec_and_numpy(
+    tmp_path: Path, embedder: embed.Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert hybrid.BLOB_TABLE == embed.BLOB_TABLE
+    queries = [PARAPHRASE, "useAuthStore", "which datastore for tracking metrics"]
+    rankings: list[list[list[str]]] = []
+    for name in ("vec", "blob"):
+        if name == "blob":
+
+            def refuse(conn: Any, caps: db.Capabilities) -> None:
+                caps.vec_error = "sqlite-vec disabled by the test"
+
+            monkeypatch.setattr(db, "_load_vec", refuse)
+        async with await Store.open(str(tmp_path / f"{name}.db")) as opened:
+            assert embed.uses_vec(opened) is (name == "vec")
+            assert not await hybrid.has_vectors(opened)
+            made = await fill(opened, "p1", embedder)
+            assert await hybrid.has_vectors(opened)
+            by_id = {record_id: key for key, record_id in made.items()}
+            ranking = []
+            for text in queries:
+                ranked = await hybrid.hybrid_search(opened, SearchQuery(text, "p1"), embedder)
+                assert ranked.mode == "hybrid" and ranked.degraded is None
+                ranking.append([by_id[hit.record.id] for hit in ranked.hits])
+            keyword = await hybrid.hybrid_search(opened, SearchQuery(PARAPHRASE, "p1"), None)
+            assert keyword.mode == "keyword"
+            assert [by_id[h.record.id] for h in keyword.hits] == ["decoy"]
+            nothing = await opened.search(SearchQuery(queries[2], "p1"))
+            assert nothing.hits == []
+            rankings.append(ranking)
+    assert rankings[0] == rankings[1]
+    assert rankings[0][2][0] == "analytics"  # no keyword at all: the vector list alone
