@@ -291,6 +291,9 @@ async def test_keyword_results_until_the_model_is_ready_then_hybrid(
             assert states == ["idle", "loading", "loading", "loading", "ready"]
             mode, found = await search(client, query=PARAPHRASE)
             assert mode == "hybrid" and seeded["ci"] in found
+        async with Client(create_server(str(project_dir), model=model)) as client:
+            assert await model.wait() is not None  # a second server reuses the loaded model
+            assert (await search(client, query=PARAPHRASE))[0] == "hybrid"
     assert len(loads) == 1  # loaded once, in a worker thread
     assert loads[0] != threading.current_thread().name
 

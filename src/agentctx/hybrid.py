@@ -175,7 +175,7 @@ class QueryModel:
         async with anyio.create_task_group() as tasks:
             self._tasks = tasks
             self._done = anyio.Event()
-            if self._state == "off":
+            if self._state in ("ready", "off"):  # a load already ended (in an earlier run)
                 self._done.set()
             try:
                 yield self

@@ -9,16 +9,25 @@ person does not need to read ride along in one HTML comment per record, invisibl
     <!-- agentctx:record {"id": "01J...", "type": "decision", ...} -->
     We moved from REST to gRPC ...
     <!-- /agentctx:record 01J... -->
+
+The team file (``.agentctx/context.md``, written by :mod:`agentctx.team`) is the same format with a
+``"team": true`` export marker, one project and only the fields that describe the fact and its history:
+no project id (a teammate's clone may compute another one), no counters, scores or session ids, so that
+an unchanged store renders byte-identical text and a change touches only its own lines. Parsing a team
+file gives its records the project of the importing side (:func:`parse`'s ``project_id``, by default
+the project of the working directory).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
 import orjson
 
 from agentctx.errors import TransferError
+from agentctx.project import identify
 from agentctx.schema import RECORD_TYPES
 
 FORMAT = "agentctx-export"
@@ -32,6 +41,27 @@ _PLURAL = {
     "profile": "Profile",
 }
 assert set(_PLURAL) == set(RECORD_TYPES)
+#: The record fields a team file carries; the rest are local bookkeeping (docs/spec.md, 8.5).
+TEAM_FIELDS = (
+    "id",
+    "type",
+    "confidence",
+    "source",
+    "valid_from",
+    "recorded_at",
+    "keywords",
+    "key",
+    "rationale",
+    "pinned",
+    "superseded_at",
+    "superseded_by",
+)
+TEAM_TITLE = "# agentctx team context"
+_TEAM_NOTE = (
+    "The shared records of this project, written by agentctx while `team_export` is on. Merge them "
+    "into your own store with `agentctx import .agentctx/context.md`, run inside the project (records "
+    "you already have are skipped). Change records with agentctx, not here: this file is rewritten."
+)
 _META = "<!-- agentctx:{kind} {payload} -->"
 _RECORD_START = re.compile(r"^<!-- agentctx:record (\{.*\}) -->$")
 _BLOCK = re.compile(r"^<!-- agentctx:(project|edge|node|link|export) (\{.*\}) -->$")
@@ -86,8 +116,38 @@ def to_markdown(data: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def parse(text: str) -> dict[str, Any]:
-    """Read a JSON or Markdown export back into the data shape of ``Store.export_data``."""
+def to_team_markdown(records: list[dict[str, Any]], edges: list[dict[str, Any]]) -> str:
+    """One project's shared records (and the edges among them) as a team file."""
+    out = [TEAM_TITLE, ""]
+    marker = {"format": FORMAT, "team": True, "version": 1}
+    out += [_META.format(kind="export", payload=_dumps(marker)), "", _TEAM_NOTE, ""]
+    for record_type in RECORD_TYPES:
+        group = [r for r in records if r["type"] == record_type]
+        if not group:
+            continue
+        out += [f"## {_PLURAL[record_type]}", ""]
+        for record in group:
+            meta = {k: record.get(k) for k in TEAM_FIELDS}
+            state = "" if record.get("superseded_at") is None else " (superseded)"
+            out += [
+                f"### {record['title']}{state}",
+                _META.format(kind="record", payload=_dumps(meta)),
+                record["body"],
+                f"<!-- /agentctx:record {record['id']} -->",
+                "",
+            ]
+    if edges:
+        out += ["<!-- agentctx edges -->"]
+        out += [_META.format(kind="edge", payload=_dumps(edge)) for edge in edges]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def parse(text: str, *, project_id: str | None = None) -> dict[str, Any]:
+    """Read a JSON or Markdown export back into the data shape of ``Store.export_data``.
+
+    A team file's records go to ``project_id``, by default the project of the working directory
+    (the team file of a clone belongs to whichever project id that clone computes).
+    """
     stripped = text.lstrip()
     if stripped.startswith("{"):
         try:
@@ -99,7 +159,14 @@ def parse(text: str) -> dict[str, Any]:
                 'this JSON is not an agentctx export (no "format": "agentctx-export")'
             )
         return data
-    return _parse_markdown(text)
+    data = _parse_markdown(text)
+    if data.pop("team", False):
+        if project_id is None:
+            project_id = identify(os.getcwd()).project_id
+        for record in data["records"]:
+            record["project_id"] = project_id
+            record["scope"] = "project"
+    return data
 
 
 def _parse_markdown(text: str) -> dict[str, Any]:
@@ -118,6 +185,7 @@ def _parse_markdown(text: str) -> dict[str, Any]:
     lines = text.split("\n")
     marks = [line.removesuffix("\r") for line in lines]  # markers also match in mixed endings
     seen_header = False
+    headings: tuple[str, ...] = ("#### ",)
     i = 0
     while i < len(lines):
         line = marks[i]
@@ -125,11 +193,12 @@ def _parse_markdown(text: str) -> dict[str, Any]:
         if start:
             record = _load(start.group(1), i)
             heading = marks[i - 1] if i > 0 else ""
-            if not heading.startswith("#### "):
+            if not heading.startswith(headings):
                 raise TransferError(
-                    f"line {i + 1}: a record marker must follow its '#### title' line"
+                    f"line {i + 1}: a record marker must follow its '#### title' line "
+                    "('### title' in a team file)"
                 )
-            title = heading[5:]
+            title = heading.split(" ", 1)[1]
             if record.get("superseded_at") is not None and title.endswith(" (superseded)"):
                 title = title[: -len(" (superseded)")]
             end = f"<!-- /agentctx:record {record.get('id')} -->"
@@ -149,12 +218,23 @@ def _parse_markdown(text: str) -> dict[str, Any]:
             kind, payload = block.groups()
             if kind == "export":
                 seen_header = True
+                if _is_team(payload):
+                    data["team"] = True
+                    headings = ("### ", "#### ")
             else:
                 data[targets[kind]].append(_load(payload, i))
         i += 1
     if not seen_header:
         raise TransferError("this Markdown is not an agentctx export (no agentctx:export marker)")
     return data
+
+
+def _is_team(payload: str) -> bool:
+    try:
+        marker = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return False  # the marker's payload was never required to be readable
+    return isinstance(marker, dict) and marker.get("team") is True
 
 
 def _load(payload: str, index: int) -> dict[str, Any]:

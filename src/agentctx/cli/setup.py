@@ -6,7 +6,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import Parameter
 
@@ -15,6 +15,10 @@ from agentctx.cli import Json, _json, _out, _project, app
 from agentctx.errors import ValidationError
 from agentctx.records import NewRecord
 from agentctx.store import Store
+from agentctx.team import export_team, team_path
+
+if TYPE_CHECKING:
+    from agentctx.project import ProjectIdentity
 
 Flag = Annotated[bool, Parameter(negative="")]
 
@@ -36,6 +40,13 @@ async def init(
     no_embeddings: Annotated[
         bool, Parameter(negative="", help="Turn local embeddings off.")
     ] = False,
+    team: Annotated[
+        bool,
+        Parameter(
+            negative="",
+            help="Turn team export on: share this project's records in .agentctx/context.md.",
+        ),
+    ] = False,
     json: Json = False,
 ) -> int:
     """Set agentctx up: home, database, config, Claude Code hooks, MCP server, project profile.
@@ -49,6 +60,8 @@ async def init(
         config.set_value("llm", False)
     if no_embeddings:
         config.set_value("embeddings", False)
+    if team:
+        config.set_value("team_export", True)
     paths = install.settings_paths(Path.home(), Path(identity.root))
     settings = paths.project_settings if project else paths.user_settings
     mcp_file = paths.project_mcp if project else paths.user_mcp
@@ -88,6 +101,7 @@ async def init(
                 )
             )
             recorded.append(fact.key)
+        team_file, team_note = await _team_export(store, identity) if team else (None, "")
     on_path = install.which_agentctx()
     if json:
         _json(
@@ -98,6 +112,8 @@ async def init(
                     for c in changes
                 ],
                 "profile_recorded": recorded,
+                "team_export": config.get("team_export"),
+                "team_file": team_file,
                 "agentctx_on_path": on_path,
                 "project": {
                     "id": identity.project_id,
@@ -113,6 +129,8 @@ async def init(
         if mcp_note:
             _out(f"mcp       {mcp_note}")
         _out(f"profile   {identity.name}: " + (", ".join(recorded) if recorded else "unchanged"))
+        if team:
+            _out(f"team      team_export on: {team_note}")
         _out(
             "llm       "
             + ("on" if config.get("llm") else "off")
@@ -129,6 +147,17 @@ async def init(
             "`pipx install agentctx-cc` / `uv tool install agentctx-cc`.\n"
         )
     return 0
+
+
+async def _team_export(store: Store, identity: ProjectIdentity) -> tuple[str | None, str]:
+    """Write this project's team file now (consolidation keeps it current); path and a note."""
+    try:
+        written = await export_team(store, identity.project_id, identity.root)
+    except OSError as exc:  # the setting is on; the next consolidation tries again
+        return None, f"{team_path(identity.root)} not written ({exc})"
+    if written is None:
+        return None, "nothing to share yet; consolidation writes .agentctx/context.md"
+    return written, f"wrote {written} (commit it; teammates run `agentctx import` on it)"
 
 
 @app.command
