@@ -185,6 +185,20 @@ async def test_as_of_returns_what_was_true_then(store: Store) -> None:
     ) == [current.id]
 
 
+async def test_list_records_as_of(store: Store) -> None:
+    old = await store.add(new(valid_from=PAST))
+    _, current = await store.supersede(old.id, "We use sqlite for storage.", "ops")
+    other = await store.add(new(title="Other", project_id=Q, valid_from=PAST))
+    assert await store.list_records(P, as_of="2024-12-31T23:59:59.999999Z") == []
+    assert [r.id for r in await store.list_records(P, as_of=clock.parse_time(PAST))] == [old.id]
+    assert [r.id for r in await store.list_records(P, as_of=current.valid_from)] == [current.id]
+    everywhere = await store.list_records(None, as_of=clock.parse_time("2025-06-01"))
+    assert sorted(r.id for r in everywhere) == sorted([old.id, other.id])
+    # as_of overrides include_superseded, as in search.
+    latest = await store.list_records(P, as_of=clock.now(), include_superseded=False)
+    assert [r.id for r in latest] == [current.id]
+
+
 async def test_history_is_the_same_chain_from_every_member(store: Store) -> None:
     first = await store.add(new(valid_from=PAST))
     _, second = await store.supersede(first.id, "v2", "why")
@@ -414,3 +428,5 @@ async def test_status_counts(store: Store) -> None:
     assert status["counts"]["bugfix"] == 1
     assert (status["current"], status["superseded"]) == (2, 1)
     assert status["store"]["records"] == 4
+    assert status["archived"] == 0
+    assert status["prune_candidates"] == {"count": 0, "records": []}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
@@ -31,6 +32,11 @@ if TYPE_CHECKING:
 
 _COLS = ", ".join(COLUMNS)
 HISTORY_MAX_DEPTH = 1000
+#: A current record whose score stays below LOW_SCORE for PRUNE_AFTER_DAYS is a prune candidate
+#: (consolidation keeps ``records.low_score_since``; nothing is ever deleted for it).
+LOW_SCORE = 0.1
+PRUNE_AFTER_DAYS = 60
+PRUNE_SHOWN = 5  # candidates listed by status (the count covers all of them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +67,22 @@ class SearchResult:
 
     hits: list[SearchHit]
     degraded: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PruneCandidate:
+    """A current record whose score has been below :data:`LOW_SCORE` since ``low_score_since``."""
+
+    id: str
+    project_id: str
+    type: str
+    title: str
+    score: float
+    low_score_since: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (the ``status --json`` shape)."""
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 @dataclass(slots=True)
@@ -163,37 +185,56 @@ class Store:
     # -- records ------------------------------------------------------------------------------
 
     async def get(self, record_id: str) -> Record:
-        """The record with this id (current or not); :class:`NotFoundError` when there is none."""
-        row = await self._one(f"SELECT {_COLS} FROM records WHERE id = ?", (record_id,))
+        """The record with this id (current, superseded or archived); :class:`NotFoundError` if none."""
+        row = await self._row_by_id(record_id)
         if row is None:
             raise NotFoundError(f"no record with id {record_id!r}; find ids with `agentctx search`")
         return Record.from_row(row)
+
+    async def _row_by_id(self, record_id: str, *, archive: bool = True) -> Any:
+        # records first: a record moves to the archive in one transaction, so one of them has it.
+        row = await self._one(f"SELECT {_COLS} FROM records WHERE id = ?", (record_id,))
+        if row is None and archive:
+            row = await self._one(f"SELECT {_COLS} FROM records_archive WHERE id = ?", (record_id,))
+        return row
 
     async def get_many(
         self, ids: Sequence[str], project_id: str | None = None, *, touch: bool = True
     ) -> tuple[list[Record], list[str]]:
         """Records by id in the given order, and the ids missing (unknown or of another project).
 
-        With ``touch`` each found record's ``access_count`` and ``last_accessed`` are bumped.
+        With ``touch`` each found record's ``access_count`` and ``last_accessed`` are bumped (not
+        an archived one's: the archive is history, its rows are never scored again).
         """
         found: list[Record] = []
         missing: list[str] = []
+        live: set[str] = set()
         allowed = retrieval.scope_projects(project_id, "all") if project_id else None
         for record_id in dict.fromkeys(ids):
-            row = await self._one(f"SELECT {_COLS} FROM records WHERE id = ?", (record_id,))
+            row = await self._row_by_id(record_id, archive=False)
+            if row is not None:
+                live.add(record_id)
+            else:
+                row = await self._row_by_id(record_id)
             if row is None or (allowed is not None and row["project_id"] not in allowed):
                 missing.append(record_id)
             else:
                 found.append(Record.from_row(row))
-        if touch and found:
+        touched = [r for r in found if r.id in live]
+        if touch and touched:
             now = clock.now()
             async with self._write() as conn:
                 await conn.executemany(
                     "UPDATE records SET access_count = access_count + 1, last_accessed = ? "
                     "WHERE id = ?",
-                    [(now, r.id) for r in found],
+                    [(now, r.id) for r in touched],
                 )
-            found = [replace(r, access_count=r.access_count + 1, last_accessed=now) for r in found]
+            found = [
+                replace(r, access_count=r.access_count + 1, last_accessed=now)
+                if r.id in live
+                else r
+                for r in found
+            ]
         return found, missing
 
     async def add(self, new: NewRecord) -> Record:
@@ -325,22 +366,31 @@ class Store:
             self._changed.add(str(row[0]))
 
     async def history(self, record_id: str) -> list[Record]:
-        """The supersession chain through a record, both ways, oldest first."""
+        """The supersession chain through a record, both ways, oldest first (archive included)."""
         await self.get(record_id)
+        # One recursive step per table (not a UNION view) so each step uses that table's index.
+        back = (
+            "SELECT r.id, back.depth + 1 FROM {table} r JOIN back ON r.superseded_by = back.id "
+            f"WHERE back.depth < {HISTORY_MAX_DEPTH}"
+        )
+        fwd = (
+            "SELECT r.superseded_by, fwd.depth + 1 FROM {table} r JOIN fwd ON r.id = fwd.id "
+            f"WHERE r.superseded_by IS NOT NULL AND fwd.depth < {HISTORY_MAX_DEPTH}"
+        )
+        chain = "id IN (SELECT id FROM back UNION SELECT id FROM fwd)"
         rows = await self._rows(
             f"""
             WITH RECURSIVE
               back(id, depth) AS (
                 SELECT ?, 0
-                UNION
-                SELECT r.id, back.depth + 1 FROM records r JOIN back ON r.superseded_by = back.id
-                WHERE back.depth < {HISTORY_MAX_DEPTH}),
+                UNION {back.format(table="records")}
+                UNION {back.format(table="records_archive")}),
               fwd(id, depth) AS (
                 SELECT ?, 0
-                UNION
-                SELECT r.superseded_by, fwd.depth + 1 FROM records r JOIN fwd ON r.id = fwd.id
-                WHERE r.superseded_by IS NOT NULL AND fwd.depth < {HISTORY_MAX_DEPTH})
-            SELECT {_COLS} FROM records WHERE id IN (SELECT id FROM back UNION SELECT id FROM fwd)
+                UNION {fwd.format(table="records")}
+                UNION {fwd.format(table="records_archive")})
+            SELECT {_COLS} FROM records WHERE {chain}
+            UNION ALL SELECT {_COLS} FROM records_archive WHERE {chain}
             ORDER BY recorded_at, id
             """,
             (record_id, record_id),
@@ -353,8 +403,12 @@ class Store:
         *,
         types: Sequence[str] = (),
         include_superseded: bool = True,
+        as_of: str | None = None,
     ) -> list[Record]:
-        """Records of one project (and, unless ``project_id`` is None = all, not global ones)."""
+        """Records of one project (``None`` = all projects; global ones only as their own project).
+
+        Superseded records include the archived ones; ``as_of`` keeps the records valid then.
+        """
         clauses: list[str] = []
         params: list[Any] = []
         if project_id is not None:
@@ -363,13 +417,17 @@ class Store:
         if types:
             clauses.append(f"type IN ({', '.join('?' * len(types))})")
             params.extend(types)
-        if not include_superseded:
+        if as_of is not None:
+            clauses.append("valid_from <= ? AND (superseded_at IS NULL OR superseded_at > ?)")
+            params.extend((as_of, as_of))
+        elif not include_superseded:
             clauses.append("superseded_at IS NULL")
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        rows = await self._rows(
-            f"SELECT {_COLS} FROM records {where} ORDER BY project_id, type, recorded_at, id",
-            params,
-        )
+        sql = f"SELECT {_COLS} FROM records {where}"
+        if include_superseded or as_of is not None:
+            sql += f" UNION ALL SELECT {_COLS} FROM records_archive {where}"
+            params = [*params, *params]
+        rows = await self._rows(f"{sql} ORDER BY project_id, type, recorded_at, id", params)
         return [Record.from_row(row) for row in rows]
 
     # -- search -------------------------------------------------------------------------------
@@ -412,11 +470,47 @@ class Store:
         if rows is None:
             sql, args = retrieval.search_sql(terms, fts=False, **params)
             rows = await self._rows(sql, args)
+        if query.as_of is not None or query.include_superseded:
+            rows = [*rows, *await self._archive_rows(terms, params)]
         hits = [
             SearchHit(Record.from_row(row), score)
             for row, score in retrieval.rerank(rows, query.limit)
         ]
         return SearchResult(hits, degraded)
+
+    async def _archive_rows(self, terms: Sequence[str], params: dict[str, Any]) -> list[Any]:
+        """Search rows from the archive: the term-hit (LIKE) query, the cold table has no FTS index.
+
+        Their relevance is the weighted count of term hits, the degraded search's scale, not BM25's.
+        """
+        sql, args = retrieval.search_sql(terms, fts=False, **params)
+        hot = "FROM records AS r "
+        if sql.count(hot) != 1:  # retrieval's SQL changed shape: fail loudly, not silently
+            raise DatabaseError("cannot search the archive: unexpected search SQL")
+        return await self._rows(sql.replace(hot, "FROM records_archive AS r "), args)
+
+    async def prune_candidates(
+        self, project_id: str | None = None, *, now: str | None = None, limit: int | None = None
+    ) -> list[PruneCandidate]:
+        """Current records scored below :data:`LOW_SCORE` for over :data:`PRUNE_AFTER_DAYS` days.
+
+        A project's candidates include the global ones (as ``status`` counts them); ``None`` = all.
+        """
+        since = days_before(now, PRUNE_AFTER_DAYS)
+        where = "superseded_at IS NULL AND pinned = 0 AND low_score_since < ?"
+        params: list[Any] = [since]
+        if project_id is not None:
+            ids = retrieval.scope_projects(project_id, "all")
+            where += f" AND project_id IN ({', '.join('?' * len(ids))})"
+            params.extend(ids)
+        sql = (
+            "SELECT id, project_id, type, title, score, low_score_since FROM records "
+            f"WHERE {where} ORDER BY low_score_since, id"
+        )
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [PruneCandidate(**dict(row)) for row in await self._rows(sql, params)]
 
     # -- whole-store operations -----------------------------------------------------------------
 
@@ -441,11 +535,20 @@ class Store:
         totals = await self._one(
             "SELECT (SELECT count(*) FROM records), (SELECT count(*) FROM projects)"
         )
+        archived = await self._one(
+            f"SELECT count(*) FROM records_archive WHERE project_id IN ({marks})", ids
+        )
+        candidates = await self.prune_candidates(project_id)
         return {
             "project_id": project_id,
             "counts": counts,
             "current": sum(counts.values()),
             "superseded": superseded[0],
+            "archived": archived[0],
+            "prune_candidates": {
+                "count": len(candidates),
+                "records": [c.to_dict() for c in candidates[:PRUNE_SHOWN]],
+            },
             "sessions": len(sessions),
             "tokens_injected": sum(s["tokens_injected"] for s in sessions),
             "extraction_cost_usd": float(sum(s["extraction_cost_usd"] for s in sessions)),
@@ -512,16 +615,17 @@ class Store:
         return rows if limit is None else rows[:limit]
 
     async def reset(self, project_id: str) -> int:
-        """Delete every record of one project (not global ones) with its links; return how many."""
+        """Delete every record of one project (archived ones too, not global ones); how many."""
         if project_id == schema.GLOBAL_PROJECT_ID:
             raise ValidationError("reset works on a project; global records are kept")
         async with self._write() as conn:
             self._changed.add(project_id)
             await conn.execute("PRAGMA defer_foreign_keys = ON")
             ids = "SELECT id FROM records WHERE project_id = ?"
+            every = f"{ids} UNION ALL SELECT id FROM records_archive WHERE project_id = ?"
             await conn.execute(
-                f"DELETE FROM edges WHERE from_id IN ({ids}) OR to_id IN ({ids})",
-                (project_id, project_id),
+                f"DELETE FROM edges WHERE from_id IN ({every}) OR to_id IN ({every})",
+                (project_id,) * 4,
             )
             if self.capabilities.vec_version:
                 await conn.execute(
@@ -529,10 +633,18 @@ class Store:
                 )
             await conn.execute("DELETE FROM nodes WHERE project_id = ?", (project_id,))
             cursor = await conn.execute("DELETE FROM records WHERE project_id = ?", (project_id,))
-            return int(cursor.rowcount)
+            deleted = int(cursor.rowcount)
+            cursor = await conn.execute(
+                "DELETE FROM records_archive WHERE project_id = ?", (project_id,)
+            )
+            return deleted + int(cursor.rowcount)
 
     async def export_data(self, project_id: str | None = None) -> dict[str, Any]:
-        """Projects, records, edges, nodes and entity links as plain data (``None`` = everything)."""
+        """Projects, records, edges, nodes and entity links as plain data (``None`` = everything).
+
+        Archived records are exported with the rest (they are superseded records); imported, they
+        land in ``records`` as superseded records, and a later consolidation archives them again.
+        """
         records = await self.list_records(project_id)
         ids = {r.id for r in records}
         project_ids = {r.project_id for r in records}
@@ -581,7 +693,7 @@ class Store:
             if successor is None:
                 continue
             if successor not in projects:
-                row = await self._one("SELECT project_id FROM records WHERE id = ?", (successor,))
+                row = await self._row_by_id(successor)
                 projects[successor] = row[0] if row else record.project_id
             if projects[successor] != record.project_id:
                 raise ValidationError(
@@ -607,7 +719,7 @@ class Store:
     async def _import_record(
         self, conn: aiosqlite.Connection, record: Record, report: ImportReport
     ) -> None:
-        if await self._one("SELECT 1 FROM records WHERE id = ?", (record.id,)):
+        if await self._row_by_id(record.id) is not None:  # archived ones count as present
             report.skipped["records"] = report.skipped.get("records", 0) + 1
             return
         if record.superseded_at is None:
@@ -701,9 +813,18 @@ class Transaction:
         cursor = await self._conn.execute(sql, params)
         return int(cursor.rowcount)
 
+    async def executemany(self, sql: str, params: Iterable[Sequence[Any]]) -> int:
+        """Run one statement for each parameter row (one call, not one round trip per row)."""
+        cursor = await self._conn.executemany(sql, params)
+        return int(cursor.rowcount)
+
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows of a query inside the transaction."""
         return await self._store._rows(sql, params)
+
+    async def mark_changed(self, record_id: str) -> None:
+        """Note that this record's project changed (its digest is dropped after the commit)."""
+        await self._store._mark_changed(record_id)
 
 
 def _prepare(path: str, create: bool, in_home: bool) -> None:
@@ -722,6 +843,12 @@ def _prepare(path: str, create: bool, in_home: bool) -> None:
         raise DatabaseError(f"cannot prepare the database at {path}: {exc}") from exc
     finally:
         conn.close()
+
+
+def days_before(now: str | None, days: float) -> str:
+    """The stored time ``days`` before ``now`` (default: the current time)."""
+    moment = datetime.fromisoformat(now or clock.now()).astimezone(UTC)
+    return clock.format_time(moment - timedelta(days=days))
 
 
 async def _add_edge(

@@ -99,7 +99,15 @@ async def status(*, json: Json = False) -> int:
             f"{store_info['projects']} projects"
         )
         _out("current   " + ", ".join(f"{t} {n}" for t, n in info["counts"].items()))
-        _out(f"history   {info['superseded']} superseded records")
+        _out(f"history   {info['superseded']} superseded records, {info['archived']} archived")
+        prune = info["prune_candidates"]
+        if prune["count"]:
+            _out(
+                f"prune     {prune['count']} candidates (score below 0.1 for over 60 days; "
+                "nothing is deleted: review with `agentctx show <id>`)"
+            )
+            for item in prune["records"]:
+                _out(f"  {item['id']}  {item['type']:<10} {item['title'][:60]}")
         _out(
             f"sessions  {info['sessions']}, {info['tokens_injected']} tokens injected, "
             f"${info['extraction_cost_usd']:.4f} extraction cost "
