@@ -262,6 +262,53 @@ async def nearest(
     return found[:k]
 
 
+async def load_vectors(store: Store, record_ids: Collection[str]) -> dict[str, NDArray[np.float32]]:
+    """The stored vectors (unit length) of these records, by id; a record without one is absent.
+
+    From ``records_vec`` when the store has sqlite-vec, else from ``records_vec_blob``. vec0 answers
+    an ``IN`` list by scanning its whole table, so a large set is read in one streamed scan instead
+    (about 11 µs a stored vector) rather than one scan per chunk of ids.
+    """
+    wanted = set(record_ids)
+    if not wanted:
+        return {}
+    found: dict[str, bytes] = {}
+    if uses_vec(store):
+        if len(wanted) <= _IN_MAX:
+            found = await _blobs_in(store, "records_vec", sorted(wanted))
+        else:
+            async with store._conn.execute(
+                "SELECT record_id, embedding FROM records_vec"
+            ) as cursor:
+                while batch := await cursor.fetchmany(_FETCH):
+                    found.update((str(r[0]), r[1]) for r in batch if r[0] in wanted)
+    elif await _has_blob_table(store):
+        ids = sorted(wanted)
+        for start in range(0, len(ids), _IN_MAX):
+            found |= await _blobs_in(store, BLOB_TABLE, ids[start : start + _IN_MAX])
+    by_size: dict[int, list[str]] = {}
+    for rid in sorted(found):
+        if found[rid] and len(found[rid]) % 4 == 0:
+            by_size.setdefault(len(found[rid]), []).append(rid)
+    vectors: dict[str, NDArray[np.float32]] = {}
+    for ids in by_size.values():  # one matrix per vector size: normalized in one numpy call
+        flat = np.frombuffer(b"".join(found[rid] for rid in ids), dtype=np.float32)
+        vectors.update(zip(ids, _normalize(flat.reshape(len(ids), -1)), strict=True))
+    return vectors
+
+
+_IN_MAX = 900  # ids per IN list (SQLite allows 32,766 variables; smaller lists plan faster)
+_FETCH = 2048
+
+
+async def _blobs_in(store: Store, table: str, ids: Sequence[str]) -> dict[str, bytes]:
+    rows = await store._rows(
+        f"SELECT record_id, embedding FROM {table} WHERE record_id IN ({', '.join('?' * len(ids))})",
+        ids,
+    )
+    return {str(r[0]): bytes(r[1]) for r in rows}
+
+
 async def _has_blob_table(store: Store) -> bool:
     rows = await store._rows(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (BLOB_TABLE,)
