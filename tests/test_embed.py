@@ -189,6 +189,7 @@ async def test_missing_model_means_keyword_only(
         assert embed.load_model(default) is None  # the failure is remembered: no second attempt
     lines = [r for r in caplog.records if r.name == "agentctx.embed"]
     assert len(lines) == 2 and all("embeddings off" in r.getMessage() for r in lines)
+    assert "cannot be reached to download it" in lines[1].getMessage()  # no 40 s of retries
     assert embed.load_model({"embeddings": False}) is None
     embed.clear_model_cache()
 

@@ -291,11 +291,6 @@ async def test_import_maps_records_to_the_importing_project(
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    reason="Store.import_data skips a record it already holds, so a supersession made after the "
-    "first import does not retire the teammate's copy (needs the store change in the team report)",
-    strict=True,
-)
 async def test_a_later_supersession_reaches_the_teammate(store: Store, other: Store) -> None:
     made = await populate(store)
     await other.import_data(transfer.parse(await team.render(store, P), project_id=P))

@@ -6,6 +6,10 @@ what ``ctx_search`` can find (100), and a CLAUDE.md drift note when two or more 
 The whole is then cut to :data:`MAX_TOKENS` and :data:`MAX_CHARS` from the bottom at a line or word
 boundary, so the cap holds whatever the store holds.
 
+Decisions and conventions come pinned first, then in the order consolidation ranked them
+(``records.digest_rank``: RRF of keyword and vector rank against what the project works on now, see
+:mod:`agentctx.consolidate.ranking`), then unranked ones by confidence and score.
+
 The digest is pre-computed into ``digests/<project_id>.json`` so that the SessionStart hook reads a file
 and imports no SQLite at all. Any write that changes a project's records removes that file
 (:func:`invalidate`); the next SessionStart, or consolidation, rebuilds it. Standard library plus the
@@ -38,7 +42,8 @@ _ITEM_BODY_CHARS = 220
 _DECISIONS_SQL = """
 SELECT id, type, title, body, confidence, pinned FROM records
 WHERE project_id = ? AND type IN ('decision', 'convention') AND superseded_at IS NULL
-ORDER BY pinned DESC, confidence = 'inferred', score DESC, valid_from DESC, id LIMIT 60
+ORDER BY pinned DESC, digest_rank IS NULL, digest_rank, confidence = 'inferred', score DESC,
+  valid_from DESC, id LIMIT 60
 """
 _PROFILE_SQL = """
 SELECT id, title, body, key FROM records

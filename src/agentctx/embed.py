@@ -117,17 +117,67 @@ def _load(name: str, path: str, cache_dir: str) -> Embedder | None:
         kwargs: dict[str, Any] = {"model_name": name}
         if path:
             kwargs["specific_model_path"] = path
+            with _quiet_fastembed():
+                model = TextEmbedding(**kwargs)
         else:
             os.makedirs(cache_dir, mode=0o700, exist_ok=True)
             kwargs["cache_dir"] = cache_dir
-        with _quiet_fastembed():
-            model = TextEmbedding(**kwargs)
+            model = _cached_or_downloaded(TextEmbedding, kwargs, name, cache_dir)
+            if model is None:
+                return None
         prefix = BGE_QUERY_PREFIX if "bge-" in name.lower() else ""
         return Embedder(model, name, query_prefix=prefix)
     except Exception as exc:  # offline, corrupt folder, unknown name: keyword-only
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         log.warning("embeddings off: cannot load %s from %s (%s)", name, where, reason)
         return None
+
+
+def _cached_or_downloaded(
+    factory: Any, kwargs: dict[str, Any], name: str, cache_dir: str
+) -> Any | None:
+    """The model from the cache folder, else downloaded once (with a one-line notice).
+
+    Offline, fastembed's download retries take ~40 s before they give up, so the hub is probed
+    first (a TCP connection, :data:`PROBE_TIMEOUT` seconds): unreachable means keyword-only now, and
+    another try at the next run.
+    """
+    try:
+        with _quiet_fastembed():
+            return factory(**kwargs, local_files_only=True)
+    except Exception:  # not in the cache yet
+        pass
+    if not _hub_reachable():
+        log.warning(
+            "embeddings off: %s is not in %s and %s cannot be reached to download it "
+            "(keyword-only; set embedding.path to a local model folder, or retry online)",
+            name,
+            cache_dir,
+            HUB_HOST,
+        )
+        return None
+    log.warning("downloading embedding model %s (one-time) into %s", name, cache_dir)
+    with _quiet_fastembed():
+        return factory(**kwargs)
+
+
+HUB_HOST = "huggingface.co"
+PROBE_TIMEOUT = 3.0
+
+
+def _hub_reachable() -> bool:
+    """Whether a download could start: a proxy is configured, or the hub accepts a connection."""
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    if os.environ.get("HF_HUB_OFFLINE", "").strip() not in ("", "0"):
+        return False
+    import socket
+
+    try:
+        with socket.create_connection((HUB_HOST, 443), timeout=PROBE_TIMEOUT):
+            return True
+    except OSError:
+        return False
 
 
 @contextmanager

@@ -92,6 +92,7 @@ class ImportReport:
     added: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     superseded_on_conflict: list[str] = field(default_factory=list)
+    superseded_on_import: list[str] = field(default_factory=list)
 
 
 class Store:
@@ -719,7 +720,20 @@ class Store:
     async def _import_record(
         self, conn: aiosqlite.Connection, record: Record, report: ImportReport
     ) -> None:
-        if await self._row_by_id(record.id) is not None:  # archived ones count as present
+        stored = await self._row_by_id(record.id)
+        if stored is not None:  # archived ones count as present
+            if (
+                stored["superseded_at"] is None
+                and record.superseded_at is not None
+                and stored["project_id"] == record.project_id
+            ):
+                # A supersession made after an earlier import travels with the next one. Like every
+                # supersession it is set once (only on a current row), so the merge stays idempotent.
+                await conn.execute(
+                    schema.SUPERSEDE_SQL, (record.superseded_at, record.superseded_by, record.id)
+                )
+                self._changed.add(record.project_id)
+                report.superseded_on_import.append(record.id)
             report.skipped["records"] = report.skipped.get("records", 0) + 1
             return
         if record.superseded_at is None:

@@ -1,9 +1,10 @@
 """The background workers the Stop and SessionEnd hooks start, detached.
 
 ``agentctx worker session-end`` runs the final extraction of a session (unless ``--no-extract``)
-and then consolidation. Consolidation arrives with its own issue; until then the worker says so in
-``logs/workers.log`` and ends. Each step opens the store itself, so a killed worker loses nothing
-that was not committed, and the next run picks the work up (extraction is incremental).
+and then the consolidation of its project (:mod:`agentctx.consolidate`, time-boxed). Each unit of
+work commits on its own, so a killed worker loses nothing that was committed and the next run picks
+the rest up (extraction is incremental, consolidation resumes from the flags it left). Lines go to
+the worker's stderr, which the hooks point at ``logs/workers.log``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import sys
 
 from agentctx import clock
+from agentctx.consolidate import DEFAULT_TIME_BOX, consolidate
+from agentctx.consolidate import Report as ConsolidationReport
 from agentctx.extract import Report, extract_session
 from agentctx.store import Store
 
@@ -22,13 +25,18 @@ def log(message: str) -> None:
 
 
 async def session_end(
-    session_id: str | None, transcript: str | None, project_id: str, *, extract: bool
-) -> Report | None:
+    session_id: str | None,
+    transcript: str | None,
+    project_id: str,
+    *,
+    extract: bool,
+    time_box: float = DEFAULT_TIME_BOX,
+) -> tuple[Report | None, list[ConsolidationReport]]:
     """Final extraction of a session, then consolidation of its project."""
     report: Report | None = None
     async with await Store.open() as store:
         if extract and session_id:
             report = await extract_session(store, session_id, transcript=transcript, log=log)
             log(f"extract {session_id}: {report.status} {report.written or ''}".rstrip())
-    log(f"consolidation of {project_id[:12]}: not available in this version")
-    return report
+        consolidated = await consolidate(store, project_id, time_box=time_box, log=log)
+    return report, consolidated

