@@ -400,3 +400,20 @@ def test_chunks() -> None:
         "cell one cell two",
         "make dev",
     ]
+
+
+async def test_an_unchanged_project_is_not_judged_again(
+    store: Store, shop: Shop, project_dir: Path
+) -> None:
+    (project_dir / "CLAUDE.md").write_text(CLAUDE_MD)
+    first = await _run(store, shop)
+    assert first.skipped is None and first.checked == 4
+    again = await _run(store, shop)
+    assert again.skipped is not None and "unchanged" in again.skipped
+    assert await _scores(store, shop.project_id) == await _scores(store, shop.project_id)
+    # an edit of CLAUDE.md, or of a record, makes the next run judge again
+    (project_dir / "CLAUDE.md").write_text(CLAUDE_MD + "\n- Services talk gRPC internally.\n")
+    edited = await _run(store, shop)
+    assert edited.skipped is None and edited.checked == 4
+    await store.supersede(shop.pytest, "Tests run with pytest -x.", "faster feedback")
+    assert (await _run(store, shop)).skipped is None

@@ -20,23 +20,31 @@ shows its note from two. Scores are written in one transaction, only where they 
 marking the project changed: the orchestrator rebuilds the digest after all steps, and
 :attr:`DriftReport.candidates_changed` tells it whether this step changed the count. An expired
 time box (checked before each embedding batch and before the write) leaves everything as it was.
+
+Embedding CLAUDE.md costs seconds, so a completed judgement leaves a fingerprint of its inputs (the
+files, the project's records, the model) in ``state/``; the next run skips the step
+when nothing of it changed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentctx import claudemd
+from agentctx import claudemd, home
 from agentctx.digest import DRIFT_THRESHOLD
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from agentctx.claudemd import StaleText
     from agentctx.consolidate.timebox import TimeBox
     from agentctx.embed import Embedder
-    from agentctx.records import RecordType
+    from agentctx.records import Record, RecordType
     from agentctx.store import Store, Transaction
 
 # The digest's own count (digest._DRIFT_SQL), so that "changed" means the note changed.
@@ -115,6 +123,12 @@ async def score_drift(
     files = await claudemd.discover(project_root, project_root)
     report.files = [f.path for f in files]
     records = await claudemd.load_records(store, project_id)
+    seal = _fingerprint(files, records, embedder)
+    if _last_seal(project_id) == seal:
+        report.skipped = "CLAUDE.md and the records are unchanged since the last run"
+        rows = await store._rows(_CANDIDATES_SQL, (project_id,))
+        report.previous_candidates = report.candidates = int(rows[0][0])
+        return report
     judged = await claudemd.evaluate(
         records, claudemd.user_views(files), embedder, expired=timebox.expired
     )
@@ -149,7 +163,49 @@ async def score_drift(
             report.updated += await tx.execute(_SET_SQL, (score, record_id, score))
         report.updated += await tx.execute(_CLEAR_OTHERS_SQL, (project_id,))
         report.candidates = await _count(tx, project_id)
+    _save_seal(project_id, seal)
     return report
+
+
+def _fingerprint(
+    files: Sequence[claudemd.ClaudeMd], records: Sequence[Record], embedder: Embedder | None
+) -> str:
+    """What the judgement depends on: the files, the records and the model (no model: keywords)."""
+    digest = hashlib.sha256(claudemd.METHOD.encode())
+    digest.update((embedder.name if embedder is not None else "-").encode())
+    for item in files:
+        digest.update(f"\0{item.path}\0{item.text}".encode())
+    for r in sorted(records, key=lambda r: r.id):
+        fields = (r.id, r.type, r.title, r.body, r.confidence, r.superseded_by or "")
+        digest.update(("\0".join(fields) + "\0").encode())
+    return digest.hexdigest()
+
+
+def _seal_path(project_id: str) -> str:
+    return os.path.join(
+        home.sub("state"), f"drift-{hashlib.sha256(project_id.encode()).hexdigest()[:24]}"
+    )
+
+
+def _last_seal(project_id: str) -> str | None:
+    try:
+        with open(_seal_path(project_id), encoding="ascii") as fh:
+            return fh.read().strip()
+    except (OSError, ValueError):
+        return None
+
+
+def _save_seal(project_id: str, seal: str) -> None:
+    """Remember a completed judgement (best effort: without it the next run judges again)."""
+    try:
+        home.ensure_sub("state")
+        path = _seal_path(project_id)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="ascii") as fh:
+            fh.write(seal)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 async def _count(tx: Transaction, project_id: str) -> int:
