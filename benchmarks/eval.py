@@ -146,21 +146,22 @@ async def build(
     await store.touch_project(identity)
     when = shifted(memories)
     to_memory: dict[str, str] = {}
-    async with store.transaction() as tx:
-        for memory in memories:
-            record = await tx.add(
-                NewRecord(
-                    type=TYPE_MAP[memory.memory_type],
-                    title=title_of(memory.content),
-                    body=memory.content,
-                    project_id=identity.project_id,
-                    keywords=keywords_of(memory) if keywords else [],
-                    valid_from=when[memory.id],
-                    confidence="explicit",
-                    source="cli",
-                )
+    for memory in memories:
+        # one millisecond apart: ULIDs then sort in dataset order, and so do RRF's ties (by id)
+        await anyio.sleep(0.002)
+        record = await store.add(
+            NewRecord(
+                type=TYPE_MAP[memory.memory_type],
+                title=title_of(memory.content),
+                body=memory.content,
+                project_id=identity.project_id,
+                keywords=keywords_of(memory) if keywords else [],
+                valid_from=when[memory.id],
+                confidence="explicit",
+                source="cli",
             )
-            to_memory[record.id] = memory.id
+        )
+        to_memory[record.id] = memory.id
     return to_memory
 
 

@@ -95,9 +95,11 @@ async def vector_ranking(
         query.include_superseded,
         tuple(query.exclude_ids),
     )
+    # CROSS JOIN: the ids drive the lookups (by primary key); left to itself, the planner scans
+    # the project's records instead (18x slower at 10K records)
     sql = (
-        f"SELECT {_COLUMNS_SQL} FROM records AS r "
-        f"WHERE r.id IN (SELECT value FROM json_each(?)) AND {where}"
+        f"SELECT {_COLUMNS_SQL} FROM json_each(?) AS j CROSS JOIN records AS r ON r.id = j.value "
+        f"WHERE {where}"
     )
     pool = min(max(2 * depth, DEPTH), VECTOR_MAX)
     while True:
@@ -163,6 +165,9 @@ class QueryModel:
         self._state: ModelState = "idle" if self.settings.get("embeddings", True) else "off"
         self._tasks: TaskGroup | None = None
         self._done: anyio.Event | None = None
+        #: True once a search found vectors in the store (then never checked again: a full vec0
+        #: table answers ``EXISTS`` in milliseconds, an empty one at once)
+        self.vectors_seen = False
 
     @property
     def state(self) -> ModelState:
@@ -244,10 +249,12 @@ async def search(store: Store, query: SearchQuery, model: QueryModel) -> Ranked:
     ready, and for good when it cannot load, the ranking is keywords alone.
     """
     embedder = model.get()
-    if model.state == "off" or not await has_vectors(store):
+    if model.state == "off" or (not model.vectors_seen and not await has_vectors(store)):
         embedder = None
-    elif embedder is None:
-        model.request()
+    else:
+        model.vectors_seen = True
+        if embedder is None:
+            model.request()
     ranked = await hybrid_search(store, query, embedder)
     if embedder is not None and ranked.mode == "keyword":
         model.disable(ranked.degraded or "the vector search failed")
