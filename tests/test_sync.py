@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentctx import claudemd
+from agentctx import claudemd, config
 from agentctx.claudemd import SYNC_BEGIN, SYNC_END
 from agentctx.errors import ValidationError
 from agentctx.project import identify
@@ -199,12 +199,14 @@ async def test_claude_md_option_and_json_shape(
         "checked",
         "missing",
         "missing_total",
+        "candidates",
         "contradictions",
         "diff",
         "changed",
         "applied",
         "method",
     }
+    assert data["candidates"] == data["missing_total"]  # none contradicted here
     assert data["target"] == str(other) and data["files"] == [str(other)]
     assert data["checked"] == 3 and data["applied"] is False
     [missing] = data["missing"]
@@ -275,3 +277,25 @@ async def test_library_refuses_an_unclosed_block_and_a_changed_file(
     with pytest.raises(ValidationError, match="changed"):
         await claudemd.apply(sync)
     assert path.read_text() == "written meanwhile\n"
+
+
+async def test_the_claude_dir_file_counts_and_embeddings_judge_like_consolidation(
+    seed: Seed, project_dir: Path, minilm_dir: Path
+) -> None:
+    (project_dir / "CLAUDE.md").write_bytes(USER_TEXT)
+    claude_dir = project_dir / ".claude"
+    claude_dir.mkdir()
+    # the auth convention in other words (2 of its 5 title keywords; MiniLM cosine 0.70 measured)
+    (claude_dir / "CLAUDE.md").write_text(
+        "- Authentication request handlers are grouped in a single Python module.\n"
+    )
+    config.set_value("embedding.model", "sentence-transformers/all-MiniLM-L6-v2")
+    config.set_value("embedding.path", str(minilm_dir))
+    keywords = json.loads(run_cli("sync", "--json", "--keywords-only", cwd=project_dir).stdout)
+    assert str(claude_dir / "CLAUDE.md") in keywords["files"]
+    assert seed.auth in {m["id"] for m in keywords["missing"]}
+    assert keywords["method"] == claudemd.METHOD
+    meaning = json.loads(run_cli("sync", "--json", cwd=project_dir).stdout)
+    assert meaning["method"].startswith("keyword coverage and embedding similarity")
+    assert seed.auth not in {m["id"] for m in meaning["missing"]}
+    assert meaning["candidates"] < keywords["candidates"]

@@ -43,7 +43,8 @@ def _summary(sync: claudemd.SyncReport) -> None:
         )
     err(
         f"{sync.checked} records checked, {sync.missing_total} missing, "
-        f"{len(sync.contradictions)} superseded snippets in {sync.target}\n"
+        f"{len(sync.contradictions)} superseded snippets in {sync.target} "
+        f"({sync.candidates} drift candidates; {sync.method})\n"
     )
 
 
@@ -67,6 +68,12 @@ async def sync(
         ),
     ] = False,
     yes: Annotated[bool, Parameter(negative="", help="Do not ask before --apply writes.")] = False,
+    keywords_only: Annotated[
+        bool,
+        Parameter(
+            negative="", help="Judge by keywords alone (no embedding model, as without one)."
+        ),
+    ] = False,
     json: Json = False,
 ) -> int:
     """Compare CLAUDE.md with the recorded decisions and conventions and print the proposed change
@@ -75,15 +82,25 @@ async def sync(
     target = _target(claude_md, project.root)
     if apply_ and not yes and not sys.stdin.isatty():
         raise ValidationError("sync --apply needs confirmation: run it in a terminal or add --yes")
-    current = await claudemd.read(target)
+    if claude_md:
+        current = await claudemd.read(target)
+        files = [current] if current is not None else []
+    else:  # the root's CLAUDE.md and .claude/CLAUDE.md, as consolidation reads them
+        files = await claudemd.discover(os.getcwd(), project.root)
+    embedder = None
+    if not keywords_only:
+        from agentctx import config, embed
+
+        embedder = await embed.load_model_async(config.load())
 
     async def action(store: Store) -> int:
         sync = await claudemd.report(
             store,
             project.project_id,
-            files=[current] if current is not None else [],
+            files=files,
             target=target,
             root=project.root,
+            embedder=embedder,
         )
         if not json:
             sys.stdout.write(sync.diff)
@@ -103,6 +120,7 @@ async def sync(
                     "checked": sync.checked,
                     "missing": [asdict(m) for m in sync.missing],
                     "missing_total": sync.missing_total,
+                    "candidates": sync.candidates,
                     "contradictions": [asdict(c) for c in sync.contradictions],
                     "diff": sync.diff,
                     "changed": sync.changed,
