@@ -118,4 +118,4 @@ def _show(record: Record) -> None:
 
 
 # Command modules register themselves on ``app`` when imported.
-from agentctx.cli import admin, consolidate, demo, mcp, profile, records, setup, sync, workers  # noqa: E402, F401
+from agentctx.cli import admin, consolidate, demo, mcp, profile, records, setup, sync, ui, workers  # noqa: E402, F401

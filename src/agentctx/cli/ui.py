@@ -1,0 +1,47 @@
+"""``agentctx ui``: serve the local dashboard on 127.0.0.1 and open it in the browser.
+
+Starlette, uvicorn, the views and ``webbrowser`` load only for this command (imported inside it),
+so the other commands start as fast as before. The server stops on Ctrl-C (or SIGTERM) and the command then
+exits 0.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import anyio
+from cyclopts import Parameter
+
+from agentctx.cli import app
+from agentctx.store import Store
+
+
+@app.command
+async def ui(
+    *,
+    port: Annotated[int, Parameter(help="Port on 127.0.0.1 (0 picks a free one).")] = 7327,
+    no_open: Annotated[
+        bool, Parameter(name="--no-open", negative="", help="Do not open a browser.")
+    ] = False,
+) -> int:
+    """Serve the dashboard on http://127.0.0.1:PORT/ until Ctrl-C: inspect, search and correct
+    records, see the graph, the profile, sessions and the CLAUDE.md drift."""
+    import webbrowser
+
+    from agentctx.web import server
+
+    sock = server.bind(port)
+    store = await Store.open()
+    try:
+        async with server.running(store, sock, handle_signals=True) as dashboard:
+            sys.stdout.write(f"agentctx dashboard: {dashboard.url}  (Ctrl-C stops it)\n")
+            sys.stdout.flush()
+            if not no_open:
+                # webbrowser may start a program and wait for it: not on the event loop
+                await anyio.to_thread.run_sync(webbrowser.open, dashboard.url)
+            await dashboard.wait()
+    finally:
+        await store.close()
+    sys.stdout.write("agentctx dashboard: stopped\n")
+    return 0
