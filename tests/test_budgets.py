@@ -69,7 +69,14 @@ def test_digest_stays_within_both_caps(
         {handover["id"]} if handover else set()
     )
     assert set(result["ids"]) <= given_ids
-    assert all(i in text for i in result["ids"])
+    # a shown record is visible: decision lines and the handover heading print the id, profile
+    # and preference lines the title
+    titled = [(str(r["id"]), str(r["title"])) for r in [*profile, *preferences]]
+
+    def visible(record_id: str) -> bool:
+        return record_id in text or any(j == record_id and t in text for j, t in titled)
+
+    assert all(visible(i) for i in result["ids"])
     if not (profile or decisions or handover or preferences):
         assert text == ""
 

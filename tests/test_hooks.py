@@ -249,6 +249,20 @@ def test_session_start_injects_digest(source: str, project_dir: Path) -> None:
     assert oct(os.stat(ledger.path_for(SID)).st_mode & 0o777) == "0o600"
 
 
+def test_records_the_digest_showed_are_not_injected_again(project_dir: Path) -> None:
+    """Profile and preference lines print no id; the ledger still learns them (demo regression)."""
+    ids = seed(project_dir, DECISIONS)
+    start = payload("SessionStart", SID, project_dir, source="startup")
+    text = contract(run_hook("session-start", start, cwd=project_dir), "SessionStart")
+    assert text and "Prefer small commits" in text
+    preference = ids[DECISIONS.index(next(d for d in DECISIONS if "small commits" in d["title"]))]
+    assert preference not in text  # shown by title only
+    assert preference in ledger.injected_ids(ledger.read_entries(SID))
+    ask = payload("UserPromptSubmit", SID, project_dir, prompt="should I prefer small commits?")
+    again = contract(run_hook("user-prompt-submit", ask, cwd=project_dir), "UserPromptSubmit")
+    assert again is None or "Prefer small commits" not in again
+
+
 def test_session_start_digest_is_rebuilt_after_a_write(project_dir: Path) -> None:
     seed(project_dir, DECISIONS[:1])
     data = payload("SessionStart", SID, project_dir, source="startup")

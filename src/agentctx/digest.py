@@ -112,7 +112,7 @@ def render(
     ``mcp`` says whether the MCP tools exist, so that the hint names something that works.
     """
     sections: list[str] = []
-    shown: list[str] = []
+    shown: list[tuple[str, str]] = []  # (line, id) of every record line kept
 
     def section(heading: str, lines: list[tuple[str, str | None]], budget: int) -> None:
         text, ids = _fit(heading, lines, budget)
@@ -157,7 +157,8 @@ def render(
         )
     title = f"# agentctx: context for {project_name}" if project_name else "# agentctx: context"
     text = truncate_to_tokens("\n\n".join([title, *sections]), MAX_TOKENS, MAX_CHARS)
-    return _result(project_id, text, [i for i in shown if i in text])
+    # A record counts as shown when its line survived the final cut (not every line prints its id).
+    return _result(project_id, text, list(dict.fromkeys(i for line, i in shown if line in text)))
 
 
 def _result(project_id: str, text: str, ids: list[str]) -> dict[str, Any]:
@@ -170,13 +171,15 @@ def _result(project_id: str, text: str, ids: list[str]) -> dict[str, Any]:
     }
 
 
-def _fit(heading: str, lines: list[tuple[str, str | None]], budget: int) -> tuple[str, list[str]]:
+def _fit(
+    heading: str, lines: list[tuple[str, str | None]], budget: int
+) -> tuple[str, list[tuple[str, str]]]:
     """The heading plus as many whole lines as fit ``budget`` tokens (a too-long line is skipped)."""
     if not lines:
         return "", []
     used = estimate_tokens(heading) + 1
     kept: list[str] = []
-    ids: list[str] = []
+    ids: list[tuple[str, str]] = []
     for line, record_id in lines:
         cost = estimate_tokens(line) + 1
         if used + cost > budget:
@@ -184,7 +187,7 @@ def _fit(heading: str, lines: list[tuple[str, str | None]], budget: int) -> tupl
         used += cost
         kept.append(line)
         if record_id:
-            ids.append(record_id)
+            ids.append((line, record_id))
     if not kept:
         return "", []
     return "\n".join([heading, *kept]), ids
@@ -193,10 +196,21 @@ def _fit(heading: str, lines: list[tuple[str, str | None]], budget: int) -> tupl
 def _decision_line(row: Any) -> str:
     unconfirmed = " (inferred, unconfirmed)" if row["confidence"] == "inferred" else ""
     pin = " [pinned]" if row["pinned"] else ""
+    body = _without_title(row["title"], row["body"])
     return (
-        f"- [{row['type']}]{pin} {row['title']}: {_one_line(row['body'], _ITEM_BODY_CHARS)}"
+        f"- [{row['type']}]{pin} {row['title']}: {_one_line(body, _ITEM_BODY_CHARS)}"
         f"{unconfirmed} (id {row['id']})"
     )
+
+
+def _without_title(title: str, body: str) -> str:
+    """The body without a leading copy of the title (extraction often writes "Title. Rationale…")."""
+    flat = " ".join(body.split())
+    if len(flat) > len(title) and flat[: len(title)].lower() == title.lower():
+        rest = flat[len(title) :].lstrip(" .:;,-—–")
+        if rest:
+            return rest
+    return body
 
 
 def _one_line(text: str, limit: int) -> str:

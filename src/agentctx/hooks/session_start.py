@@ -29,7 +29,9 @@ def handle(ctx: HookContext) -> str | None:
     text = truncate_to_tokens(str(data["text"]), digest.MAX_TOKENS, digest.MAX_CHARS)
     if not text.strip():
         return None
-    ids = [i for i in data["ids"] if isinstance(i, str) and i in text]
+    ids = [i for i in data["ids"] if isinstance(i, str)]
+    if text != data["text"]:  # cut again here (a hand-edited file): keep the ids still visible
+        ids = [i for i in ids if i in text]
     if ctx.session_id:
         with Ledger(ctx.session_id) as ledger:
             ledger.append(
