@@ -53,11 +53,14 @@ def bench(session: nox.Session) -> None:
 def eval(session: nox.Session) -> None:
     """DevBench retrieval: the hook path and hybrid ctx_search -> benchmarks/results/eval.md.
 
-    Not a default session; the offline test model is installed as for the tests.
+    Not a default session; the offline test model is installed as for the tests. Then the own eval
+    (scripted sessions of a seeded project, recorded model answers) -> benchmarks/results/own_eval.md;
+    ``AGENTCTX_EVAL_LIVE=1`` with ``ANTHROPIC_API_KEY`` runs it against the live API instead.
     """
     session.install("-e", ".")
     session.install(*TEST_MODEL)
     session.run("python", "benchmarks/eval.py", *session.posargs)
+    session.run("python", "benchmarks/own_eval/run.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)
