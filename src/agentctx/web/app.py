@@ -58,16 +58,18 @@ SESSIONS_SHOWN = 100
 
 
 class _Layouts:
-    """The positions of the last few graphs drawn, keyed by their nodes and edges."""
+    """The positions of the last few graphs drawn, keyed by what a layout depends on: the
+    number of nodes and the edges between them (by index)."""
 
     def __init__(self) -> None:
-        self._kept: OrderedDict[int, NDArray[np.float64]] = OrderedDict()
+        self._kept: OrderedDict[tuple[int, tuple[tuple[int, int], ...]], NDArray[np.float64]]
+        self._kept = OrderedDict()
 
     async def get(self, g: graphs.Graph) -> tuple[NDArray[np.float64], float]:
         """Positions for ``g`` and the seconds they took (0 when kept from before)."""
         index = {node.id: i for i, node in enumerate(g.nodes)}
         pairs = [(index[e.source], index[e.target]) for e in g.edges]
-        key = hash((tuple(index), tuple(pairs)))
+        key = (len(index), tuple(pairs))
         if key in self._kept:
             self._kept.move_to_end(key)
             return self._kept[key], 0.0

@@ -49,15 +49,23 @@ def layout(n: int, edges: Sequence[tuple[int, int]], *, seed: int = 0) -> NDArra
     for a, b in edges:
         if a != b:
             local_edges.setdefault(int(label[a]), []).append((int(index[a]), int(index[b])))
-    boxes: list[NDArray[np.float64]] = []
     singles: list[int] = []
+    boxes: list[NDArray[np.float64]] = [np.zeros((1, 2))] * len(components)
+    batches: dict[int, list[int]] = {}
     for c, members in enumerate(components):
         if len(members) == 1:
             singles.append(members[0])
-            boxes.append(np.zeros((1, 2)))
-            continue
-        pos = _fruchterman_reingold(len(members), local_edges.get(c, []), seed + c)
-        boxes.append(pos - pos.min(axis=0))
+        elif len(members) <= BATCH_MAX:  # padded to the next power of two
+            batches.setdefault(1 << (len(members) - 1).bit_length(), []).append(c)
+        else:
+            pos = _fruchterman_reingold(len(members), local_edges.get(c, []), seed + c)
+            boxes[c] = pos - pos.min(axis=0)
+    for batch in batches.values():
+        laid = _fruchterman_reingold_batch(
+            [len(components[c]) for c in batch], [local_edges.get(c, []) for c in batch], seed
+        )
+        for c, pos in zip(batch, laid, strict=True):
+            boxes[c] = pos - pos.min(axis=0)
     multi = [c for c, members in enumerate(components) if len(members) > 1]
     multi.sort(key=lambda c: (-len(components[c]), components[c][0]))
     placed = _pack([boxes[c] for c in multi])
@@ -110,36 +118,81 @@ def _iterations(n: int) -> int:
     return 50
 
 
+def _spiral(n: int, turn: float) -> NDArray[np.float32]:
+    """A sunflower spiral of ``n`` points: even density, deterministic, no two on one spot."""
+    i = np.arange(n, dtype=np.float32)
+    radius = np.float32(SPACING) * np.sqrt(i + 0.5) * np.float32(0.6)
+    angle = i * np.float32(math.pi * (3 - math.sqrt(5))) + np.float32(turn)
+    return np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=-1)
+
+
 def _fruchterman_reingold(
     n: int, edges: Sequence[tuple[int, int]], seed: int
 ) -> NDArray[np.float64]:
     """One connected component's positions, ideal edge length :data:`SPACING`."""
     k = np.float32(SPACING)
-    # A sunflower spiral: even density from the start, deterministic, no overlapping nodes.
-    i = np.arange(n, dtype=np.float32)
-    radius = k * np.sqrt(i + 0.5) * 0.6
-    angle = i * np.float32(math.pi * (3 - math.sqrt(5))) + np.float32(seed % 7)
-    pos = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1).astype(np.float32)
-    if edges:
-        src = np.fromiter((a for a, _ in edges), dtype=np.int64, count=len(edges))
-        dst = np.fromiter((b for _, b in edges), dtype=np.int64, count=len(edges))
-    else:
-        src = dst = np.zeros(0, dtype=np.int64)
+    pos = _spiral(n, seed % 7)
+    src = np.array([a for a, _ in edges], dtype=np.int64)
+    dst = np.array([b for _, b in edges], dtype=np.int64)
     steps = _iterations(n)
-    start = float(radius.max()) / 4 + float(k)
+    start = float(np.abs(pos).max()) / 4 + float(k)
     repulse = _Repulsion(n, float(k * k))
     for step in range(steps):
         temperature = np.float32(start * (1 - step / steps) + 0.5)
         disp = repulse(pos)
-        if len(src):
-            delta = pos[src] - pos[dst]
-            dist = np.sqrt((delta * delta).sum(axis=1, keepdims=True)) + np.float32(0.01)
-            pull = delta * (dist / k)  # attraction d²/k along the unit vector: delta·d/k
-            np.subtract.at(disp, src, pull)
-            np.add.at(disp, dst, pull)
-        length = np.sqrt((disp * disp).sum(axis=1, keepdims=True)) + np.float32(1e-6)
+        _attract(pos, disp, src, dst)
+        length = np.sqrt((disp * disp).sum(axis=-1, keepdims=True)) + np.float32(1e-6)
         pos += disp / length * np.minimum(length, temperature)
     return pos.astype(np.float64)
+
+
+def _attract(
+    pos: NDArray[np.float32],
+    disp: NDArray[np.float32],
+    src: NDArray[np.int64],
+    dst: NDArray[np.int64],
+) -> None:
+    """Add the d²/k pull along each edge (flat node indices) to ``disp``."""
+    if not len(src):
+        return
+    delta = pos[src] - pos[dst]
+    dist = np.sqrt((delta * delta).sum(axis=-1, keepdims=True)) + np.float32(0.01)
+    pull = delta * (dist / np.float32(SPACING))  # d²/k along the unit vector: delta·d/k
+    np.subtract.at(disp, src, pull)
+    np.add.at(disp, dst, pull)
+
+
+#: Components up to this size are laid out together, in batches of equal padded size: hundreds
+#: of tiny components (a record and its file) would otherwise cost one Python loop each.
+BATCH_MAX = 64
+
+
+def _fruchterman_reingold_batch(
+    sizes: Sequence[int], edges: Sequence[Sequence[tuple[int, int]]], seed: int
+) -> list[NDArray[np.float64]]:
+    """Several small components at once, each in its own frame (no force between them)."""
+    count, m = len(sizes), max(sizes)
+    k2 = np.float32(SPACING * SPACING)
+    pos = np.stack([_spiral(m, (seed + c) % 7) for c in range(count)])  # (count, m, 2)
+    valid = np.arange(m)[None, :] < np.asarray(sizes)[:, None]  # (count, m)
+    pairs = (valid[:, :, None] & valid[:, None, :]).astype(np.float32)
+    src = np.array([c * m + a for c, es in enumerate(edges) for a, _ in es], dtype=np.int64)
+    dst = np.array([c * m + b for c, es in enumerate(edges) for _, b in es], dtype=np.int64)
+    radius = np.float32(SPACING * 0.6) * np.sqrt(np.asarray(sizes, dtype=np.float32) - 0.5)
+    start = (radius / 4 + np.float32(SPACING))[:, None, None]
+    steps = _iterations(m)
+    for step in range(steps):
+        temperature = start * np.float32(1 - step / steps) + np.float32(0.5)
+        delta = pos[:, :, None, :] - pos[:, None, :, :]  # (count, m, m, 2)
+        d2 = (delta * delta).sum(axis=-1) + np.float32(0.01)
+        push = k2 / d2 * pairs
+        disp = (delta * push[..., None]).sum(axis=2)
+        flat = disp.reshape(-1, 2)
+        _attract(pos.reshape(-1, 2), flat, src, dst)
+        disp = flat.reshape(count, m, 2) * valid[..., None]
+        length = np.sqrt((disp * disp).sum(axis=-1, keepdims=True)) + np.float32(1e-6)
+        pos += disp / length * np.minimum(length, temperature)
+    return [pos[c, : sizes[c]].astype(np.float64) for c in range(count)]
 
 
 class _Repulsion:

@@ -129,9 +129,14 @@ async def running(
         finally:
             stopped.set()
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(serve)
-        try:
-            yield Dashboard(url=f"http://{HOST}:{port}/", port=port, token=token, stopped=stopped)
-        finally:
-            server.should_exit = True
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve)
+            try:
+                yield Dashboard(
+                    url=f"http://{HOST}:{port}/", port=port, token=token, stopped=stopped
+                )
+            finally:
+                server.should_exit = True
+    finally:
+        sock.close()  # uvicorn closes it on a clean stop, not when its task is cancelled

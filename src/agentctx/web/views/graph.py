@@ -169,8 +169,8 @@ def render(
     body = (
         tag(
             "div",
-            drawing(graph, pos, focus=focus),
             controls,
+            drawing(graph, pos, focus=focus),
             class_="graph-box",
         )
         if graph.nodes

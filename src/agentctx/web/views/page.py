@@ -6,6 +6,7 @@ script or style); the per-start write token travels in a ``<meta>`` tag that ``a
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -103,6 +104,14 @@ def duration(seconds: float | None) -> str:
     if s >= 60:
         return f"{s // 60}m {s % 60:02d}s"
     return f"{s}s"
+
+
+def short_path(path: str) -> str:
+    """A path with the user's home folder written as ``~``."""
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and (path == home or path.startswith(home + os.sep)):
+        return "~" + path[len(home) :]
+    return path
 
 
 def project_name(project_id: str | None, names: dict[str, str]) -> str:

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 from agentctx import schema
 from agentctx.web.html import Safe, tag
 from agentctx.web.views.charts import type_strip
-from agentctx.web.views.page import age, empty, heading, page, type_badge
+from agentctx.web.views.page import age, empty, heading, page, short_path, type_badge
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -42,8 +42,9 @@ def _card(p: ProjectSummary) -> Safe:
         ),
         tag(
             "p",
-            p.root or ("preferences every project sees" if is_global else p.project_id),
+            short_path(p.root) if p.root else "preferences every project sees" if is_global else "",
             class_="path",
+            title=p.root,
         ),
         tag(
             "div",

@@ -104,9 +104,8 @@ def render_list(
     """The Records page: filters and the matching records."""
     names = dict(projects)
     shown = len(found.records)
-    summary = (f"{found.total:,} matches" if f.q else f"{found.total:,} records") + (
-        f", {shown:,} shown" if shown < found.total else ""
-    )
+    noun = ("match" if f.q else "record") if found.total == 1 else ("matches" if f.q else "records")
+    summary = f"{found.total:,} {noun}" + (f", {shown:,} shown" if shown < found.total else "")
     table = (
         tag(
             "table",

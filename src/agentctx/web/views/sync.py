@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentctx.web.html import Safe, tag
-from agentctx.web.views.page import empty, heading, page, project_select, type_badge
+from agentctx.web.views.page import (
+    empty,
+    heading,
+    page,
+    project_select,
+    short_path,
+    type_badge,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -68,7 +75,7 @@ def _report(view: SyncView) -> Safe:
             *(
                 tag(
                     "li",
-                    tag("code", f"{c.file}:{c.line}"),
+                    tag("code", f"{short_path(c.file)}:{c.line}"),
                     " still says ",
                     tag("q", c.text),
                     "; now ",
@@ -88,7 +95,7 @@ def _report(view: SyncView) -> Safe:
     )
     return tag(
         "div",
-        tag("p", "Compared with ", tag("code", report.target), class_="small"),
+        tag("p", "Compared with ", tag("code", short_path(report.target)), class_="small"),
         stats,
         tag("h2", "Missing records"),
         missing,

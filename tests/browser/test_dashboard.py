@@ -1,0 +1,288 @@
+"""The dashboard in real headless Chromium: every view, search, an edit and its history, the graph,
+the profile, and untrusted text staying text. Each view's screenshot is saved (see conftest)."""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+from agentctx import clock, profile
+from agentctx.records import NewRecord
+from tests.browser.demo import API, XSS_BODY
+
+if TYPE_CHECKING:
+    from agentctx.store import Store
+    from tests.browser.conftest import Site
+    from tests.browser.demo import Demo
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_each_view_loads_and_is_saved(site: Site, demo: Demo) -> None:
+    page = await site.open("/")
+    assert await page.locator("article.project").count() == 3  # two projects and Global
+    card = page.locator(f'article[data-project="{API}"]')
+    assert "payments-api" in await card.inner_text()
+    assert await card.locator("svg.strip rect").count() >= 4  # the breakdown by type
+    await site.shot("projects")
+
+    page = await site.open("/records")
+    assert await page.locator("table.records tbody tr").count() >= 15
+    await site.shot("records")
+
+    page = await site.open(f"/records/{demo.ledger}")
+    assert await page.locator("ol.timeline li").count() == 3
+    assert await page.locator("ul.entities li").count() == 2
+    await site.shot("record")
+
+    page = await site.open(f"/graph?project={API}")
+    assert await page.locator("svg#graph [data-kind]").count() > 20
+    await site.shot("graph", full_page=False)
+
+    page = await site.open("/profile")
+    assert await page.locator("article.pref").count() == 3
+    await site.shot("profile")
+
+    page = await site.open("/sessions")
+    assert await page.locator("svg.chart").count() == 4
+    assert await page.locator("table.sessions tbody tr").count() == 12
+    await site.shot("sessions")
+
+    page = await site.open("/sync")
+    assert await page.locator("pre.diff span.add").count() > 3
+    assert "Use MySQL 8 for the ledger" in await page.locator(".sync").inner_text()
+    await site.shot("sync")
+
+
+async def test_search_and_filters(site: Site, demo: Demo) -> None:
+    page = await site.open("/records")
+    await page.fill('input[name="q"]', "ledger")
+    await page.press('input[name="q"]', "Enter")
+    await page.wait_for_url(re.compile(r"q=ledger"))
+    titles = await page.locator("table.records a.title").all_inner_texts()
+    assert "Use PostgreSQL 16 for the ledger" in titles
+    assert "Use MySQL 8 for the ledger" not in titles  # superseded: hidden by default
+
+    await page.check('input[name="superseded"]')
+    await page.click('button[type="submit"]')
+    await page.wait_for_url(re.compile(r"superseded=1"))
+    titles = await page.locator("table.records a.title").all_inner_texts()
+    assert "Use MySQL 8 for the ledger" in titles
+    assert await page.locator("tr.old").count() == 2
+    await site.shot("search")
+
+    # a select submits its form on change (app.js)
+    async with page.expect_navigation():
+        await page.select_option('select[name="type"]', "handover")
+    assert re.search(r"type=handover", page.url)
+    titles = await page.locator("table.records a.title").all_inner_texts()
+    assert titles == ["Next: finish the refund reconciliation job"]
+    assert await page.locator("#summary").inner_text() == "1 match"
+
+    async with page.expect_navigation():
+        await page.select_option('select[name="confidence"]', "explicit")
+    assert await page.locator("p.empty").inner_text() == "No records match."
+
+
+async def test_edit_writes_a_new_version_with_its_history(
+    site: Site, demo: Demo, store: Store
+) -> None:
+    page = await site.open(f"/records/{demo.cents}")
+    await page.click("#edit summary")
+    await page.fill(
+        '#edit textarea[name="body"]', "Amounts are integer cents (bigint).\n<b>no floats</b>"
+    )
+    async with page.expect_navigation():
+        await page.click('#edit button[type="submit"]')
+    new_id = page.url.rsplit("/", 1)[1]
+    assert new_id != demo.cents
+    assert (
+        await page.locator("#body").inner_text()
+        == "Amounts are integer cents (bigint).\n<b>no floats</b>"
+    )
+    timeline = page.locator("ol.timeline li")
+    assert await timeline.count() == 2
+    assert "superseded" in await timeline.nth(0).inner_text()
+    assert "current" in await timeline.nth(1).inner_text()
+    await site.shot("record-edited")
+
+    async with page.expect_navigation():
+        await timeline.nth(0).locator("a").click()
+    assert page.url.endswith(f"/records/{demo.cents}")
+    assert "This version is history" in await page.locator("p.note").inner_text()
+    assert await page.locator("form[data-api]").count() == 0
+
+    old = await store.get(demo.cents)
+    assert old.superseded_by == new_id
+
+
+async def test_pin_supersede_and_errors_in_the_page(site: Site, demo: Demo, store: Store) -> None:
+    page = await site.open(f"/records/{demo.ledger}")
+    async with page.expect_navigation():
+        await page.click("#pin")
+    assert await page.locator("#pin").inner_text() == "Unpin"
+    assert await page.locator(".heading .badge.pinned").count() == 1
+    assert (await store.get(demo.ledger)).pinned
+
+    await page.click("#supersede summary")
+    await page.fill('#supersede textarea[name="body"]', "The ledger runs on CockroachDB.")
+    await page.fill('#supersede input[name="rationale"]', "multi-region")
+    async with page.expect_navigation():
+        await page.click('#supersede button[type="submit"]')
+    assert "CockroachDB" in await page.locator("#body").inner_text()
+    assert await page.locator("ol.timeline li").count() == 4
+
+    # a write the store refuses shows its message in the form, and the page stays
+    await page.click("#edit summary")
+    before = page.url
+    await page.click('#edit button[type="submit"]')  # unchanged title and body
+    error = page.locator("#edit .error")
+    await error.wait_for()
+    await page.wait_for_function("document.querySelector('#edit .error').textContent !== ''")
+    assert "nothing to change" in await error.inner_text()
+    assert page.url == before
+    assert site.problems == [
+        "console error: Failed to load resource: the server responded with a status of 400 "
+        "(Bad Request)"
+    ]
+    site.problems.clear()
+
+
+async def test_a_write_without_the_token_is_refused(site: Site, demo: Demo, store: Store) -> None:
+    page = await site.open(f"/records/{demo.ledger}")
+    status = await page.evaluate(
+        """async (url) => (await fetch(url, {method: "POST", body: '{"pinned": true}',
+            headers: {"Content-Type": "application/json"}})).status""",
+        f"/api/records/{demo.ledger}/pin",
+    )
+    assert status == 403
+    assert not (await store.get(demo.ledger)).pinned
+    # an inline script cannot run: the CSP refuses it (and reports a console error)
+    await page.evaluate(
+        """() => { const s = document.createElement("script");
+            s.textContent = "window.__inline = 1"; document.body.appendChild(s); }"""
+    )
+    assert await page.evaluate("window.__inline") is None
+    assert any("Content Security Policy" in p for p in site.problems)
+    site.problems.clear()
+
+
+async def test_record_text_is_shown_as_text(site: Site, demo: Demo) -> None:
+    page = await site.open(f"/records/{demo.xss}")
+    assert await page.locator("#body").inner_text() == XSS_BODY
+    assert await page.evaluate("window.__agentctx_xss") is None
+    assert await page.locator("#body script").count() == 0
+    page = await site.open("/records?q=ticket")
+    assert (
+        "<script>window.__agentctx_xss = 1</script>"
+        in await page.locator(".snippet").first.inner_text()
+    )
+    assert await page.evaluate("window.__agentctx_xss") is None
+
+
+async def test_graph_pans_zooms_and_opens_a_record(site: Site, demo: Demo) -> None:
+    page = await site.open(f"/graph?project={API}")
+    svg = page.locator("svg#graph")
+    home = await svg.get_attribute("viewBox")
+    box = await svg.bounding_box()
+    assert box is not None and home is not None
+    await page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    await page.mouse.wheel(0, -600)
+    zoomed = await svg.get_attribute("viewBox")
+    assert zoomed is not None and zoomed != home
+    assert float(zoomed.split()[2]) < float(home.split()[2])  # narrower: zoomed in
+
+    # drag to pan: the view moves, and the drag does not open a record
+    x, y = box["x"] + 200, box["y"] + 200
+    await page.mouse.move(x, y)
+    await page.mouse.down()
+    await page.mouse.move(x + 120, y + 60, steps=6)
+    await page.mouse.up()
+    panned = await svg.get_attribute("viewBox")
+    assert panned != zoomed and "/graph" in page.url
+
+    await page.click('button[data-zoom="fit"]')
+    assert await svg.get_attribute("viewBox") == home
+
+    node = page.locator(f'a.node[data-id="{demo.ledger}"]')
+    async with page.expect_navigation():
+        await node.locator("circle").click()
+    assert page.url.endswith(f"/records/{demo.ledger}")
+
+
+async def test_graph_of_2000_nodes_stays_usable(site: Site, store: Store) -> None:
+    big = "c" * 64
+    now = clock.now()
+    rng = random.Random(8)
+    async with store.transaction() as tx:
+        await tx.execute(
+            "INSERT INTO projects(project_id, name, root, remote, created_at, last_seen_at) "
+            "VALUES (?, 'monorepo', '/nowhere', NULL, ?, ?)",
+            (big, now, now),
+        )
+        for i in range(1400):
+            record = await tx.add(
+                NewRecord(
+                    type=("decision", "convention", "discovery", "bugfix")[i % 4],
+                    title=f"Fact number {i} about module {i % 97}",
+                    body="generated",
+                    project_id=big,
+                )
+            )
+            # files by a skewed draw: a few hub files gather many records, as in real projects
+            files = {i % 600, int(600 * rng.random() ** 3)} if i % 3 else {i % 600}
+            for f in files:
+                await tx.execute(
+                    "INSERT OR IGNORE INTO nodes(id, project_id, kind, name, created_at) "
+                    "VALUES (?, ?, 'file', ?, ?)",
+                    (f"big-{f}", big, f"pkg/module_{f}.py", now),
+                )
+                await tx.execute(
+                    "INSERT INTO record_entities(record_id, entity_id) VALUES (?, ?)",
+                    (record.id, f"big-{f}"),
+                )
+    started = time.perf_counter()
+    page = await site.open(f"/graph?project={big}")
+    loaded = time.perf_counter() - started
+    assert await page.locator("svg#graph [data-kind]").count() == 2000
+    assert loaded < 20, f"the 2,000-node graph took {loaded:.1f} s to load"
+    await site.shot("graph-2000", full_page=False)
+    # the drawing answers at once: a wheel step re-renders within a frame budget
+    svg = page.locator("svg#graph")
+    box = await svg.bounding_box()
+    assert box is not None
+    await page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    took = await page.evaluate(
+        """async () => {
+            const svg = document.getElementById("graph");
+            const t0 = performance.now();
+            svg.dispatchEvent(new WheelEvent("wheel", {deltaY: -800, clientX: 600, clientY: 500,
+                                                       bubbles: true, cancelable: true}));
+            await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+            return performance.now() - t0;
+        }"""
+    )
+    assert took < 1500, f"a zoom step took {took:.0f} ms"
+    assert "labels" in (await svg.get_attribute("class") or "")  # zoomed in: labels shown
+
+
+async def test_profile_edit_and_clear_in_the_page(site: Site, demo: Demo, store: Store) -> None:
+    page = await site.open("/profile")
+    card = page.locator(f'article.pref[data-id="{demo.pref}"]')
+    await card.locator("details:has(form[data-api$='/edit']) summary").click()
+    await card.locator('input[name="title"]').fill("Prefer ruff, always")
+    async with page.expect_navigation():
+        await card.locator('form[data-api$="/edit"] button[type="submit"]').click()
+    assert "Prefer ruff, always" in await page.locator("article.pref h2").all_inner_texts()
+    entries = await profile.show(store)
+    edited = next(e for e in entries if e.title == "Prefer ruff, always")
+    card = page.locator(f'article.pref[data-id="{edited.id}"]')
+    await card.locator("details:has(form[data-api$='/clear']) summary").click()
+    async with page.expect_navigation():
+        await card.locator("button.danger").click()
+    assert await page.locator("article.pref").count() == 2
+    assert edited.id not in {e.id for e in await profile.show(store)}
