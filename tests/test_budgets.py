@@ -92,3 +92,16 @@ def test_prompt_injection_stays_within_both_caps(found: list[dict[str, Any]]) ->
     assert bool(text) == bool(shown)
     for record_id in shown:
         assert record_id in text
+
+
+def test_a_decision_line_says_what_the_body_adds_to_the_title() -> None:
+    def line(title: str, body: str, confidence: str = "explicit") -> str:
+        row = {"id": "01X", "type": "convention", "title": title, "body": body, "pinned": 0}
+        return digest._decision_line({**row, "confidence": confidence})
+
+    tagged = line("Use ruff format", "Use ruff format\n(applies to: project)")
+    assert tagged == "- [convention] Use ruff format (id 01X)"
+    repeated = line("Postgres over MySQL", "Postgres over MySQL. Rationale: JSONB and CTEs.")
+    assert repeated == "- [convention] Postgres over MySQL: Rationale: JSONB and CTEs. (id 01X)"
+    plain = line("Short", "A body that says more.", "inferred")
+    assert plain == "- [convention] Short: A body that says more. (inferred, unconfirmed) (id 01X)"

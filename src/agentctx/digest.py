@@ -6,9 +6,11 @@ what ``ctx_search`` can find (100), and a CLAUDE.md drift note when two or more 
 The whole is then cut to :data:`MAX_TOKENS` and :data:`MAX_CHARS` from the bottom at a line or word
 boundary, so the cap holds whatever the store holds.
 
-Decisions and conventions come pinned first, then in the order consolidation ranked them
-(``records.digest_rank``: RRF of keyword and vector rank against what the project works on now, see
-:mod:`agentctx.consolidate.ranking`), then unranked ones by confidence and score.
+Decisions and conventions come pinned first, then confirmed ones (explicit, reinforced) before
+inferred ones, each group in the order consolidation ranked them (``records.digest_rank``: RRF of
+keyword and vector rank against what the project works on now, see
+:mod:`agentctx.consolidate.ranking`), unranked ones last by score. A line shows what the body adds to
+the title, cut to 160 characters, so that about eight fit the section's 500 tokens.
 
 The digest is pre-computed into ``digests/<project_id>.json`` so that the SessionStart hook reads a file
 and imports no SQLite at all. Any write that changes a project's records removes that file
@@ -37,12 +39,12 @@ BUDGETS = {"profile": 200, "decisions": 500, "handover": 400, "preferences": 200
 DRIFT_THRESHOLD = 0.5  # the partial index records_drift (schema.py) uses this same bound
 DRIFT_MIN_CANDIDATES = 2
 FORMAT_VERSION = 1
-_ITEM_BODY_CHARS = 220
+_ITEM_BODY_CHARS = 160
 
 _DECISIONS_SQL = """
 SELECT id, type, title, body, confidence, pinned FROM records
 WHERE project_id = ? AND type IN ('decision', 'convention') AND superseded_at IS NULL
-ORDER BY pinned DESC, digest_rank IS NULL, digest_rank, confidence = 'inferred', score DESC,
+ORDER BY pinned DESC, confidence = 'inferred', digest_rank IS NULL, digest_rank, score DESC,
   valid_from DESC, id LIMIT 60
 """
 _PROFILE_SQL = """
@@ -196,21 +198,21 @@ def _fit(
 def _decision_line(row: Any) -> str:
     unconfirmed = " (inferred, unconfirmed)" if row["confidence"] == "inferred" else ""
     pin = " [pinned]" if row["pinned"] else ""
-    body = _without_title(row["title"], row["body"])
-    return (
-        f"- [{row['type']}]{pin} {row['title']}: {_one_line(body, _ITEM_BODY_CHARS)}"
-        f"{unconfirmed} (id {row['id']})"
-    )
+    body = _one_line(_without_title(row["title"], row["body"]), _ITEM_BODY_CHARS)
+    said = f": {body}" if body else ""
+    return f"- [{row['type']}]{pin} {row['title']}{said}{unconfirmed} (id {row['id']})"
 
 
 def _without_title(title: str, body: str) -> str:
-    """The body without a leading copy of the title (extraction often writes "Title. Rationale…")."""
+    """What the body adds to the title: extraction often writes "Title. Rationale…" or
+    "Title\n(applies to: project)", which would say the title twice or only a tag."""
     flat = " ".join(body.split())
-    if len(flat) > len(title) and flat[: len(title)].lower() == title.lower():
-        rest = flat[len(title) :].lstrip(" .:;,-—–")
-        if rest:
-            return rest
-    return body
+    if flat[: len(title)].lower() != title.lower():
+        return flat
+    rest = flat[len(title) :].lstrip(" .:;,-—–")
+    if rest.startswith("(") and rest.endswith(")") and rest.count("(") == 1:
+        return ""  # only a tag such as "(applies to: project)"
+    return rest
 
 
 def _one_line(text: str, limit: int) -> str:
