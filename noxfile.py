@@ -39,14 +39,17 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
-    """Hook latency vs `python -c pass` at 1K/10K/100K records -> benchmarks/results/hooks.md.
+    """Hook latency, extraction, the MCP server and consolidation -> benchmarks/results/*.md.
 
-    Not a default session. Options after ``--``, e.g. ``nox -s bench -- --sizes 1000,10000 --runs 20``.
+    Not a default session. Options after ``--`` go to the hook benchmark, e.g.
+    ``nox -s bench -- --sizes 1000,10000 --runs 20``.
     """
     session.install("-e", ".")
+    session.install(*TEST_MODEL)
     session.run("python", "benchmarks/hooks.py", *session.posargs)
     session.run("python", "benchmarks/extraction.py")
     session.run("python", "benchmarks/mcp_server.py")
+    session.run("python", "benchmarks/consolidate.py")
 
 
 @nox.session(python=PYTHON, default=False)
