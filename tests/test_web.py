@@ -595,18 +595,28 @@ async def test_graph_page_of_2000_nodes(store: Store) -> None:
 # -- agentctx ui ---------------------------------------------------------------------------------------
 
 
-def _start_ui(*args: str) -> subprocess.Popen[str]:
+def _fake_browser(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """An environment whose ``$BROWSER`` (which webbrowser runs) writes the URL to a file."""
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {opened}\n')
+    browser.chmod(0o755)
+    return {**os.environ, "BROWSER": f"{browser} %s"}, opened
+
+
+def _start_ui(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "agentctx", "ui", "--no-open", *args],
+        [sys.executable, "-m", "agentctx", "ui", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=os.environ.copy(),
+        env=env or os.environ.copy(),
     )
 
 
-def test_cli_serves_on_loopback_and_stops_on_ctrl_c() -> None:
-    proc = _start_ui("--port", "0")
+def test_cli_serves_on_loopback_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    env, opened = _fake_browser(tmp_path)
+    proc = _start_ui("--no-open", "--port", "0", env=env)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -624,6 +634,7 @@ def test_cli_serves_on_loopback_and_stops_on_ctrl_c() -> None:
             proc.wait()
     assert proc.returncode == 0, err
     assert "stopped" in out and "Traceback" not in err
+    assert not opened.exists()  # --no-open: the browser was not started
 
 
 def _listening_address(port: int) -> str:
@@ -637,12 +648,31 @@ def _listening_address(port: int) -> str:
     raise AssertionError(f"nothing listens on port {port}")
 
 
+def test_cli_opens_the_browser(tmp_path: Path) -> None:
+    env, opened = _fake_browser(tmp_path)
+    proc = _start_ui("--port", "0", env=env)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[2]
+        deadline = time.monotonic() + 30
+        while not (opened.exists() and opened.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert opened.read_text() == url
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+
+
 def test_cli_refuses_a_busy_port() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        proc = _start_ui("--port", str(port))
+        proc = _start_ui("--no-open", "--port", str(port))
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
     assert f"port {port} on 127.0.0.1 is in use" in err and "--port" in err
