@@ -266,14 +266,19 @@ async def _payload(request: Request) -> dict[str, Any]:
     return data
 
 
-def _text(data: dict[str, Any], name: str, *, required: bool = False) -> str | None:
+def _text(data: dict[str, Any], name: str) -> str | None:
+    """A text field; missing or blank is None (the field is left as it is)."""
     value = data.get(name)
-    if value is None or (isinstance(value, str) and not value.strip() and not required):
-        if required:
-            raise ValidationError(f"{name} is required")
-        return None
-    if not isinstance(value, str):
+    if value is not None and not isinstance(value, str):
         raise ValidationError(f"{name} must be text")
+    return value if value and value.strip() else None
+
+
+def _required(data: dict[str, Any], name: str) -> str:
+    """A text field that must be there and not blank."""
+    value = _text(data, name)
+    if value is None:
+        raise ValidationError(f"{name} is required")
     return value
 
 
@@ -298,9 +303,7 @@ async def api_edit(request: Request) -> Response:
 async def api_supersede(request: Request) -> Response:
     """POST /api/records/{id}/supersede: replace a record by a new body (and title), with why."""
     data = await _payload(request)
-    body = _text(data, "body", required=True)
-    rationale = _text(data, "rationale", required=True)
-    assert body is not None and rationale is not None
+    body, rationale = _required(data, "body"), _required(data, "rationale")
     old, new = await _store(request).supersede(
         request.path_params["record_id"], body, rationale, title=_text(data, "title")
     )
