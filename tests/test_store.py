@@ -84,6 +84,21 @@ async def test_supersede_marks_old_adds_new_and_edge(store: Store) -> None:
     assert (before.body, before.valid_from, before.rationale) == (old.body, old.valid_from, "first")
 
 
+async def test_a_new_version_keeps_the_file_links_of_the_old(store: Store) -> None:
+    old = await store.add(new())
+    conn, _ = db.connect(store.path, load_vec=False)
+    with closing(conn):
+        conn.execute(
+            "INSERT INTO nodes(id, project_id, kind, name, created_at) "
+            "VALUES ('n1', ?, 'file', 'src/app.py', ?)",
+            (old.project_id, old.recorded_at),
+        )
+        conn.execute("INSERT INTO record_entities VALUES (?, 'n1')", (old.id,))
+    _, created = await store.supersede(old.id, "A new body.", "why")
+    links = query(store.path, "SELECT record_id FROM record_entities ORDER BY record_id")
+    assert sorted(r[0] for r in links) == sorted([old.id, created.id])
+
+
 async def test_supersession_is_one_transaction(store: Store) -> None:
     """If the insert fails after the UPDATE and the edge, neither survives."""
     old = await store.add(new())

@@ -115,6 +115,7 @@ def _load(name: str, path: str, cache_dir: str) -> Embedder | None:
         from fastembed import TextEmbedding
 
         kwargs: dict[str, Any] = {"model_name": name}
+        model: Any
         if path:
             kwargs["specific_model_path"] = path
             with _quiet_fastembed():

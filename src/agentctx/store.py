@@ -273,6 +273,12 @@ class Store:
                 )
             await _add_edge(conn, record.id, old_id, "supersedes", now)
         await conn.execute(schema.INSERT_RECORD_SQL, [getattr(record, n) for n in COLUMNS])
+        if valid.supersedes:  # a new version is about the same files and symbols as the old one
+            await conn.execute(
+                "INSERT OR IGNORE INTO record_entities(record_id, entity_id) "
+                "SELECT ?, entity_id FROM record_entities WHERE record_id = ?",
+                (record.id, valid.supersedes),
+            )
         self._changed.add(record.project_id)
         return record
 
