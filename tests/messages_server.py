@@ -11,6 +11,11 @@ request asks for ``"stream": true`` (the event sequence and shapes of the Messag
         ...
         assert server.messages_requests()[0].body["messages"]
 
+One server can play several models at once: *routes* (a matcher and its own script, the first
+matching route decides) send, say, the extraction calls of agentctx (``forced_tool(TOOL_NAME)``), or
+the requests for one model (``lambda r: r.model.startswith("claude-haiku")``), to one script and
+Claude Code's turns to another; a request no route matches goes to the main script.
+
 ``POST /v1/messages/count_tokens`` answers an estimate; any other path gets a 404 in the API's
 error shape. (Claude Code 2.1.332 in ``-p`` mode sends nothing else here: one
 ``POST /v1/messages?beta=true`` with ``"stream": true`` per model turn.)
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ErrorReply",
+    "Matcher",
     "MessagesServer",
     "Recorded",
     "Reply",
@@ -42,6 +48,7 @@ __all__ = [
     "TextReply",
     "ToolUseReply",
     "error_json",
+    "forced_tool",
     "message_json",
     "sse_events",
 ]
@@ -70,11 +77,27 @@ class Recorded:
     headers: dict[str, str]  #: names lower-cased
     body: Any  #: the parsed JSON body (None when empty or not JSON)
     received: float = field(default_factory=time.monotonic)
+    raw: bytes = b""  #: the body as sent, for byte-level checks (a secret must never be in it)
 
     @property
     def route(self) -> str:
         """The path without its query string."""
         return urlsplit(self.path).path
+
+    @property
+    def model(self) -> str:
+        """The ``model`` the request names ('' when none)."""
+        model = self.body.get("model") if isinstance(self.body, dict) else None
+        return model if isinstance(model, str) else ""
+
+    @property
+    def tool_choice(self) -> str:
+        """The tool a ``tool_choice`` of type ``tool`` forces ('' when none is forced)."""
+        choice = self.body.get("tool_choice") if isinstance(self.body, dict) else None
+        if isinstance(choice, dict) and choice.get("type") == "tool":
+            name = choice.get("name")
+            return name if isinstance(name, str) else ""
+        return ""
 
     @property
     def stream(self) -> bool:
@@ -125,6 +148,13 @@ class ErrorReply:
 Reply = TextReply | ToolUseReply | ErrorReply
 #: Decides the reply to one ``POST /v1/messages``; None means "use the queue, then the default".
 Script: TypeAlias = "Callable[[Recorded], Reply | None]"
+#: Picks the requests a route answers.
+Matcher: TypeAlias = "Callable[[Recorded], bool]"
+
+
+def forced_tool(name: str) -> Matcher:
+    """Requests whose ``tool_choice`` forces the tool ``name`` (agentctx's Haiku calls do)."""
+    return lambda request: request.tool_choice == name
 
 
 class MessagesServer:
@@ -137,8 +167,10 @@ class MessagesServer:
         replies: Iterable[Reply] = (),
         default: Reply | None = None,
         latency: float = 0.0,
+        routes: Iterable[tuple[Matcher, Script]] = (),
     ) -> None:
         self._script = script
+        self._routes: list[tuple[Matcher, Script]] = list(routes)
         self._queue: deque[Reply] = deque(replies)
         self.default: Reply = default if default is not None else TextReply("OK")
         self.latency = latency
@@ -183,6 +215,11 @@ class MessagesServer:
 
     # -- script and records -------------------------------------------------------------------------
 
+    def route(self, matcher: Matcher, script: Script) -> None:
+        """Answer the requests ``matcher`` picks with ``script`` (after the routes added before)."""
+        with self._changed:
+            self._routes.append((matcher, script))
+
     def push(self, *replies: Reply) -> None:
         """Queue replies for the next ``/v1/messages`` requests the script leaves to the queue."""
         with self._changed:
@@ -194,9 +231,13 @@ class MessagesServer:
         with self._changed:
             return list(self._requests)
 
-    def messages_requests(self) -> list[Recorded]:
-        """The ``POST /v1/messages`` requests (any query string), in arrival order."""
-        return [r for r in self.requests if r.method == "POST" and r.route == "/v1/messages"]
+    def messages_requests(self, matcher: Matcher | None = None) -> list[Recorded]:
+        """The ``POST /v1/messages`` requests (any query string; only those ``matcher`` picks)."""
+        return [
+            r
+            for r in self.requests
+            if r.method == "POST" and r.route == "/v1/messages" and (matcher is None or matcher(r))
+        ]
 
     def wait_for(
         self, predicate: Callable[[list[Recorded]], bool], timeout: float = 10.0
@@ -217,7 +258,10 @@ class MessagesServer:
             self._changed.notify_all()
 
     def _decide(self, request: Recorded) -> Reply:
-        reply = self._script(request) if self._script is not None else None
+        with self._changed:
+            routes = list(self._routes)
+        script = next((s for matcher, s in routes if matcher(request)), self._script)
+        reply = script(request) if script is not None else None
         if reply is not None:
             return reply
         with self._changed:
@@ -385,6 +429,7 @@ def _handler_for(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
                 path=self.path,
                 headers={k.lower(): v for k, v in self.headers.items()},
                 body=body,
+                raw=raw,
             )
             server._record(request)
             if self.command == "POST" and request.route == "/v1/messages":

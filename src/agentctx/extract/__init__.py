@@ -3,7 +3,8 @@
 ``extract_session`` is what ``agentctx extract`` and the background workers run:
 
 1. one extraction per session at a time (an ``flock`` on ``locks/extract-<session>.lock``, which a
-   killed worker cannot leave held);
+   killed worker cannot leave held); the SessionEnd worker ``wait``s for a running one (started by
+   Stop) to finish, so the session's last turns are still extracted;
 2. incremental: only transcript lines after the last one already extracted
    (``sessions.extracted_uuid``), so Stop after every turn never re-sends old text;
 3. the transcript is read, rendered, and REDACTED before anything else looks at it;
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import glob
 import os
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from agentctx.store import Store
 
 DEFAULT_CONCURRENCY = 4
+#: How often a waiting run tries the session's lock again.
+LOCK_POLL_S = 0.1
 
 
 @dataclass(slots=True)
@@ -77,8 +81,12 @@ async def extract_session(
     client: AsyncAnthropic | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     log: Callable[[str], None] | None = None,
+    wait: float = 0.0,
 ) -> Report:
-    """Extract records from one session's transcript (see the module docstring)."""
+    """Extract records from one session's transcript (see the module docstring).
+
+    ``wait``: seconds to wait for a running extraction of the session before reporting ``locked``.
+    """
     say = log or (lambda message: None)
     report = Report(session_id)
     settings = config.load()
@@ -92,12 +100,22 @@ async def extract_session(
         return report
     from agentctx.hooks.ledger import safe_session_id
 
-    with ProcessLock(f"extract-{safe_session_id(session_id)}") as locked:
-        if not locked:
+    deadline = time.monotonic() + wait
+    waiting = False
+    while True:
+        with ProcessLock(f"extract-{safe_session_id(session_id)}") as locked:
+            if locked:
+                return await _run(
+                    store, report, transcript, dry_run, client, concurrency, settings, say
+                )
+        if time.monotonic() >= deadline:
             report.status = "locked"
             say(f"an extraction of session {session_id} is already running")
             return report
-        return await _run(store, report, transcript, dry_run, client, concurrency, settings, say)
+        if not waiting:
+            waiting = True
+            say(f"waiting for the running extraction of session {session_id}")
+        await anyio.sleep(LOCK_POLL_S)
 
 
 async def _run(

@@ -1,8 +1,11 @@
 """Stop, SessionEnd and CwdChanged: session bookkeeping and the detached background workers.
 
 * **Stop** fires after every assistant turn. It records the session and starts a detached extraction
-  only when the transcript grew by :data:`EXTRACT_GROWTH_BYTES` since the last one was requested and
-  none is running for the session; it never calls an LLM itself.
+  only when the conversation grew by :data:`EXTRACT_GROWTH_BYTES` since the last one was requested
+  and none is running for the session; it never calls an LLM itself. Growth counts the bytes of the
+  transcript's user and assistant lines only: Claude Code 2.1.332 writes ~150 KB of its own
+  bookkeeping per turn (prompt snapshots, skill listings, request shapes), so raw file growth would
+  start an extraction after every turn.
 * **SessionEnd** (1.5 s budget shared by all SessionEnd hooks) marks the session ended, folds the
   session ledger (tokens injected) into the ``sessions`` row, removes the ledger, and starts one
   detached worker that runs the final extraction (if anything is left) and then consolidation.
@@ -20,7 +23,7 @@ import sys
 import time
 
 from agentctx import clock, config, home
-from agentctx.hooks import ledger, spool
+from agentctx.hooks import fastjson, ledger, spool
 from agentctx.hooks.storage import open_db
 
 TYPE_CHECKING = False
@@ -91,13 +94,52 @@ def _stop(ctx: HookContext, conn: sqlean.Connection) -> None:
         "SELECT extract_requested_size FROM sessions WHERE session_id = ?", (ctx.session_id,)
     ).fetchone()
     requested = int(row[0]) if row else 0
+    # raw growth bounds the conversation's, so the cheap test comes first
     if size - requested < EXTRACT_GROWTH_BYTES or extraction_running(ctx.session_id):
+        return
+    try:
+        grown = conversation_bytes(transcript, requested, EXTRACT_GROWTH_BYTES)
+    except OSError:
+        return
+    if grown < EXTRACT_GROWTH_BYTES:
         return
     if start_worker(ctx, ["extract", "--session-id", ctx.session_id, "--transcript", transcript]):
         conn.execute(
             "UPDATE sessions SET extract_requested_size = ? WHERE session_id = ?",
             (size, ctx.session_id),
         )
+
+
+#: How user and assistant lines look in a transcript (Claude Code writes compact JSON).
+_MESSAGE_MARKERS = (
+    b'"type":"user"',
+    b'"type":"assistant"',
+    b'"type": "user"',
+    b'"type": "assistant"',
+)
+
+
+def conversation_bytes(path: str, start: int, enough: int) -> int:
+    """Bytes of the user and assistant lines after byte ``start`` of a transcript.
+
+    Counting stops once ``enough`` is reached. Only lines that mention such a type are parsed, to be
+    sure it is the line's own; a line cut at ``start`` does not parse and is not counted.
+    """
+    total = 0
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        for line in fh:
+            if not any(marker in line for marker in _MESSAGE_MARKERS):
+                continue
+            try:
+                entry = fastjson.loads(line.decode("utf-8", "replace"))
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and entry.get("type") in ("user", "assistant"):
+                total += len(line)
+                if total >= enough:
+                    break
+    return total
 
 
 def _session_end(ctx: HookContext, conn: sqlean.Connection) -> None:
