@@ -9,6 +9,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import pytest
 from anthropic import AsyncAnthropic
 
@@ -473,3 +474,33 @@ async def test_an_overlong_entry_is_cut_not_lost(transcript: Transcript) -> None
     assert report.status == "extracted"
     (decision,) = await records(type="decision")
     assert len(decision.body) <= 2000 and decision.body.endswith("…")
+
+
+@pytest.mark.usefixtures("api_key")
+async def test_a_waiting_run_gets_the_lock_when_the_running_one_ends(
+    transcript: Transcript,
+) -> None:
+    """The SessionEnd worker waits for an extraction Stop started, instead of skipping its turns."""
+    from agentctx.hooks.ledger import safe_session_id
+    from agentctx.locks import ProcessLock
+
+    transcript.add("user", "We keep Postgres 16 for the orders service.")
+    lines: list[str] = []
+    lock = ProcessLock(f"extract-{safe_session_id(SID)}")
+    with MessagesServer(default=extraction(decisions=[DECISION])) as server:
+        with lock as held:
+            assert held
+            gave_up = await run(server, transcript, wait=0.3, log=lines.append)
+        assert gave_up.status == "locked"
+        assert sum("waiting for the running extraction" in line for line in lines) == 1
+        assert server.messages_requests() == []
+
+        async def release_soon() -> None:
+            await anyio.sleep(0.2)  # the "running extraction" ends while the other one waits
+            lock.__exit__(None, None, None)
+
+        assert lock.__enter__()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release_soon)
+            waited = await run(server, transcript, wait=5, log=lines.append)
+    assert waited.status == "extracted"

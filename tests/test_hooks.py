@@ -641,6 +641,33 @@ def test_session_end_folds_tokens_and_removes_state(project_dir: Path) -> None:
     assert not os.path.exists(ledger.path_for(SID))
 
 
+def _jsonl(entries: list[dict[str, Any]]) -> bytes:
+    return b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in entries)
+
+
+def test_stop_counts_conversation_not_claude_code_bookkeeping(
+    project_dir: Path, tmp_path: Path
+) -> None:
+    """40 KB of Claude Code's own lines (attachments) start no extraction; conversation does."""
+    from agentctx.hooks.lifecycle import EXTRACT_GROWTH_BYTES, conversation_bytes
+
+    seed(project_dir, [])
+    transcript = tmp_path / "t.jsonl"
+    noise = {"type": "attachment", "attachment": {"type": "x", "content": "n" * 1000}}
+    transcript.write_bytes(_jsonl([noise] * 40))
+    env = {"ANTHROPIC_API_KEY": "sk-fake", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    stop = payload("Stop", SID, project_dir, transcript_path=str(transcript))
+    assert run_hook("stop", stop, cwd=project_dir, env=env).returncode == 0
+    row = query("SELECT extract_requested_size FROM sessions WHERE session_id = ?", (SID,))
+    assert row[0][0] == 0
+    assert conversation_bytes(str(transcript), 0, EXTRACT_GROWTH_BYTES) == 0
+    talk = {"type": "user", "message": {"role": "user", "content": "t" * 1000}}
+    with transcript.open("ab") as fh:
+        fh.write(_jsonl([talk] * 40))
+    grown = conversation_bytes(str(transcript), 0, EXTRACT_GROWTH_BYTES)
+    assert EXTRACT_GROWTH_BYTES <= grown < EXTRACT_GROWTH_BYTES + 1100  # stops once enough
+
+
 def test_cwd_changed_moves_the_session(project_dir: Path, tmp_path: Path) -> None:
     seed(project_dir, [])
     other = tmp_path / "other"

@@ -19,7 +19,7 @@ import anthropic
 import pytest
 from anthropic.types import TextBlock, ToolParam, ToolUseBlock
 
-from tests.messages_server import ErrorReply, MessagesServer, TextReply, ToolUseReply
+from tests.messages_server import ErrorReply, MessagesServer, TextReply, ToolUseReply, forced_tool
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -214,3 +214,35 @@ def test_chunked_request_body_and_wait_for(server: MessagesServer) -> None:
     assert seen[0].body["max_tokens"] == 5 and seen[0].route == "/v1/messages"
     with pytest.raises(TimeoutError):
         server.wait_for(lambda requests: len(requests) == 2, timeout=0.05)
+
+
+def test_routes_play_several_models_on_one_server(server: MessagesServer) -> None:
+    """The first matching route answers; a None from it falls back to the queue, then default."""
+
+    def haiku(request: Recorded) -> bool:
+        return request.model.startswith("claude-haiku")
+
+    server.route(forced_tool("record_facts"), lambda request: ToolUseReply("record_facts", {}))
+    server.route(haiku, lambda request: None)
+    server.route(haiku, lambda request: TextReply("never: shadowed"))
+    server.push(TextReply("queued"))
+    with client_for(server) as client:
+        forced = client.messages.create(
+            model=MODEL,
+            max_tokens=10,
+            tools=[TOOL],
+            tool_choice={"type": "tool", "name": "record_facts"},
+            messages=[{"role": "user", "content": "Extract. ghp_notasecret"}],
+        )
+        other = client.messages.create(
+            model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "Hi"}]
+        )
+        main = client.messages.create(
+            model="claude-opus-4-8", max_tokens=10, messages=[{"role": "user", "content": "Hi"}]
+        )
+    assert isinstance(forced.content[0], ToolUseBlock)
+    texts = [b.text for m in (other, main) for b in m.content if isinstance(b, TextBlock)]
+    assert texts == ["queued", "OK"]
+    (request,) = server.messages_requests(forced_tool("record_facts"))
+    assert request.tool_choice == "record_facts" and b"ghp_notasecret" in request.raw
+    assert json.loads(request.raw) == request.body
