@@ -56,6 +56,7 @@ def connect(
     load_vec: bool = True,
     create: bool = True,
     readonly: bool = False,
+    immutable: bool = False,
     check_same_thread: bool = True,
     check_version: Callable[[int], object] | None = None,
 ) -> tuple[sqlean.Connection, Capabilities]:
@@ -63,13 +64,18 @@ def connect(
 
     ``check_version`` is called with the file's ``user_version`` before anything is written to it
     (the switch to WAL rewrites the header), so a refused database is left byte-for-byte untouched.
+    ``immutable`` (read-only) opens a file on read-only media, where SQLite cannot create the WAL
+    index it otherwise needs even to read: nothing may write the file meanwhile.
     """
     if not create and not os.path.exists(path):
         raise DatabaseError(
             f"no database at {path}: run `agentctx init` (or any write) to create it"
         )
     caps = Capabilities()
-    uri = f"file:{path}?mode=ro" if readonly else path
+    readonly = readonly or immutable
+    uri = (
+        f"file:{_uri_path(path)}?{'immutable=1' if immutable else 'mode=ro'}" if readonly else path
+    )
     try:
         conn = sqlean.connect(
             uri,
@@ -79,7 +85,7 @@ def connect(
             uri=readonly,
         )
     except sqlean.Error as exc:
-        raise DatabaseError(f"cannot open the database at {path}: {exc}") from exc
+        raise DatabaseError(explain(exc, path)) from exc
     try:
         conn.row_factory = sqlean.Row
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -94,15 +100,141 @@ def connect(
         caps.fts5 = _has_fts5(conn)
     except sqlean.DatabaseError as exc:
         conn.close()
-        raise DatabaseError(
-            f"the database at {path} is unreadable ({exc}); see `agentctx doctor` to repair or move it"
-        ) from exc
+        raise DatabaseError(explain(exc, path)) from exc
     except BaseException:
         conn.close()
         raise
     if load_vec:
         _load_vec(conn, caps)
     return conn, caps
+
+
+def _uri_path(path: str) -> str:
+    """``path`` for a ``file:`` URI: the characters a URI gives a meaning to, escaped."""
+    return path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+
+
+#: Below this many free bytes on its disk, SQLite cannot even open the store (the WAL index).
+LOW_DISK_BYTES = 1024 * 1024
+
+
+def free_bytes(path: str) -> int | None:
+    """Free bytes (for unprivileged users) on the disk holding ``path``, or None if unknown."""
+    folder = path
+    while folder and not os.path.exists(folder):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    try:
+        stat = os.statvfs(folder or ".")
+    except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
+        return None
+    return int(stat.f_bavail * stat.f_frsize)
+
+
+def writable(folder: str) -> bool:
+    """Whether this process may create files in ``folder`` (read-only mounts included)."""
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+def file_size_limit() -> int | None:
+    """This process's file size limit (``ulimit -f``) in bytes, or None when there is none."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def unwritable_reason(path: str) -> str | None:
+    """Why nothing can be written beside the store at ``path``: ``readonly``, ``full``, ``limit``.
+
+    None when writing there looks possible. SQLite cannot even read a WAL store in such a place
+    (it must create the WAL index), so readers fall back to an immutable open.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(folder) and not writable(folder):
+        return "readonly"
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return "readonly"
+    free = free_bytes(folder)
+    if free is not None and free < LOW_DISK_BYTES:
+        return "full"
+    limit = file_size_limit()
+    if limit is not None:
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = 0
+        if limit < size + LOW_DISK_BYTES:
+            return "limit"
+    return None
+
+
+def fault(exc: BaseException, path: str) -> str:
+    """What kind of failure ``exc`` is for the database at ``path``.
+
+    ``damaged`` (not SQLite, or corrupt), ``full`` (no space on its disk), ``limit`` (the file size
+    limit), ``readonly`` (its folder or the file cannot be written), ``busy`` (another process held
+    it past the busy timeout), ``io`` (another I/O error) or ``other``.
+    """
+    text = str(exc)
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    if (
+        name in ("SQLITE_NOTADB", "SQLITE_CORRUPT")
+        or "not a database" in text
+        or "malformed" in text
+    ):
+        return "damaged"
+    if name == "SQLITE_FULL" or "is full" in text:
+        return "full"
+    reason = unwritable_reason(path)
+    if reason is not None:
+        return reason
+    if name in ("SQLITE_BUSY", "SQLITE_LOCKED") or "locked" in text:
+        return "busy"
+    if name.startswith("SQLITE_IOERR") or "I/O error" in text:
+        return "io"
+    return "other"
+
+
+def explain(exc: BaseException, path: str) -> str:
+    """One line on why the database at ``path`` failed with ``exc``, and what to do about it."""
+    text = str(exc) or type(exc).__name__
+    folder = os.path.dirname(os.path.abspath(path))
+    kind = fault(exc, path)
+    if kind == "damaged":
+        return (
+            f"the database at {path} is damaged ({text}); see `agentctx doctor` to move it aside "
+            "and restore"
+        )
+    if kind == "full":
+        free = free_bytes(folder)
+        shown = "" if free is None else f", {free // 1024} KB free"
+        return f"the disk holding {path} is full ({text}{shown}); free some space on it, then retry"
+    if kind == "limit":
+        return (
+            f"the file size limit (ulimit -f: {file_size_limit()} bytes) stops SQLite writing "
+            f"{path} ({text}); raise it (ulimit -f unlimited where agentctx runs), then retry"
+        )
+    if kind == "readonly":
+        return (
+            f"cannot write the database at {path} ({text}): {folder} is read-only or not writable, "
+            "and SQLite writes there (the store and its -wal and -shm files); make it writable "
+            f"(chmod u+w {folder}, or remount it read-write), then retry"
+        )
+    if kind == "busy":
+        return (
+            f"the database at {path} stayed busy ({text}): another agentctx process holds it; "
+            "retry in a moment"
+        )
+    if kind == "io":
+        return (
+            f"I/O error on the database at {path} ({text}); check the disk, then `agentctx doctor`"
+        )
+    return f"the database at {path} is unreadable ({text}); see `agentctx doctor`"
 
 
 def _enable_wal(conn: sqlean.Connection, busy_timeout_ms: int) -> object:
@@ -138,16 +270,35 @@ def _has_fts5(conn: sqlean.Connection) -> bool:
 
 def _load_vec(conn: sqlean.Connection, caps: Capabilities) -> None:
     try:
-        import sqlite_vec
-
         conn.enable_load_extension(True)
         try:
-            sqlite_vec.load(conn)
+            conn.load_extension(_vec_path())
         finally:
             conn.enable_load_extension(False)
         caps.vec_version = conn.execute("SELECT vec_version()").fetchone()[0]
     except Exception as exc:  # any failure only disables vector search
         caps.vec_error = f"{type(exc).__name__}: {exc}"
+
+
+def _vec_path() -> str:
+    """The sqlite-vec extension's path, found without importing the package.
+
+    ``import sqlite_vec`` imports numpy (for helpers we do not use): ~0.1 s of CPU on every
+    command, worker and server start. The package keeps the library beside its ``__init__``.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("sqlite_vec")
+    folder = (
+        next(iter(spec.submodule_search_locations), None)
+        if spec is not None and spec.submodule_search_locations
+        else None
+    )
+    if folder is None:
+        import sqlite_vec  # an unusual install: let the package say where its library is
+
+        return str(sqlite_vec.loadable_path())
+    return os.path.normpath(os.path.join(folder, "vec0"))
 
 
 async def connect_async(

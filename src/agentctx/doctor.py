@@ -8,9 +8,13 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from agentctx import config, db, home, schema
 from agentctx.errors import AgentctxError
+
+if TYPE_CHECKING:
+    import sqlean
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +29,7 @@ class Check:
 
 def run_checks() -> list[Check]:
     """Every check, in the order ``doctor`` prints them."""
-    checks = [_check_home(), _check_config()]
+    checks = [_check_home(), _check_disk(), _check_config()]
     checks.extend(_check_database())
     checks.extend(_check_claude_code())
     checks.append(_check_api_key())
@@ -121,9 +125,50 @@ def _check_home() -> Check:
     path = home.home_dir()
     if not os.path.isdir(path):
         return Check("home", None, f"{path} does not exist yet", _CREATE_HINT)
-    if not os.access(path, os.W_OK):
-        return Check("home", False, f"{path} is not writable", f"fix the permissions of {path}")
+    if not db.writable(path):
+        return Check(
+            "home",
+            False,
+            f"{path} is read-only or not writable: nothing can be recorded, and the hooks can "
+            "only read (injection still works, capture is lost)",
+            f"make it writable: chmod u+w {path} (or remount it read-write, or point "
+            "AGENTCTX_HOME at a writable folder)",
+        )
     return Check("home", True, path)
+
+
+#: Below this, doctor warns before the disk fills (the store grows by a few MB per year of use).
+LOW_DISK_WARN_BYTES = 64 * 1024 * 1024
+
+
+def _check_disk() -> Check:
+    path = home.home_dir()
+    free = db.free_bytes(path)
+    if free is None:
+        return Check("disk", None, f"free space on the disk of {path} unknown")
+    shown = (
+        f"{free / (1024 * 1024):.1f} MB free" if free < 1024**3 else f"{free / 1024**3:.1f} GB free"
+    )
+    if free < db.LOW_DISK_BYTES:
+        return Check(
+            "disk",
+            False,
+            f"the disk holding {path} is full ({free // 1024} KB free): nothing can be recorded, "
+            "and SQLite cannot even open the store to read it",
+            "free some space on that disk (or point AGENTCTX_HOME at another disk)",
+        )
+    limit = db.file_size_limit()
+    if limit is not None and db.unwritable_reason(home.db_path()) == "limit":
+        return Check(
+            "disk",
+            False,
+            f"the file size limit (ulimit -f) is {limit} bytes: SQLite cannot grow the store, "
+            "nor even open it to read",
+            "raise it: ulimit -f unlimited, in the shell or service that starts Claude Code",
+        )
+    if free < LOW_DISK_WARN_BYTES:
+        return Check("disk", None, f"{shown} on the disk holding {path}", "free some space soon")
+    return Check("disk", True, shown)
 
 
 def _check_config() -> Check:
@@ -146,15 +191,15 @@ def _check_database() -> list[Check]:
         probe.close()
     else:
         try:
-            conn, caps = db.connect(path, create=False, readonly=True)
+            conn, caps = _open_for_checks(path)
         except AgentctxError as exc:
-            return [*checks, Check("database", False, str(exc), _repair_hint(path))]
+            return [*checks, _database_failure(path, exc)]
         try:
             version = schema.schema_version(conn)
             integrity = conn.execute("PRAGMA quick_check").fetchone()[0]
             records = conn.execute("SELECT count(*) FROM records").fetchone()[0]
         except Exception as exc:
-            return [*checks, Check("database", False, f"{path}: {exc}", _repair_hint(path))]
+            return [*checks, _database_failure(path, exc)]
         finally:
             conn.close()
         if version > schema.SCHEMA_VERSION:
@@ -168,8 +213,9 @@ def _check_database() -> list[Check]:
                 )
             )
         elif integrity != "ok":
+            found = " ".join(str(integrity).split())[:300]
             checks.append(
-                Check("database", False, f"integrity check: {integrity}", _repair_hint(path))
+                Check("database", False, f"damaged: integrity check: {found}", _repair_hint(path))
             )
         else:
             checks.append(Check("database", True, f"{path} (schema {version}, {records} records)"))
@@ -192,13 +238,40 @@ def _check_database() -> list[Check]:
     return checks
 
 
+def _open_for_checks(path: str) -> tuple[sqlean.Connection, db.Capabilities]:
+    """A read connection; where no WAL index can be made (read-only, full) an immutable one."""
+    try:
+        return db.connect(path, create=False, readonly=True)
+    except AgentctxError as exc:
+        if db.unwritable_reason(path) is None or db.fault(exc.__cause__ or exc, path) == "damaged":
+            raise
+    return db.connect(path, create=False, immutable=True)
+
+
+def _database_failure(path: str, exc: BaseException) -> Check:
+    """The database check for a store that cannot be read, with the fix for its cause."""
+    cause = exc.__cause__ if isinstance(exc, AgentctxError) and exc.__cause__ else exc
+    kind = db.fault(cause, path)
+    folder = os.path.dirname(path)
+    fixes = {
+        "full": "free some space on its disk (see the disk check above), then run doctor again",
+        "limit": "raise the file size limit (see the disk check above), then run doctor again",
+        "readonly": f"make {folder} writable (see the home check above), then run doctor again",
+        "busy": "another agentctx process holds the store: retry in a moment",
+        "io": "check the disk (dmesg, fsck); if the file itself is damaged: " + _repair_hint(path),
+    }
+    detail = str(exc).split("; see `agentctx doctor`")[0]
+    return Check("database", False, detail, fixes.get(kind, _repair_hint(path)))
+
+
 # Any command that opens the store (``status``, ``record``, ...) creates the home and the database.
 _CREATE_HINT = "run `agentctx init` (or any command creates it)"
 
 
 def _repair_hint(path: str) -> str:
+    # The -wal file goes too: SQLite would replay a stale one into the new, empty store.
     return (
-        f"move the file aside (mv {path} {path}.broken); the next agentctx command creates a new, "
-        "empty store; then restore your records with `agentctx import FILE` from an earlier "
-        "`agentctx export`, if you have one"
+        f"move it aside: mv {path} {path}.broken (and {path}-wal and {path}-shm likewise, if "
+        "present); the next agentctx command creates a new, empty store; then restore your "
+        "records with `agentctx import FILE` from an earlier `agentctx export`, if you have one"
     )

@@ -8,6 +8,7 @@ with exit code 2; an interrupt exits with 130.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -16,7 +17,7 @@ import orjson
 import sqlean
 from cyclopts import App, CycloptsError, Parameter
 
-from agentctx import __version__, clock, home
+from agentctx import __version__, clock, db, home
 from agentctx.errors import AgentctxError
 from agentctx.project import ProjectIdentity, identify
 from agentctx.store import Store
@@ -42,10 +43,10 @@ def run(argv: list[str]) -> int:
         result = app(argv, exit_on_error=False, print_error=True, result_action="return_value")
     except AgentctxError as exc:
         return _error(str(exc))
-    except sqlean.Error as exc:  # a damaged or unreadable file surfacing mid-query
-        return _error(
-            f"the database at {home.db_path()} failed ({exc}); run `agentctx doctor` for a fix"
-        )
+    except sqlean.Error as exc:  # a damaged, full or unwritable store surfacing mid-query
+        return _error(db.explain(exc, home.db_path()))
+    except OSError as exc:  # a file of ours or the user's: unwritable, a full disk, missing
+        return _error(_os_error(exc))
     except CycloptsError:  # usage errors, already printed by cyclopts
         return 2
     except KeyboardInterrupt:
@@ -61,6 +62,24 @@ def run(argv: list[str]) -> int:
 def _error(message: str) -> int:
     sys.stderr.write(f"agentctx: error: {message}\n")
     return 1
+
+
+_OS_HINTS = {
+    errno.ENOSPC: "the disk is full: free some space on it, then retry",
+    getattr(errno, "EDQUOT", -1): "the disk quota is used up: free some space, then retry",
+    errno.EFBIG: "the file size limit (ulimit -f) was reached",
+    errno.EROFS: "the file system is read-only: remount it read-write, or point AGENTCTX_HOME "
+    "at a writable folder",
+    errno.EACCES: "permission denied: fix the permissions (`agentctx doctor` shows the home's)",
+    errno.EPERM: "not permitted (an immutable file or folder? see lsattr): fix it, then retry",
+}
+
+
+def _os_error(exc: OSError) -> str:
+    reason = exc.strerror or str(exc)
+    where = f"{exc.filename}: " if exc.filename else ""
+    hint = _OS_HINTS.get(exc.errno or 0, "")
+    return f"{where}{reason}" + (f"; {hint}" if hint else "")
 
 
 # -- helpers ---------------------------------------------------------------------------------------

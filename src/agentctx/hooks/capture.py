@@ -17,7 +17,7 @@ import os
 import re
 
 from agentctx.hooks import fastjson, spool
-from agentctx.hooks.storage import open_db
+from agentctx.hooks.storage import busy_or, open_db
 from agentctx.redact import redact
 
 TYPE_CHECKING = False
@@ -86,7 +86,7 @@ def store(ctx: HookContext, observations: list[dict[str, Any]]) -> None:
             apply(conn, observations)
             return
         except sqlean.DatabaseError as exc:  # busy, or a write the store refused: keep it
-            ctx.log(f"store did not take the observations ({exc}); spooled")
+            ctx.log(f"{busy_or(exc)}; observations spooled for the next hook")
         finally:
             conn.close()
     spool.save(observations)
@@ -249,7 +249,7 @@ def _transcript_state(path: str) -> tuple[str, list[str], str]:
             size = fh.tell()
             fh.seek(max(0, size - TRANSCRIPT_TAIL_BYTES))
             data = fh.read()
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a path the OS refuses (NUL)
         return "", [], ""
     lines = data.decode("utf-8", "replace").split("\n")
     if size > TRANSCRIPT_TAIL_BYTES:

@@ -5,7 +5,8 @@ and the token estimate. UserPromptSubmit reads it to skip records already shown 
 exclusive ``flock`` so that concurrent hooks neither lose ids nor inject a record twice. Writing here
 instead of the database keeps SessionStart free of the SQLite import; SessionEnd folds the totals into
 the ``sessions`` row and removes the file. A lock that cannot be had within :data:`LOCK_WAIT_S` is
-skipped (fail-open): a duplicate injection is better than a stalled prompt.
+skipped (fail-open): a duplicate injection is better than a stalled prompt. A ledger that cannot be
+written (a read-only or full home) is read if it exists and new entries are kept in memory only.
 """
 
 from __future__ import annotations
@@ -93,11 +94,20 @@ class Ledger:
         self.path = path_for(session_id)
         self.entries: list[dict[str, Any]] = []
         self.locked = False
+        self.writable = False
         self._fd = -1
 
     def __enter__(self) -> Self:
-        home.ensure_sub("sessions")
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            home.ensure_sub("sessions")
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            self.writable = True
+        except OSError:  # a read-only or full home: read what is there, remember nothing new
+            self.writable = False
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            except OSError:
+                return self
         self.locked = _lock(self._fd)
         chunks = []
         os.lseek(self._fd, 0, os.SEEK_SET)
@@ -108,8 +118,12 @@ class Ledger:
 
     def append(self, entry: dict[str, Any]) -> None:
         """Add one entry (one ``write`` of one line, so concurrent appends never interleave)."""
-        line = fastjson.dumps({"t": round(time.time(), 3), **entry}) + "\n"
-        os.write(self._fd, line.encode("utf-8"))
+        if self.writable:
+            line = fastjson.dumps({"t": round(time.time(), 3), **entry}) + "\n"
+            try:
+                os.write(self._fd, line.encode("utf-8"))
+            except OSError:  # a full disk: the injection still goes out, unrecorded
+                self.writable = False
         self.entries.append(entry)
 
     def __exit__(self, *exc_info: object) -> None:

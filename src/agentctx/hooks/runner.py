@@ -52,9 +52,15 @@ class HookContext:
         self._project: ProjectIdentity | None = None
 
     def text(self, key: str) -> str:
-        """A string field of the payload ('' when absent or not a string)."""
+        """A string field of the payload ('' when absent or not a string; NULs replaced).
+
+        These fields become paths, command lines and keys, where a NUL is refused (``ValueError:
+        embedded null byte``); Claude Code never sends one, so it is only ever damage.
+        """
         value = self.payload.get(key)
-        return value if isinstance(value, str) else ""
+        if not isinstance(value, str):
+            return ""
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
 
     @property
     def session_id(self) -> str:
@@ -127,15 +133,44 @@ def _read_payload(event: str) -> dict[str, Any] | None:
     if len(data) > MAX_STDIN_BYTES:
         log(event, f"stdin over {MAX_STDIN_BYTES} bytes; event skipped")
         return None
+    text = data.decode("utf-8", "replace")
     try:
-        payload = fastjson.loads(data.decode("utf-8", "replace"))
+        payload = fastjson.loads(text)
     except ValueError as exc:
         log(event, f"stdin is not JSON ({exc}); event skipped")
         return None
     if not isinstance(payload, dict):
         log(event, "stdin JSON is not an object; event skipped")
         return None
-    return payload
+    found: dict[str, Any] = payload
+    if "\\ud" in text or "\\uD" in text:  # maybe a lone surrogate escape: valid JSON, not text
+        found = _without_lone_surrogates(found)
+    return found
+
+
+def _without_lone_surrogates(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with each lone surrogate (which no file, database or log can take) as U+FFFD.
+
+    Iterative, as the payload may be nested as deep as the JSON parser goes.
+    """
+
+    def fix(value: str) -> str:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+    root: list[Any] = [payload]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, str):
+            container[key] = fix(item)
+        elif isinstance(item, list):
+            stack.extend((item, index) for index in range(len(item)))
+        elif isinstance(item, dict):
+            fixed = {fix(k) if isinstance(k, str) else k: v for k, v in item.items()}
+            container[key] = fixed
+            stack.extend((fixed, k) for k in fixed)
+    return root[0]  # type: ignore[no-any-return]
 
 
 def log(event: str, message: str, session_id: str = "") -> None:

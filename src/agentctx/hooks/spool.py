@@ -34,9 +34,16 @@ def save(observations: list[dict[str, Any]]) -> str:
     path = os.path.join(folder(), f"{clock.ulid()}.json")
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(fastjson.dumps(observations))
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(fastjson.dumps(observations))
+        os.replace(tmp, path)
+    except BaseException:
+        try:  # a full disk: leave no empty file behind that nothing would ever drain
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     return path
 
 
@@ -79,14 +86,17 @@ def drain(conn: sqlean.Connection, log: Any = None) -> int:
             if not isinstance(observations, list):
                 raise ValueError("not a list")
             apply(conn, [o for o in observations if isinstance(o, dict)])
-        except sqlean.OperationalError:
-            os.replace(claimed, path)  # busy: leave it for the next writer
-            break
         except (ValueError, KeyError, TypeError, sqlean.IntegrityError) as exc:
             os.replace(claimed, path + ".bad")  # kept for inspection, never retried forever
             if log is not None:
                 log(f"spool file {name} unusable ({exc}); kept as {name}.bad")
             continue
+        except sqlean.DatabaseError:
+            os.replace(claimed, path)  # busy, full or damaged: left for a later writer
+            break
+        except BaseException:
+            os.replace(claimed, path)  # unclaimed at once, not after STALE_CLAIM_S
+            raise
         os.unlink(claimed)
         done += 1
     return done

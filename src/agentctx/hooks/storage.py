@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from agentctx import db, home, schema
-from agentctx.errors import AgentctxError
+from agentctx.errors import AgentctxError, SchemaVersionError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,30 +29,73 @@ def open_db(ctx: HookContext, *, write: bool = False) -> sqlean.Connection | Non
         ctx.log("no database yet: run `agentctx init`")
         return None
     try:
+        # The version is checked before the write policy switches the file to WAL: a database of
+        # another version is left byte-for-byte as it was.
         conn, _caps = db.connect(
             path,
             busy_timeout_ms=WRITE_BUSY_MS if write else READ_BUSY_MS,
             load_vec=False,
             create=False,
             readonly=not write,
+            check_version=_require_current,
         )
-    except AgentctxError as exc:
+    except SchemaVersionError as exc:
         ctx.log(str(exc))
         return None
-    try:
-        if not write:  # reads straight from the page cache of the OS: ~1 ms less per prompt
+    except AgentctxError as exc:
+        conn = None if write else _read_only_media(path)
+        if conn is None:
+            ctx.log(str(exc))
+            return None
+    if not write:  # reads straight from the page cache of the OS: ~1 ms less per prompt
+        try:
             conn.execute("PRAGMA mmap_size = 268435456")
-        version = schema.schema_version(conn)
-    except Exception as exc:
-        conn.close()
-        ctx.log(f"database unreadable ({exc}); see `agentctx doctor`")
+        except Exception as exc:
+            conn.close()
+            ctx.log(f"database unreadable ({exc}); see `agentctx doctor`")
+            return None
+    return conn
+
+
+def _read_only_media(path: str) -> sqlean.Connection | None:
+    """A read connection to a store on a read-only mount, a full disk or past ``ulimit -f``, or None.
+
+    SQLite needs to create (and size) the WAL index even to read; where it cannot, an immutable
+    open still reads the file (nothing can commit there either), so prompts keep their context.
+    """
+    if db.unwritable_reason(path) is None:
         return None
-    if version != schema.SCHEMA_VERSION:
-        conn.close()
-        relation = "newer" if version > schema.SCHEMA_VERSION else "older"
-        ctx.log(
-            f"database schema {version} is {relation} than this agentctx's "
-            f"({schema.SCHEMA_VERSION}); skipped (run any agentctx command to migrate an older one)"
+    try:
+        conn, _caps = db.connect(
+            path,
+            busy_timeout_ms=READ_BUSY_MS,
+            load_vec=False,
+            create=False,
+            immutable=True,
+            check_version=_require_current,
         )
+    except AgentctxError:
         return None
     return conn
+
+
+def _require_current(version: int) -> None:
+    if version == schema.SCHEMA_VERSION:
+        return
+    if version > schema.SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"database schema {version} is newer than this agentctx's ({schema.SCHEMA_VERSION}); "
+            "hooks leave it alone: upgrade agentctx (pip install -U agentctx-cc)"
+        )
+    raise SchemaVersionError(
+        f"database schema {version} is older than this agentctx's ({schema.SCHEMA_VERSION}); "
+        "skipped until an agentctx command or the SessionEnd worker migrates it"
+    )
+
+
+def busy_or(exc: BaseException) -> str:
+    """A log phrase for a write that did not happen: a busy store said plainly, else the error."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:  # SQLite's SQLITE_BUSY text is "database is locked"
+        return f"the store stayed busy over {WRITE_BUSY_MS} ms (other sessions writing)"
+    return f"the store refused the write ({text})"

@@ -1,0 +1,82 @@
+"""Shared by the reliability tests: hook payloads of every event, and waiting for detached workers."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from tests.helpers import payload
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+#: CLI name -> the Claude Code event it serves.
+EVENTS = {
+    "session-start": "SessionStart",
+    "user-prompt-submit": "UserPromptSubmit",
+    "subagent-start": "SubagentStart",
+    "post-tool-use": "PostToolUse",
+    "pre-compact": "PreCompact",
+    "stop": "Stop",
+    "session-end": "SessionEnd",
+    "cwd-changed": "CwdChanged",
+}
+INJECTING = frozenset({"SessionStart", "UserPromptSubmit", "SubagentStart"})
+
+
+def every_event(
+    session_id: str, project: Path, transcript: Path
+) -> list[tuple[str, dict[str, Any]]]:
+    """One realistic payload per hook event, in a session's order."""
+    fields: dict[str, dict[str, Any]] = {
+        "session-start": {"source": "startup"},
+        "user-prompt-submit": {"prompt": "how does the kestrel cache expire entries?"},
+        "subagent-start": {"agent_type": "Explore"},
+        "post-tool-use": {
+            "tool_name": "Write",
+            "tool_input": {"file_path": str(project / "src" / "cache.py"), "content": "x = 1\n"},
+            "tool_response": {"filePath": str(project / "src" / "cache.py"), "success": True},
+        },
+        "pre-compact": {"trigger": "manual", "custom_instructions": ""},
+        "stop": {"stop_hook_active": False},
+        "session-end": {"reason": "prompt_input_exit"},
+        "cwd-changed": {"new_cwd": str(project)},
+    }
+    out = []
+    for cli, event in EVENTS.items():
+        data = payload(event, session_id, project, **fields[cli])
+        data["transcript_path"] = str(transcript)
+        out.append((cli, data))
+    return out
+
+
+def workers_of(home_dir: str) -> list[int]:
+    """Pids of the detached agentctx workers running for ``home_dir`` (Linux /proc; else none)."""
+    found = []
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+    wanted = f"AGENTCTX_HOME={home_dir}".encode()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+            if b"agentctx" not in argv or not ({b"worker", b"extract"} & set(argv)):
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if wanted in fh.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+def wait_for_workers(home_dir: str, deadline_s: float = 60.0) -> None:
+    """Poll (with a deadline) until no detached worker of ``home_dir`` is left running."""
+    deadline = time.monotonic() + deadline_s
+    while running := workers_of(home_dir):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"workers still running after {deadline_s}s: {running}")
+        time.sleep(0.05)
