@@ -80,3 +80,43 @@ def wait_for_workers(home_dir: str, deadline_s: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"workers still running after {deadline_s}s: {running}")
         time.sleep(0.05)
+
+
+def run_timed(cli: str, data: dict[str, Any], cwd: Path) -> tuple[bytes, bytes, float]:
+    """``python -m agentctx hook <cli>``: (stdout, stderr, own seconds), asserting exit 0.
+
+    Own seconds: the wall time less the time the process sat runnable in the CPU queue (Linux
+    ``schedstat``, read before the exited child is reaped), i.e. what the hook itself took on a
+    machine others load; the plain wall time where the OS does not say.
+    """
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    with (
+        tempfile.TemporaryFile() as fin,
+        tempfile.TemporaryFile() as fout,
+        tempfile.TemporaryFile() as ferr,
+    ):
+        fin.write(json.dumps(data).encode())
+        fin.seek(0)
+        began = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentctx", "hook", cli],
+            stdin=fin,
+            stdout=fout,
+            stderr=ferr,
+            cwd=cwd,
+        )
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        seconds = time.monotonic() - began
+        try:
+            with open(f"/proc/{proc.pid}/schedstat") as fh:
+                seconds -= int(fh.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            pass
+        assert proc.wait() == 0
+        fout.seek(0)
+        ferr.seek(0)
+        return fout.read(), ferr.read(), seconds

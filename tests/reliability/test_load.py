@@ -40,7 +40,7 @@ from agentctx.records import NewRecord
 from agentctx.store import Store
 from agentctx.tokens import estimate_tokens
 from tests.helpers import contract, payload
-from tests.reliability.procs import wait_for_workers
+from tests.reliability.procs import run_timed, wait_for_workers
 
 STREAMS = 16
 EVENTS_EACH = 50
@@ -393,3 +393,57 @@ def test_sixteen_sessions_at_once_lose_nothing(project_dir: Path, tmp_path: Path
         (o.event, round(o.seconds, 3), round(o.own, 3)) for o in outcomes if o.own > HOOK_BUDGET_S
     ]
     assert not slow, f"hooks over {HOOK_BUDGET_S}s: {slow} ({summary})"
+
+
+def test_a_busy_store_costs_one_timeout_and_loses_nothing(
+    project_dir: Path, tmp_path: Path
+) -> None:
+    """Stop, PostToolUse and SessionEnd while another process holds the write lock, then after."""
+    config.set_value("llm", False)
+    config.set_value("embeddings", False)
+    _seed(project_dir)
+    sid = "busy-0000-4000-8000-000000000000"
+    transcript = tmp_path / "busy.jsonl"
+    _transcript(transcript, project_dir, 0)
+
+    def event(name: str, **extra: Any) -> dict[str, Any]:
+        data = payload(name, sid, project_dir, **extra)
+        data["transcript_path"] = str(transcript)
+        return data
+
+    prompt = event("UserPromptSubmit", prompt="how does the kestrel cache expire entries?")
+    out, err, _ = run_timed("user-prompt-submit", prompt, project_dir)
+    shown = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    write = event("PostToolUse", tool_name="Write", tool_input={"file_path": "src/busy.py"})
+    holder = sqlean.connect(home.db_path(), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the write lock, held; readers go on (WAL)
+    try:
+        for cli, data in (("stop", event("Stop")), ("post-tool-use", write),
+                          ("session-end", event("SessionEnd", reason="other"))):  # fmt: skip
+            out, err, own = run_timed(cli, data, project_dir)
+            assert out == err == b"", (cli, out, err)
+            # one busy timeout (400 ms) at most, within SessionEnd's 1.5 s budget
+            assert own < HOOK_BUDGET_S, (cli, own)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    log = _log("hooks.log")
+    assert "database is locked" not in log
+    assert log.count("the store stayed busy over 400 ms") == 3, log
+    assert os.path.exists(os.path.join(home.sub("sessions"), f"{sid}.jsonl"))  # not folded yet
+    wait_for_workers(home.home_dir())  # SessionEnd started its worker all the same
+
+    # free again: the session ends for real, counted once; the spooled write lands
+    out, err, _ = run_timed("session-end", event("SessionEnd", reason="other"), project_dir)
+    assert out == err == b""
+    wait_for_workers(home.home_dir())
+    conn = sqlean.connect(home.db_path())
+    with closing(conn):
+        row = conn.execute(
+            "SELECT ended_at, injections, tokens_injected FROM sessions WHERE session_id = ?",
+            (sid,),
+        ).fetchone()
+        names = {r[0] for r in conn.execute("SELECT name FROM nodes WHERE kind = 'file'")}
+    assert row[0] is not None and (row[1], row[2]) == (1, estimate_tokens(shown))
+    assert "src/busy.py" in names
+    assert not os.path.exists(os.path.join(home.sub("sessions"), f"{sid}.jsonl"))
