@@ -176,7 +176,7 @@ class MessagesServer:
         self.latency = latency
         self._requests: list[Recorded] = []
         self._changed = threading.Condition()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = _QuietServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, args=(0.05,), name="messages-server", daemon=True
@@ -495,3 +495,14 @@ def _handler_for(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(payload)
 
     return Handler
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up mid-answer (a killed worker, a cancelled call) is not an error here."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], BrokenPipeError | ConnectionResetError):
+            return
+        super().handle_error(request, client_address)
