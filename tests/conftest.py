@@ -5,14 +5,18 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from agentctx.store import Store
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Iterator
+
+    from agentctx.embed import Embedder
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 @pytest.fixture(autouse=True)
@@ -108,3 +112,27 @@ def minilm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             raise RuntimeError(f"model file missing: {source}")
         (folder / source.name).symlink_to(source)
     return folder
+
+
+@pytest.fixture(scope="session")
+def minilm_settings(minilm_dir: Path) -> dict[str, Any]:
+    """Settings (as ``config.load`` gives them) that load the offline MiniLM."""
+    return {"embeddings": True, "embedding.model": MINILM, "embedding.path": str(minilm_dir)}
+
+
+@pytest.fixture(scope="session")
+def embedder(minilm_settings: dict[str, Any]) -> Iterator[Embedder]:
+    """One load of the offline MiniLM for the whole session (as one load per worker run)."""
+    from agentctx import embed
+
+    previous = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        loaded = embed.load_model(minilm_settings)
+        assert loaded is not None
+        yield loaded
+    finally:
+        if previous is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = previous

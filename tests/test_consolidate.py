@@ -45,7 +45,7 @@ TYPES = ["decision", "convention", "discovery", "bugfix"]
 
 
 @pytest.fixture
-def minilm_settings(minilm_dir: Path) -> dict[str, Any]:
+def minilm_config(minilm_dir: Path) -> dict[str, Any]:
     """Settings that load the offline test model; written to the home's config for subprocesses."""
     config.set_value("embedding.model", MINILM)
     config.set_value("embedding.path", str(minilm_dir))
@@ -97,11 +97,11 @@ async def _snapshot(store: Store) -> dict[str, Any]:
 
 
 async def test_a_run_embeds_merges_scores_and_writes_the_digest(
-    store: Store, minilm_settings: dict[str, Any]
+    store: Store, minilm_config: dict[str, Any]
 ) -> None:
     await _seed(store, 60)
     lines: list[str] = []
-    reports = await consolidate(store, PROJECT, settings=minilm_settings, log=lines.append)
+    reports = await consolidate(store, PROJECT, settings=minilm_config, log=lines.append)
     assert [r.project_id for r in reports] == ["global", PROJECT]
     report = reports[1]
     assert report.status == "done", report.to_dict()
@@ -137,30 +137,30 @@ async def test_without_a_model_it_runs_keyword_only_and_retries_later(
 
 
 async def test_one_consolidation_per_project_at_a_time(
-    store: Store, minilm_settings: dict[str, Any]
+    store: Store, minilm_config: dict[str, Any]
 ) -> None:
     await _seed(store, 4)
     with ProcessLock(f"consolidate-{PROJECT}") as held:
         assert held
-        reports = await consolidate(store, PROJECT, settings=minilm_settings)
+        reports = await consolidate(store, PROJECT, settings=minilm_config)
     assert [r.status for r in reports] == ["done", "locked"]
     assert reports[1].steps == {}
 
 
 async def test_an_expired_time_box_leaves_the_rest_for_the_next_run(
-    store: Store, minilm_settings: dict[str, Any]
+    store: Store, minilm_config: dict[str, Any]
 ) -> None:
     await _seed(store, 40)
-    first = await consolidate(store, PROJECT, settings=minilm_settings, time_box=1e-9)
+    first = await consolidate(store, PROJECT, settings=minilm_config, time_box=1e-9)
     assert first[0].status == "unfinished"
     assert (await _snapshot(store))["pending"] > 0
-    second = await consolidate(store, PROJECT, settings=minilm_settings)
+    second = await consolidate(store, PROJECT, settings=minilm_config)
     assert second[1].status == "done", second[1].to_dict()
     assert (await _snapshot(store))["pending"] == 0
 
 
 async def test_the_digest_ranks_what_the_project_works_on_now(
-    store: Store, minilm_settings: dict[str, Any]
+    store: Store, minilm_config: dict[str, Any]
 ) -> None:
     adds = [
         NewRecord("decision", "Stripe webhooks", "Stripe webhooks are verified with the signing secret", PROJECT),
@@ -172,7 +172,7 @@ async def test_the_digest_ranks_what_the_project_works_on_now(
         await store.add(new)
     ranked_keyword = await rank_decisions(store, PROJECT)
     assert ranked_keyword[0] == (await _id_of(store, "Stripe webhooks"))
-    await consolidate(store, PROJECT, settings=minilm_settings)
+    await consolidate(store, PROJECT, settings=minilm_config)
     data = digest.read(PROJECT)
     assert data is not None
     text = data["text"]
@@ -186,7 +186,7 @@ async def _id_of(store: Store, title: str) -> str:
 
 
 def test_the_command_reports_json_and_refuses_bad_options(
-    minilm_settings: dict[str, Any], project_dir: Path
+    minilm_config: dict[str, Any], project_dir: Path
 ) -> None:
     result = run_cli("consolidate", "--json", cwd=project_dir)
     assert result.returncode == 0, result.stderr
@@ -202,7 +202,7 @@ def test_the_command_reports_json_and_refuses_bad_options(
 
 
 async def test_the_session_end_worker_consolidates(
-    store: Store, minilm_settings: dict[str, Any]
+    store: Store, minilm_config: dict[str, Any]
 ) -> None:
     await _seed(store, 10)
     result = run_cli("worker", "session-end", "--project", PROJECT, "--no-extract")
@@ -220,7 +220,7 @@ def _consolidate_process() -> subprocess.Popen[bytes]:
 
 
 def test_kill_9_at_random_points_loses_and_doubles_nothing(
-    minilm_settings: dict[str, Any],
+    minilm_config: dict[str, Any],
 ) -> None:
     """Ten runs killed at random moments, each followed by a complete run: same end state."""
 

@@ -27,7 +27,7 @@ from agentctx.store import Store
 from tests.messages_server import ErrorReply, MessagesServer, Recorded, ToolUseReply
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
@@ -67,27 +67,6 @@ PAIR = re.compile(
     r'<pair id="(\w+)" type="\w+">\n<record>\nTitle: .*\nBody: (.*)\n</record>\n'
     r"<record>\nTitle: .*\nBody: (.*)\n</record>\n</pair>"
 )
-
-
-@pytest.fixture(scope="session")
-def embedder(minilm_dir: Path) -> Iterator[embed.Embedder]:
-    """One model load for the session."""
-    previous = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        settings = {
-            "embeddings": True,
-            "embedding.model": MINILM,
-            "embedding.path": str(minilm_dir),
-        }
-        loaded = embed.load_model(settings)
-        assert loaded is not None
-        yield loaded
-    finally:
-        if previous is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = previous
 
 
 async def add(

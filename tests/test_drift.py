@@ -8,7 +8,6 @@ never candidates, ``.claude/CLAUDE.md``, the time box, and agreement with ``agen
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,6 @@ from agentctx.project import identify
 from agentctx.records import COLUMNS, NewRecord
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
     from agentctx.store import Store
@@ -62,24 +60,6 @@ class Shop:
     pytest: str  # (d) present verbatim
     inferred: str
     discovery: str
-
-
-@pytest.fixture(scope="session")
-def embedder(minilm_dir: Path) -> Iterator[embed.Embedder]:
-    """The real offline MiniLM, loaded once."""
-    previous = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        loaded = embed.load_model(
-            {"embeddings": True, "embedding.model": MINILM, "embedding.path": str(minilm_dir)}
-        )
-        assert loaded is not None
-        yield loaded
-    finally:
-        if previous is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = previous
 
 
 def _new(pid: str, type_: str, title: str, body: str, **extra: Any) -> NewRecord:

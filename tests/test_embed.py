@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -15,7 +14,6 @@ from agentctx.records import NewRecord
 from agentctx.store import Store
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
@@ -35,27 +33,6 @@ TEXTS = [
     ("preference", "Short answers", "The developer prefers short answers without preamble"),
     ("decision", "Postgres for analytics", "Analytics events go to Postgres, not to Elasticsearch"),
 ]
-
-
-@pytest.fixture(scope="session")
-def minilm_settings(minilm_dir: Path) -> dict[str, Any]:
-    return {"embeddings": True, "embedding.model": MINILM, "embedding.path": str(minilm_dir)}
-
-
-@pytest.fixture(scope="session")
-def embedder(minilm_settings: dict[str, Any]) -> Iterator[embed.Embedder]:
-    """One model load for the whole session (as one load per worker run)."""
-    previous = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        loaded = embed.load_model(minilm_settings)
-        assert loaded is not None
-        yield loaded
-    finally:
-        if previous is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = previous
 
 
 async def _fill(store: Store, texts: list[tuple[str, str, str]] = TEXTS) -> list[str]:

@@ -8,7 +8,6 @@ see the server before and after the model is ready without sleeping.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +22,7 @@ from agentctx.records import NewRecord
 from agentctx.store import SearchQuery, Store
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator, Mapping
+    from collections.abc import AsyncIterator, Mapping
     from pathlib import Path
 
     from mcp.types import CallToolResult
@@ -79,27 +78,6 @@ RECORDS: dict[str, tuple[str, str, str]] = {
         "The useAuthStore hook holds the access token in memory only, never in localStorage.",
     ),
 }
-
-
-@pytest.fixture(scope="session")
-def minilm_settings(minilm_dir: Path) -> dict[str, Any]:
-    return {"embeddings": True, "embedding.model": MINILM, "embedding.path": str(minilm_dir)}
-
-
-@pytest.fixture(scope="session")
-def embedder(minilm_settings: dict[str, Any]) -> Iterator[embed.Embedder]:
-    """One model load for the whole session."""
-    previous = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        loaded = embed.load_model(minilm_settings)
-        assert loaded is not None
-        yield loaded
-    finally:
-        if previous is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = previous
 
 
 @pytest.fixture(autouse=True)

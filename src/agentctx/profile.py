@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agentctx import clock, digest, home, schema
+from agentctx.consolidate.reinforce import SESSIONS_BY_ROOT, evidence_sql
 from agentctx.errors import ConflictError, ValidationError
-from agentctx.store import HISTORY_MAX_DEPTH
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -49,36 +49,14 @@ _FIELDS = (
     "r.id, r.title, r.body, r.confidence, r.source, r.pinned, r.reinforce_count, r.valid_from, "
     "r.recorded_at, r.keywords"
 )
-# Every version of each current global preference (back along superseded_by, archived versions
-# too), then the distinct sessions of those versions: their own session_id and their derives_from
-# edges. Each step joins one table on an indexed column, so a big store costs no full scan.
-_SHOW_SQL = f"""
-WITH RECURSIVE
-  live(id) AS (
-    SELECT id FROM records
-    WHERE project_id = '{schema.GLOBAL_PROJECT_ID}' AND type = 'preference'
-      AND superseded_at IS NULL),
-  chain(root, id, depth) AS (
-    SELECT id, id, 0 FROM live
-    UNION
-    SELECT chain.root, r.id, chain.depth + 1 FROM records r JOIN chain ON r.superseded_by = chain.id
-    WHERE chain.depth < {HISTORY_MAX_DEPTH}
-    UNION
-    SELECT chain.root, a.id, chain.depth + 1 FROM records_archive a
-    JOIN chain ON a.superseded_by = chain.id WHERE chain.depth < {HISTORY_MAX_DEPTH}),
-  seen(root, session) AS (
-    SELECT chain.root, r.session_id FROM chain JOIN records r ON r.id = chain.id
-    WHERE coalesce(r.session_id, '') != ''
-    UNION
-    SELECT chain.root, a.session_id FROM chain JOIN records_archive a ON a.id = chain.id
-    WHERE coalesce(a.session_id, '') != ''
-    UNION
-    SELECT chain.root, e.to_id FROM chain JOIN edges e
-      ON e.from_id = chain.id AND e.rel_type = 'derives_from')
-SELECT {_FIELDS}, coalesce(s.n, 0) AS evidence
-FROM records r JOIN live USING (id)
-LEFT JOIN (SELECT root, count(DISTINCT session) AS n FROM seen GROUP BY root) s ON s.root = r.id
-"""
+# The distinct sessions of every version of each current global preference: the evidence that
+# reinforcement counts (consolidate/reinforce.py), so the two always agree.
+_SHOW_SQL = evidence_sql(
+    f"SELECT id FROM records WHERE project_id = '{schema.GLOBAL_PROJECT_ID}' "
+    "AND type = 'preference' AND superseded_at IS NULL",
+    f"SELECT {_FIELDS}, coalesce(s.n, 0) AS evidence FROM records r JOIN live USING (id) "
+    f"{SESSIONS_BY_ROOT}",
+)
 
 
 @dataclass(frozen=True, slots=True)

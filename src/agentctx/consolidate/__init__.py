@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentctx import clock, config, digest, embed
+from agentctx import clock, config, digest
 from agentctx.consolidate.timebox import TimeBox
 from agentctx.locks import ProcessLock
 from agentctx.schema import GLOBAL_PROJECT_ID
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from anthropic import AsyncAnthropic
 
+    from agentctx.embed import Embedder
     from agentctx.store import Store
 
 DEFAULT_TIME_BOX = 60.0
@@ -71,7 +72,7 @@ class _Run:
     timebox: TimeBox
     log: Callable[[str], None]
     client: AsyncAnthropic | None
-    embedder: embed.Embedder | None = None
+    embedder: Embedder | None = None
     model_tried: bool = False
 
 
@@ -219,6 +220,8 @@ async def _project_root(store: Store, project_id: str) -> str | None:
 
 async def _embed(run: _Run) -> dict[str, Any]:
     """Embed pending records chunk by chunk until none are left or the time box expires."""
+    from agentctx import embed  # numpy and fastembed: only when a run embeds
+
     if not run.model_tried:
         run.model_tried = True
         run.embedder = await embed.load_model_async(run.settings)

@@ -27,15 +27,19 @@ from agentctx.store import HISTORY_MAX_DEPTH
 if TYPE_CHECKING:
     from agentctx.store import Store
 
-# Every version of each current inferred preference (back along superseded_by, archived versions
-# too), then the distinct sessions of those versions: their session_id and their derives_from edges
-# that do not name a record. The same evidence as ``agentctx profile show`` (profile.py).
-_EVIDENCE_SQL = f"""
+
+def evidence_sql(live: str, select: str) -> str:
+    """A query counting each live record's distinct sessions: ``WITH live, chain, seen`` + ``select``.
+
+    ``live`` selects the ids to count for; the CTE walks every version of each (back along
+    superseded_by, archived versions too), then collects the distinct sessions of those versions:
+    their ``session_id`` and their ``derives_from`` edges that do not name a record. ``select`` reads
+    ``live``, and ``seen(root, session)`` grouped as it likes. One definition of "evidence" for
+    reinforcement and for ``agentctx profile show``.
+    """
+    return f"""
 WITH RECURSIVE
-  live(id) AS (
-    SELECT id FROM records
-    WHERE type = 'preference' AND confidence = 'inferred' AND superseded_at IS NULL
-      AND project_id IN ({{marks}})),
+  live(id) AS ({live}),
   chain(root, id, depth) AS (
     SELECT id, id, 0 FROM live
     UNION
@@ -55,10 +59,18 @@ WITH RECURSIVE
       ON e.from_id = chain.id AND e.rel_type = 'derives_from'
     WHERE NOT EXISTS (SELECT 1 FROM records x WHERE x.id = e.to_id)
       AND NOT EXISTS (SELECT 1 FROM records_archive x WHERE x.id = e.to_id))
-SELECT r.id, coalesce(s.n, 0) AS sessions
-FROM records r JOIN live USING (id)
-LEFT JOIN (SELECT root, count(DISTINCT session) AS n FROM seen GROUP BY root) s ON s.root = r.id
-"""
+{select}"""
+
+
+SESSIONS_BY_ROOT = (
+    "LEFT JOIN (SELECT root, count(DISTINCT session) AS n FROM seen GROUP BY root) s "
+    "ON s.root = r.id"
+)
+_EVIDENCE_SQL = evidence_sql(
+    "SELECT id FROM records WHERE type = 'preference' AND confidence = 'inferred' "
+    "AND superseded_at IS NULL AND project_id IN ({marks})",
+    f"SELECT r.id, coalesce(s.n, 0) AS sessions FROM records r JOIN live USING (id) {SESSIONS_BY_ROOT}",
+)
 _PROMOTE_SQL = (
     "UPDATE records SET confidence = 'reinforced', reinforce_count = max(reinforce_count, ?) "
     "WHERE id = ? AND confidence = 'inferred' AND superseded_at IS NULL"
