@@ -5,7 +5,7 @@ long-lived process such as the MCP server can afford to embed each query. :func:
 the keyword candidates (:meth:`Store.search`, BM25 and the rerank of :mod:`agentctx.retrieval`) and
 the nearest stored vectors, each list up to :data:`DEPTH` deep, and fuses them with reciprocal rank
 fusion (``retrieval.rrf``, k = 60). Vector candidates pass the very filters of the keyword search
-(``retrieval._filters``: scope, type, current or ``as_of``, excluded ids), so a filter never lets a
+(``retrieval.filters``: scope, type, current or ``as_of``, excluded ids), so a filter never lets a
 vector-only hit through. The vector list is ranked by cosine similarity alone; type, confidence,
 recency and pins reach the fused order through the keyword list. The fused score (at most
 ``2 / 61``) replaces the rerank score: RRF ranks, it does not calibrate, so a score compares hits
@@ -88,7 +88,7 @@ async def vector_ranking(
     """
     from agentctx import embed
 
-    where, params = retrieval._filters(
+    where, params = retrieval.filters(
         retrieval.scope_projects(query.project_id, query.scope),
         tuple(query.types),
         query.as_of,

@@ -33,14 +33,13 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
-import anyio
 import sqlean
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from agentctx import __version__, claudemd, clock, config, db, hybrid, retrieval
+from agentctx import __version__, claudemd, clock, config, hybrid, retrieval
 from agentctx.claudemd import SYNC_BEGIN as SYNC_BEGIN
 from agentctx.claudemd import SYNC_END as SYNC_END
 from agentctx.claudemd import SYNC_MAX as SYNC_MAX
@@ -317,15 +316,7 @@ async def _find(state: ServerState, query: SearchQuery) -> hybrid.Ranked:
 
 async def _read(store: Store, query: Callable[[Any], T]) -> T:
     """Run ``query(conn)`` on a short read-only connection to the store, in a worker thread."""
-
-    def run() -> T:
-        conn, _caps = db.connect(store.path, readonly=True, create=False, load_vec=False)
-        try:
-            return query(conn)
-        finally:
-            conn.close()
-
-    return await anyio.to_thread.run_sync(run)
+    return await store.read_sync(query)
 
 
 async def _detail(store: Store, record: Record) -> RecordDetail:
@@ -721,8 +712,16 @@ async def ctx_sync_claudemd(ctx: ServerContext) -> ClaudeMdReport:
     store = state.require_store()
     files = await claudemd.discover(state.project_dir, state.project.root)
     target = files[0].path if files else os.path.join(state.project.root, "CLAUDE.md")
+    # judged as consolidation judges (keywords and meaning), so the report and the digest's drift
+    # note agree; without a model (off, offline) keywords alone, as the method field says
+    embedder = await state.model.wait() if state.model is not None else None
     sync = await claudemd.report(
-        store, state.project.project_id, files=files, target=target, root=state.project.root
+        store,
+        state.project.project_id,
+        files=files,
+        target=target,
+        root=state.project.root,
+        embedder=embedder,
     )
     return ClaudeMdReport(
         files=sync.files,

@@ -261,13 +261,18 @@ def scope_projects(project_id: str | None, scope: str) -> tuple[str, ...]:
     return (project_id, GLOBAL_PROJECT_ID)
 
 
-def _filters(
+def filters(
     project_ids: Sequence[str],
     types: Sequence[str],
     as_of: str | None,
     include_superseded: bool,
     exclude_ids: Iterable[str],
 ) -> tuple[str, list[Any]]:
+    """The WHERE clause (over ``records AS r``) and parameters of a search's filters.
+
+    Shared by keyword search and the vector half of hybrid search, so neither lets through a record
+    the other would filter out.
+    """
     clauses = [f"r.project_id IN ({', '.join('?' * len(project_ids))})"]
     params: list[Any] = list(project_ids)
     if types:
@@ -301,7 +306,7 @@ def search_sql(
     ``fts=True`` uses the FTS5 index and BM25; ``fts=False`` is the degraded LIKE-style fallback
     that counts term hits with ``instr`` (title ×4, keywords ×2, body ×1).
     """
-    where, params = _filters(project_ids, types, as_of, include_superseded, exclude_ids)
+    where, params = filters(project_ids, types, as_of, include_superseded, exclude_ids)
     if fts:
         match = fts_query(terms)
         w_title, w_body, w_keywords = BM25_WEIGHTS

@@ -14,7 +14,7 @@ import os
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import anyio
 import sqlean
@@ -24,11 +24,13 @@ from agentctx.errors import ConflictError, DatabaseError, NotFoundError, Validat
 from agentctx.records import COLUMNS, NewRecord, Record
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Sequence
+    from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
     import aiosqlite
 
     from agentctx.project import ProjectIdentity
+
+T = TypeVar("T")
 
 _COLS = ", ".join(COLUMNS)
 HISTORY_MAX_DEPTH = 1000
@@ -158,6 +160,22 @@ class Store:
     async def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         async with self._conn.execute(sql, params) as cursor:
             return await cursor.fetchone()
+
+    async def read_sync(self, query: Callable[[Any], T]) -> T:
+        """Run sync ``query(conn)`` on a short read-only connection to this store, in a worker thread.
+
+        For code written against a plain SQLite connection (the digest, graph walks) that the hooks
+        share: it never blocks the event loop nor the store's own connection.
+        """
+
+        def run() -> T:
+            conn, _caps = db.connect(self.path, readonly=True, create=False, load_vec=False)
+            try:
+                return query(conn)
+            finally:
+                conn.close()
+
+        return await anyio.to_thread.run_sync(run)
 
     @property
     def has_fts(self) -> bool:

@@ -269,7 +269,7 @@ async def _digest(run: _Run, project_id: str, ranking: Any) -> dict[str, Any]:
     name_row = await store._one("SELECT name FROM projects WHERE project_id = ?", (project_id,))
     name = str(name_row[0]) if name_row is not None else ""
     started_ns = time.time_ns()
-    data = await ranking.read_sync(store, lambda conn: digest.build(conn, project_id, name))
+    data = await store.read_sync(lambda conn: digest.build(conn, project_id, name))
     path = digest.write(data, clock.now(), started_ns)
     return {
         "ranked": len(ranked),

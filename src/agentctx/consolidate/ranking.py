@@ -24,8 +24,6 @@ import numpy as np
 from agentctx import embed, retrieval
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from numpy.typing import NDArray
 
     from agentctx.store import Store
@@ -101,19 +99,3 @@ async def _vector_rank(store: Store, candidates: list[str], focus_ids: list[str]
     sims = np.stack([vectors[i] for i in scored]) @ (centroid / norm)
     order = sorted(range(len(scored)), key=lambda k: (-float(sims[k]), scored[k]))
     return [scored[k] for k in order]
-
-
-async def read_sync(store: Store, query: Callable[[Any], Any]) -> Any:
-    """Run ``query(conn)`` on a short read-only connection to the store, in a worker thread."""
-    import anyio
-
-    from agentctx import db
-
-    def run() -> Any:
-        conn, _caps = db.connect(store.path, readonly=True, create=False, load_vec=False)
-        try:
-            return query(conn)
-        finally:
-            conn.close()
-
-    return await anyio.to_thread.run_sync(run)
