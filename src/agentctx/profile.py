@@ -30,6 +30,7 @@ import anyio
 from agentctx import clock, digest, home, schema
 from agentctx.consolidate.reinforce import SESSIONS_BY_ROOT, evidence_sql
 from agentctx.errors import ConflictError, ValidationError
+from agentctx.team import write_if_changed
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -221,27 +222,7 @@ def write_mirror(entries: Sequence[ProfileEntry]) -> str:
     folder = home.ensure_sub(MIRROR_DIR)
     path = os.path.join(folder, MIRROR_NAME)
     payload = render_mirror(entries).encode("utf-8")
-    try:
-        with open(path, "rb") as fh:
-            if fh.read() == payload:
-                return path
-    except FileNotFoundError:
-        pass
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # a leftover temporary file keeps its old mode through O_CREAT
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_if_changed(path, payload, private=True)
     return path
 
 

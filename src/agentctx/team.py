@@ -99,12 +99,16 @@ async def export_team(
     if not records and not await anyio.Path(path).exists():
         return None
     text = transfer.to_team_markdown(records, edges)
-    await anyio.to_thread.run_sync(_write_if_changed, path, text.encode("utf-8"))
+    await anyio.to_thread.run_sync(write_if_changed, path, text.encode("utf-8"))
     return path
 
 
-def _write_if_changed(path: str, payload: bytes) -> None:
-    """Replace the file atomically, and only when its bytes change (no mtime churn for git)."""
+def write_if_changed(path: str, payload: bytes, *, private: bool = False) -> None:
+    """Replace the file atomically, and only when its bytes change (no mtime churn for git).
+
+    ``private``: the file is made 0600 (a leftover temporary file keeps its old mode through
+    ``O_CREAT``, hence the ``fchmod``); otherwise it takes the umask's mode, as a file in a repo should.
+    """
     try:
         with open(path, "rb") as fh:
             if fh.read() == payload:
@@ -113,8 +117,11 @@ def _write_if_changed(path: str, payload: bytes) -> None:
         pass
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o666)
     try:
-        with open(tmp, "wb") as fh:
+        if private:
+            os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
