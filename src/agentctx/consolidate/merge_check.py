@@ -18,8 +18,9 @@ does with its output. The system prompt is far below the size the API caches, so
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
+from agentctx.extract.llm import forced_tool
 from agentctx.redact import redact
 from agentctx.schema import BODY_MAX, TITLE_MAX
 
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from anthropic import AsyncAnthropic
-    from anthropic.types import MessageParam, ToolChoiceToolParam, ToolParam
 
     from agentctx.extract.llm import Usage
 
@@ -165,22 +165,18 @@ async def judge(
     client: AsyncAnthropic, model: str, pairs: Sequence[PairText], usage: Usage
 ) -> Answer:
     """Ask about ``pairs`` in one call; raise the SDK's error when the API fails after retries."""
-    tool = cast("ToolParam", TOOL)
-    choice: ToolChoiceToolParam = {"type": "tool", "name": TOOL_NAME}
-    messages: list[MessageParam] = [{"role": "user", "content": user_text(pairs)}]
-    response = await client.messages.create(
-        model=model,
-        max_tokens=MAX_OUTPUT_TOKENS,
+    called, data, stop = await forced_tool(
+        client,
+        model,
         system=SYSTEM_PROMPT,
-        tools=[tool],
-        tool_choice=choice,
-        messages=messages,
+        tool=TOOL,
+        user_text=user_text(pairs),
+        max_tokens=MAX_OUTPUT_TOKENS,
+        usage=usage,
     )
-    usage.add(response.usage)
-    for block in response.content:
-        if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == TOOL_NAME:
-            return parse(getattr(block, "input", None), {p.key for p in pairs})
-    return Answer({}, f"the model did not call {TOOL_NAME} (stop reason {response.stop_reason})")
+    if not called:
+        return Answer({}, f"the model did not call {TOOL_NAME} (stop reason {stop})")
+    return parse(data, {p.key for p in pairs})
 
 
 def parse(data: Any, keys: set[str]) -> Answer:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from agentctx.extract.prompt import SYSTEM_PROMPT, TOOL, TOOL_NAME
+from agentctx.extract.prompt import SYSTEM_PROMPT, TOOL
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -76,28 +76,55 @@ def make_client() -> AsyncAnthropic:
     return AsyncAnthropic(max_retries=MAX_RETRIES)
 
 
-async def call(client: AsyncAnthropic, model: str, user_text: str, usage: Usage) -> CallResult:
-    """Ask for one extraction; raise the SDK's error when the API fails after its retries."""
+async def forced_tool(
+    client: AsyncAnthropic,
+    model: str,
+    *,
+    system: str | list[TextBlockParam],
+    tool: dict[str, Any],
+    user_text: str,
+    max_tokens: int,
+    usage: Usage,
+) -> tuple[bool, Any, str | None]:
+    """One call that must use ``tool``: (whether it did, its input, the stop reason).
 
-    system: list[TextBlockParam] = [
-        {"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}
-    ]
-    tool = cast("ToolParam", TOOL)
-    choice: ToolChoiceToolParam = {"type": "tool", "name": TOOL_NAME}
+    Counts the call's tokens in ``usage``; raises the SDK's error when the API fails after its
+    retries. Extraction and the near-duplicate merge checks both ask this way.
+    """
+    name = str(tool["name"])
+    choice: ToolChoiceToolParam = {"type": "tool", "name": name}
     messages: list[MessageParam] = [{"role": "user", "content": user_text}]
     response = await client.messages.create(
         model=model,
-        max_tokens=MAX_OUTPUT_TOKENS,
+        max_tokens=max_tokens,
         system=system,
-        tools=[tool],
+        tools=[cast("ToolParam", tool)],
         tool_choice=choice,
         messages=messages,
     )
     usage.add(response.usage)
     for block in response.content:
-        if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == TOOL_NAME:
-            data = getattr(block, "input", None)
-            if isinstance(data, dict):
-                return CallResult(data, response.stop_reason)
-            return CallResult(None, response.stop_reason, ["tool input is not an object"])
-    return CallResult(None, response.stop_reason, ["the model did not call the extraction tool"])
+        if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == name:
+            return True, getattr(block, "input", None), response.stop_reason
+    return False, None, response.stop_reason
+
+
+async def call(client: AsyncAnthropic, model: str, user_text: str, usage: Usage) -> CallResult:
+    """Ask for one extraction; raise the SDK's error when the API fails after its retries."""
+    system: list[TextBlockParam] = [
+        {"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}
+    ]
+    called, data, stop = await forced_tool(
+        client,
+        model,
+        system=system,
+        tool=TOOL,
+        user_text=user_text,
+        max_tokens=MAX_OUTPUT_TOKENS,
+        usage=usage,
+    )
+    if not called:
+        return CallResult(None, stop, ["the model did not call the extraction tool"])
+    if isinstance(data, dict):
+        return CallResult(data, stop)
+    return CallResult(None, stop, ["tool input is not an object"])
