@@ -168,12 +168,15 @@ class MessagesServer:
         default: Reply | None = None,
         latency: float = 0.0,
         routes: Iterable[tuple[Matcher, Script]] = (),
+        hold: threading.Event | None = None,
     ) -> None:
         self._script = script
         self._routes: list[tuple[Matcher, Script]] = list(routes)
         self._queue: deque[Reply] = deque(replies)
         self.default: Reply = default if default is not None else TextReply("OK")
         self.latency = latency
+        #: when given, every answer waits until the test sets it (at most a minute)
+        self.hold = hold
         self._requests: list[Recorded] = []
         self._changed = threading.Condition()
         self._httpd = _QuietServer(("127.0.0.1", 0), _handler_for(self))
@@ -457,6 +460,8 @@ def _handler_for(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
             except Exception as exc:  # a broken script: make it visible to the client and test
                 self._json(500, error_json(500, f"script failed: {exc!r}"))
                 return
+            if server.hold is not None:
+                server.hold.wait(60)  # released by the test: an answer that cannot exist before
             delay = server.latency + reply.latency
             if delay > 0:
                 time.sleep(delay)  # the configured latency of the stand-in API, not a wait

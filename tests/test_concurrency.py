@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from contextlib import ExitStack, closing
 from typing import TYPE_CHECKING
 
@@ -113,9 +112,7 @@ def check_workers(results: list[tuple[int, str, str]]) -> None:
 def test_eight_processes_create_migrate_and_write_one_store(tmp_path: Path) -> None:
     path = str(tmp_path / "fresh" / "agentctx.db")
     assert not os.path.exists(os.path.dirname(path))
-    started = time.monotonic()
     results = run_together(ADD_WORKER, path)
-    elapsed = time.monotonic() - started
     check_workers(results)
     total = PROCESSES * RECORDS_EACH
 
@@ -143,7 +140,6 @@ def test_eight_processes_create_migrate_and_write_one_store(tmp_path: Path) -> N
         assert schema.schema_version(conn) == schema.SCHEMA_VERSION
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
-    assert elapsed < 60, f"{PROCESSES} processes took {elapsed:.1f}s"
 
 
 def test_concurrent_handovers_keep_one_current(tmp_path: Path) -> None:

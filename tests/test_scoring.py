@@ -155,7 +155,7 @@ async def test_an_expired_time_box_writes_nothing(store: Store) -> None:
     assert await rescore(store, P, now=later(clock.now(), 10), timebox=TimeBox(0)) == 0
 
 
-async def test_ten_thousand_records_rescore_well_under_a_second(store: Store) -> None:
+async def test_ten_thousand_records_rescore_in_one_pass(store: Store) -> None:
     types = ("decision", "convention", "preference", "discovery", "bugfix")
     now = clock.now()
     rows = []
@@ -166,11 +166,8 @@ async def test_ten_thousand_records_rescore_well_under_a_second(store: Store) ->
         rows.append([getattr(record, name) for name in RECORD_COLUMNS])
     async with store.transaction() as tx:
         await tx.executemany(INSERT_RECORD_SQL, rows)
-    started = time.perf_counter()
-    written = await rescore(store, P, now=now)
-    elapsed = time.perf_counter() - started
+    written = await rescore(store, P, now=now)  # its speed: benchmarks/consolidate.py
     assert written == 10_000  # every score differs from the default 1.0
-    assert elapsed < 1.0, f"rescoring 10,000 records took {elapsed:.2f}s"
     assert await rescore(store, P, now=now) == 0
 
 

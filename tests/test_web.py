@@ -540,17 +540,14 @@ async def test_graph_is_cut_at_its_limit_newest_records_first(store: Store) -> N
     assert g.edges == []
 
 
-def test_layout_of_2000_nodes_is_fast_and_untangled() -> None:
+def test_layout_of_2000_nodes_is_untangled() -> None:
     rng = np.random.default_rng(7)
     n = 2000
     # one big component: a random tree plus extra links, as a busy project's graph
     edges = [(i, int(rng.integers(0, i))) for i in range(1, 1600)]
     edges += [(int(a), int(b)) for a, b in rng.integers(0, 1600, size=(400, 2)) if a != b]
     edges += [(i, i + 1) for i in range(1600, 1700, 2)]  # small pairs; the rest isolated
-    started = time.perf_counter()
-    pos = forcelayout.layout(n, edges)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 8.0, f"laying out 2,000 nodes took {elapsed:.1f} s"
+    pos = forcelayout.layout(n, edges)  # its speed is measured in benchmarks/web.py
     assert pos.shape == (n, 2) and np.isfinite(pos).all() and (pos > 0).all()
     rounded = {(round(x), round(y)) for x, y in pos}
     assert len(rounded) > 0.99 * n  # nodes do not pile up on one spot
@@ -559,6 +556,10 @@ def test_layout_of_2000_nodes_is_fast_and_untangled() -> None:
     unrelated = np.mean([np.hypot(*(pos[a] - pos[b])) for a, b in pairs])
     assert linked < unrelated / 4, (linked, unrelated)  # linked nodes end up near each other
     assert np.array_equal(pos, forcelayout.layout(n, edges))  # the same graph, the same picture
+
+
+def _positions(text: str) -> list[str]:
+    return re.findall(r'<(?:circle cx|rect x)="[^"]*" (?:cy|y)="[^"]*"', text)
 
 
 async def test_graph_page_of_2000_nodes(store: Store) -> None:
@@ -580,16 +581,13 @@ async def test_graph_page_of_2000_nodes(store: Store) -> None:
                     (record.id, f"F{i}"),
                 )
     async with serving(store) as (_, client):
-        started = time.perf_counter()
         page = await client.get("/graph", params={"project": P})
-        first = time.perf_counter() - started
-        started = time.perf_counter()
         again = await client.get("/graph", params={"project": P})
-        second = time.perf_counter() - started
     assert page.status_code == 200 and again.status_code == 200
     assert page.text.count(' data-kind="') == 1500 + 500
-    assert first < 15 and second < first  # the layout is kept for an unchanged graph
-    assert "Laid out in 0 ms" in again.text
+    # laid out once, then kept for the unchanged graph (a kept layout reports exactly 0 ms)
+    assert "Laid out in 0 ms" not in page.text and "Laid out in 0 ms" in again.text
+    assert len(_positions(page.text)) >= 2000 and _positions(page.text) == _positions(again.text)
 
 
 # -- agentctx ui ---------------------------------------------------------------------------------------

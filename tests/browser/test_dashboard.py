@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import re
-import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -245,28 +244,26 @@ async def test_graph_of_2000_nodes_stays_usable(site: Site, store: Store) -> Non
                     "INSERT INTO record_entities(record_id, entity_id) VALUES (?, ?)",
                     (record.id, f"big-{f}"),
                 )
-    started = time.perf_counter()
-    page = await site.open(f"/graph?project={big}")
-    loaded = time.perf_counter() - started
+    page = await site.open(f"/graph?project={big}")  # its speed: benchmarks/web.py
     assert await page.locator("svg#graph [data-kind]").count() == 2000
-    assert loaded < 20, f"the 2,000-node graph took {loaded:.1f} s to load"
     await site.shot("graph-2000", full_page=False)
-    # the drawing answers at once: a wheel step re-renders within a frame budget
+    # a wheel step zooms the drawing in place, around the pointer
     svg = page.locator("svg#graph")
     box = await svg.bounding_box()
     assert box is not None
     await page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    took = await page.evaluate(
+    before = await svg.get_attribute("viewBox")
+    await page.evaluate(
         """async () => {
             const svg = document.getElementById("graph");
-            const t0 = performance.now();
             svg.dispatchEvent(new WheelEvent("wheel", {deltaY: -800, clientX: 600, clientY: 500,
                                                        bubbles: true, cancelable: true}));
             await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
-            return performance.now() - t0;
         }"""
     )
-    assert took < 1500, f"a zoom step took {took:.0f} ms"
+    after = await svg.get_attribute("viewBox")
+    assert before and after and before != after
+    assert float(after.split()[2]) < float(before.split()[2])  # a narrower view: zoomed in
     assert "labels" in (await svg.get_attribute("class") or "")  # zoomed in: labels shown
 
 
