@@ -64,6 +64,7 @@ class Report:
     dropped: int = 0
     lines_skipped: dict[str, int] = field(default_factory=dict)
     unknown_supersedes: list[str] = field(default_factory=list)
+    closed_handover: str | None = None
     error: str | None = None
     prompt: list[str] | None = None
 
@@ -154,7 +155,8 @@ async def _run(
     tier, parts = prompt.plan(text)
     report.tier = tier
     current = await _current_ids(store, project_id)
-    context = prompt.context_block(project_name, current)
+    handover = await _open_handover(store, project_id)
+    context = prompt.context_block(project_name, current, handover)
     messages = [f"{context}\n\nTranscript:\n{part}" for part in parts]
     if dry_run:
         report.status = "dry_run"
@@ -188,7 +190,12 @@ async def _run(
     threshold = int(settings["reinforcement_threshold"])
     async with store.transaction() as tx:
         applied = await apply.write(
-            tx, result, project_id=project_id, session_id=report.session_id, threshold=threshold
+            tx,
+            result,
+            project_id=project_id,
+            session_id=report.session_id,
+            threshold=threshold,
+            open_handover=None if handover is None else handover[0],
         )
         await _advance_in(
             tx,
@@ -203,6 +210,7 @@ async def _run(
     report.written = applied.added
     report.reinforced, report.duplicates = applied.reinforced, applied.duplicates
     report.enriched, report.superseded = applied.enriched, applied.superseded
+    report.closed_handover = applied.closed_handover
     report.unknown_supersedes = applied.unknown_supersedes
     for unknown in applied.unknown_supersedes:
         say(f"the model named an unknown record to supersede ({unknown}); added plainly")
@@ -266,6 +274,14 @@ def _cwd_in_transcript(path: str) -> str | None:
             if isinstance(value, dict) and isinstance(value.get("cwd"), str):
                 return str(value["cwd"])
     return None
+
+
+async def _open_handover(store: Store, project_id: str) -> tuple[str, str, str] | None:
+    """The project's current handover (id, title, body), unless it says nothing is open."""
+    records = await store.list_records(project_id, types=("handover",), include_superseded=False)
+    if not records or records[-1].title == apply.CLOSED_HANDOVER_TITLE:
+        return None
+    return records[-1].id, records[-1].title, records[-1].body
 
 
 async def _current_ids(store: Store, project_id: str) -> list[tuple[str, str, str]]:

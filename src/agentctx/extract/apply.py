@@ -4,7 +4,10 @@ Each entry is checked on its own; a bad one is dropped and counted, the rest are
 decisions → ``decision``, preferences → ``preference`` (scope project, or global into the global
 namespace), conventions → ``convention``, gotchas → ``discovery``, bugfixes → ``bugfix`` (enriching
 the session's PostToolUse stub when one matches), active_work → the project's ``handover``
-(superseding the previous one). An entry identical (type and title) to a current record is not
+(superseding the previous one). ``handover_done`` with no active work closes the open handover the
+model was shown: a short "no open work" handover supersedes it, so the next session is not handed a
+finished task (history keeps the old one; a handover written meanwhile by another session is left
+alone). An entry identical (type and title) to a current record is not
 added again: from the same session it is dropped; from another session it reinforces the record.
 A ``supersedes`` id must name a current record of the same project and type, else the entry is
 added plainly and the id logged.
@@ -44,6 +47,7 @@ class Parsed:
     entries: list[Entry] = field(default_factory=list)
     dropped: int = 0
     flush_ok: bool = False
+    handover_done: bool = False
     problems: list[str] = field(default_factory=list)
 
 
@@ -57,6 +61,7 @@ class Applied:
     enriched: int = 0
     superseded: int = 0
     unknown_supersedes: list[str] = field(default_factory=list)
+    closed_handover: str | None = None  #: the id of the handover this session finished
 
     @property
     def written(self) -> int:
@@ -71,6 +76,7 @@ def parse(output: Any) -> Parsed:
         result.problems.append("the output is not an object; nothing written")
         result.flush_ok = True
         return result
+    result.handover_done = output.get("handover_done") is True
     if output.get("flush_ok") is True:
         result.flush_ok = True
         return result
@@ -111,8 +117,12 @@ async def write(
     project_id: str,
     session_id: str,
     threshold: int,
+    open_handover: str | None = None,
 ) -> Applied:
-    """Write the parsed entries inside the caller's transaction."""
+    """Write the parsed entries inside the caller's transaction.
+
+    ``open_handover`` is the id of the handover the model was shown, the only one it may close.
+    """
     applied = Applied()
     for entry in parsed.entries:
         target = GLOBAL_PROJECT_ID if entry.scope == "global" else project_id
@@ -152,7 +162,39 @@ async def write(
         )
         applied.added[entry.type] = applied.added.get(entry.type, 0) + 1
         applied.superseded += supersedes is not None
+    work_left = any(entry.type == "handover" for entry in parsed.entries)
+    if parsed.handover_done and open_handover is not None and not work_left:
+        applied.closed_handover = await _close_handover(tx, open_handover, project_id, session_id)
     return applied
+
+
+CLOSED_HANDOVER_TITLE = "Handover: no open work"
+
+
+async def _close_handover(
+    tx: Transaction, handover_id: str, project_id: str, session_id: str
+) -> str | None:
+    """Supersede the open handover by a "no open work" one, if it is still the current one."""
+    rows = await tx.rows(
+        "SELECT title FROM records WHERE id = ? AND project_id = ? AND type = 'handover' "
+        "AND superseded_at IS NULL",
+        (handover_id, project_id),
+    )
+    if not rows or rows[0]["title"] == CLOSED_HANDOVER_TITLE:
+        return None
+    task = str(rows[0]["title"]).removeprefix("Handover: ")
+    await tx.add(
+        NewRecord(
+            type="handover",
+            title=CLOSED_HANDOVER_TITLE,
+            body=_clip_body(f"Nothing is left open. Finished: {task}"),
+            project_id=project_id,
+            source="llm_extraction",
+            session_id=session_id,
+            supersedes=handover_id,
+        )
+    )
+    return handover_id
 
 
 def _clip_body(body: str) -> str:

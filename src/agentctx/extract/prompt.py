@@ -24,6 +24,8 @@ HEAD = 3_000
 TAIL = 17_000
 CHUNK = 10_000
 TOOL_NAME = "record_extraction"
+#: Tokens of the open handover's body shown to the model (the digest shows it within 400).
+HANDOVER_CONTEXT = 400
 
 _KEYWORDS = {
     "type": "array",
@@ -122,6 +124,11 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                 "open_questions": {"type": "array", "items": {"type": "string"}},
             },
         },
+        "handover_done": {
+            "type": "boolean",
+            "description": "true when the open handover named above was finished in this session "
+            "and nothing of it is left open.",
+        },
         "flush_ok": {
             "type": "boolean",
             "description": "true when the session holds nothing worth keeping.",
@@ -157,6 +164,8 @@ whether the developer would agree with the entry word for word; if unsure, leave
 record's id in "supersedes". Only use ids from that list.
 - active_work: what is being done right now, what blocks it, the next steps, open questions. \
 Leave it empty when the session finished its work.
+- handover_done: true only when an open handover from an earlier session is named below and this \
+session finished that work, with nothing of it left open. Work merely not mentioned is not done.
 - keywords: the words a developer would search for: identifiers, tool names, error names.
 - Text marked [REDACTED:…] is a removed secret; never try to reconstruct it.
 - If the session holds nothing worth keeping (a trivial exchange), set flush_ok to true and \
@@ -181,14 +190,26 @@ SYNTHESIS_NOTE = """\
 The session was long, so it was read in parts. Below are the entries extracted from each part, in \
 order. Merge them into one result: keep one entry per distinct fact, prefer the later part when \
 two parts disagree (the later state is current), keep "supersedes" ids only from the current \
-records list, and describe active_work as of the LAST part. flush_ok is true only if every part \
+records list, and describe active_work and handover_done as of the LAST part. flush_ok is true only if every part \
 held nothing worth keeping."""
 
 
-def context_block(project_name: str, current: list[tuple[str, str, str]]) -> str:
-    """The project's current decisions and conventions, so the model can name real ids."""
+def context_block(
+    project_name: str,
+    current: list[tuple[str, str, str]],
+    handover: tuple[str, str, str] | None = None,
+) -> str:
+    """The project's current decisions and conventions, so the model can name real ids.
+
+    ``handover`` (id, title, body) is the project's open handover, so that the model can say the
+    session finished it (``handover_done``) instead of leaving a stale one current.
+    """
     lines = [f"Project: {project_name}", "Current decisions and conventions (id, type, title):"]
     lines += [f"- {rid} [{rtype}] {title}" for rid, rtype, title in current] or ["- (none)"]
+    if handover is not None:
+        rid, title, body = handover
+        lines += ["", f"Open handover from an earlier session ({rid}): {title}"]
+        lines.append(truncate_to_tokens(body, HANDOVER_CONTEXT, len(body)))
     return "\n".join(lines)
 
 
