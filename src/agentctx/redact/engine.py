@@ -1,0 +1,295 @@
+"""The redaction engine: run every finder over a text, merge what they find, replace it.
+
+:func:`find_secrets` runs the finders in priority order -- blocks, provider tokens, AWS secret keys,
+passwords and headers (here), then assignments (:mod:`agentctx.redact.assignments`) -- each
+reporting ``(priority, kind, start, end)``; :func:`_merge` joins overlapping findings and grows a
+finding that overlaps an existing marker to cover it. :func:`redact` re-applies the rules until
+nothing changes. The patterns are in :mod:`agentctx.redact.rules`.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from agentctx.redact.assignments import (
+    HEX,
+    IDENT,
+    MASK_ONLY,
+    find_assignments,
+    is_placeholder,
+    is_reference,
+    looks_random,
+    value_is_secret,
+)
+from agentctx.redact.rules import (
+    AGE_KEY,
+    ALNUM,
+    AUTH_HEADER,
+    AWS_CANDIDATE,
+    AWS_NAMED,
+    AWS_WINDOW,
+    BEARER,
+    CLI_PASSWORDS,
+    COOKIE,
+    DSN_PASSWORD,
+    KEY_BEGIN,
+    KEY_BODY,
+    KEY_END,
+    MAILCHIMP,
+    MAILCHIMP_KEY,
+    MARKER_PATTERN,
+    P_AWS_SECRET,
+    P_BLOCK,
+    P_HEADER,
+    P_KEY,
+    P_PASSWORD,
+    P_TOKEN,
+    PRIVATE_TAG,
+    PUTTY_KEY,
+    STRIPE,
+    TELEGRAM,
+    TELEGRAM_ID,
+    TOKEN_CHARS,
+    TOKEN_RULES,
+    URL_PASSWORD,
+    URL_USER_TOKEN,
+    ensure_compiled,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from agentctx.redact.rules import Add
+
+_MAX_PASSES = 8
+
+
+# -- the API ---------------------------------------------------------------------------------------
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret the rules recognize replaced by ``[REDACTED:<kind>]``."""
+    if not text:
+        return text
+    for _ in range(_MAX_PASSES):
+        spans = find_secrets(text)
+        if not spans:
+            break
+        parts: list[str] = []
+        last = 0
+        for kind, start, end in spans:
+            parts.append(text[last:start])
+            parts.append(f"[REDACTED:{kind}]")
+            last = end
+        parts.append(text[last:])
+        text = "".join(parts)
+    return text
+
+
+def find_secrets(text: str) -> list[tuple[str, int, int]]:
+    """The secrets in ``text`` as sorted, non-overlapping ``(kind, start, end)`` spans.
+
+    Overlapping findings merge into one span with the kind of the highest-priority rule among them
+    (blocks, then provider tokens, then passwords and headers, then assignments). Existing markers
+    are never reported, and a finding that overlaps one grows to cover it whole.
+    """
+    if not text:
+        return []
+    ensure_compiled()
+    # ASCII-only lowercasing keeps one character per character, so offsets in ``low`` are offsets
+    # in ``text``.
+    low = text.encode("ascii", "replace").lower().decode("ascii")
+    found: list[tuple[int, str, int, int]] = []
+
+    def add(priority: int, kind: str, start: int, end: int) -> None:
+        if end > start:
+            found.append((priority, kind, start, end))
+
+    _find_blocks(text, low, add)
+    _find_tokens(text, add)
+    _find_aws_secrets(text, low, found, add)
+    _find_passwords(text, low, add)
+    find_assignments(text, low, add)
+    return _merge(text, found) if found else []
+
+
+# -- finders ---------------------------------------------------------------------------------------
+
+
+def _find_blocks(text: str, low: str, add: Add) -> None:
+    if "private" in low:
+        depth = start = 0
+        for match in PRIVATE_TAG.pattern.finditer(low):
+            if not match.group(1):
+                if depth == 0:
+                    start = match.start()
+                depth += 1
+            elif depth > 0:
+                depth -= 1
+                if depth == 0:
+                    add(P_BLOCK, "private", start, match.end())
+        if depth > 0:
+            add(P_BLOCK, "private", start, len(text))
+    if "PRIVATE KEY" in text:
+        position = 0
+        no_end_after = len(text) + 1  # once an END search fails, later ones would too
+        while (begin := KEY_BEGIN.pattern.search(text, position)) is not None:
+            end = None
+            if begin.end() < no_end_after:
+                end = KEY_END.pattern.search(text, begin.end())
+                if end is None:
+                    no_end_after = begin.end()
+            if end is not None:
+                stop = end.end()
+            else:
+                body = KEY_BODY.pattern.match(text, begin.end())
+                stop = body.end() if body is not None else begin.end()
+            add(P_KEY, "private-key", begin.start(), stop)
+            position = stop
+    if "PuTTY-User-Key-File" in text:
+        for match in PUTTY_KEY.pattern.finditer(text):
+            add(P_KEY, "private-key", match.start(), match.end())
+    if "AGE-SECRET-KEY-" in text:
+        for match in AGE_KEY.pattern.finditer(text):
+            add(P_KEY, "private-key", match.start(), match.end())
+
+
+def _find_tokens(text: str, add: Add) -> None:
+    for index, (kind, lazy, before) in enumerate(TOKEN_RULES):
+        for match in lazy.pattern.finditer(text):
+            start = match.start()
+            if start > 0 and text[start - 1] in before:
+                continue
+            if kind == "openai" and not any(c.isdigit() or c.isupper() for c in match.group()[3:]):
+                continue
+            if kind == "jwt" and match.group().count(".") < 2:
+                continue
+            add(P_TOKEN + index, kind, start, match.end())
+    for match in STRIPE.pattern.finditer(text):
+        start = match.start() - 1
+        if (
+            start >= 0
+            and text[start] in "srp"
+            and (start == 0 or text[start - 1] not in TOKEN_CHARS)
+        ):
+            add(P_TOKEN, "stripe", start, match.end())
+    if ":AA" in text:
+        for match in TELEGRAM.pattern.finditer(text):
+            head = TELEGRAM_ID.pattern.search(text, max(0, match.start() - 10), match.start())
+            if head is not None and (head.start() == 0 or not text[head.start() - 1].isalnum()):
+                add(P_TOKEN, "telegram", head.start(), match.end())
+    if "-us" in text:
+        for match in MAILCHIMP.pattern.finditer(text):
+            head = MAILCHIMP_KEY.pattern.search(text, max(0, match.start() - 32), match.start())
+            if head is not None and (head.start() == 0 or text[head.start() - 1] not in ALNUM):
+                add(P_TOKEN, "mailchimp", head.start(), match.end())
+
+
+def _find_aws_secrets(
+    text: str, low: str, found: list[tuple[int, str, int, int]], add: Add
+) -> None:
+    if "secret" in low:
+        for match in AWS_NAMED.pattern.finditer(low):
+            if _mixed(text[match.start("v") : match.end("v")]):
+                add(P_AWS_SECRET, "aws-secret-access-key", match.start("v"), match.end("v"))
+    for _, kind, key_start, key_end in list(found):
+        if kind != "aws-access-key-id":
+            continue
+        low_bound = max(0, key_start - AWS_WINDOW)
+        high_bound = min(len(text), key_end + AWS_WINDOW)
+        for match in AWS_CANDIDATE.pattern.finditer(text, low_bound, high_bound):
+            if _mixed(match.group(0)):
+                add(P_AWS_SECRET, "aws-secret-access-key", match.start(), match.end())
+
+
+def _mixed(value: str) -> bool:
+    """Upper case, lower case and digits: a base64 secret, not a hex digest or a word."""
+    return (
+        any(c.isupper() for c in value)
+        and any(c.islower() for c in value)
+        and any(c.isdigit() for c in value)
+    )
+
+
+def _find_passwords(text: str, low: str, add: Add) -> None:
+    if "://" in text:
+        for match in URL_PASSWORD.pattern.finditer(text):
+            value = match.group("v")
+            if not (is_reference(value) or MASK_ONLY.match(value) or value.startswith("{")):
+                add(P_PASSWORD, "password", match.start("v"), match.end("v"))
+        for match in URL_USER_TOKEN.pattern.finditer(text):
+            if looks_random(match.group("v")) and not HEX.match(match.group("v")):
+                add(P_PASSWORD, "password", match.start("v"), match.end("v"))
+    if ";" in text and ("pwd" in low or "passw" in low):
+        for match in DSN_PASSWORD.pattern.finditer(low):
+            start = match.start()
+            if start > 0 and low[start - 1] not in "; \t\n\"'":
+                continue
+            window = low[max(0, start - 200) : match.end() + 200]
+            value = text[match.start("v") : match.end("v")]
+            if ";" in window and value_is_secret(value.strip("{}\"'"), "strict", "strong"):
+                add(P_PASSWORD, "password", match.start("v"), match.end("v"))
+    for needle, lazy in CLI_PASSWORDS:
+        if needle in low:
+            for match in lazy.pattern.finditer(text):
+                if not is_reference(match.group("v")):
+                    add(P_PASSWORD, "password", match.start("v"), match.end("v"))
+    if "authorization" in low:
+        for match in AUTH_HEADER.pattern.finditer(low):
+            value = text[match.start("v") : match.end("v")]
+            if is_reference(value) or is_placeholder(value):
+                continue
+            if IDENT.match(value) and not looks_random(value):
+                continue  # {"Authorization": auth}: a variable
+            add(P_HEADER, "auth-header", match.start("v"), match.end("v"))
+    if "bearer" in low or "basic" in low:
+        for match in BEARER.pattern.finditer(low):
+            start = match.start()
+            if start > 0 and low[start - 1].isalnum():
+                continue
+            if looks_random(text[match.start("v") : match.end("v")]):
+                add(P_HEADER, "auth-header", match.start("v"), match.end("v"))
+    if "cookie" in low:
+        for match in COOKIE.pattern.finditer(low):
+            start = match.start()
+            if start > 0 and low[start - 1] not in " \t\n\"'-{":
+                continue  # start_cookie: str — a name, not the header
+            value = text[match.start("v") : match.end("v")].rstrip()
+            if not is_reference(value):
+                add(P_HEADER, "cookie", match.start("v"), match.start("v") + len(value))
+
+
+# -- merging ---------------------------------------------------------------------------------------
+
+
+def _merge(text: str, found: list[tuple[int, str, int, int]]) -> list[tuple[str, int, int]]:
+    markers = (
+        [(m.start(), m.end()) for m in MARKER_PATTERN.finditer(text)]
+        if "[REDACTED:" in text
+        else []
+    )
+    marker_ends = [m_end for _, m_end in markers]
+    spans: list[tuple[int, int, int, str]] = []
+    for priority, kind, start, end in found:
+        i = bisect.bisect_right(marker_ends, start)  # the first marker that ends after start
+        if i < len(markers) and markers[i][0] <= start and end <= markers[i][1]:
+            continue  # inside a marker: nothing to redact
+        while i < len(markers) and markers[i][0] < end:  # overlaps a marker: cover it whole
+            start, end = min(start, markers[i][0]), max(end, markers[i][1])
+            i += 1
+        spans.append((start, end, priority, kind))
+    spans.sort()
+    result: list[tuple[str, int, int]] = []
+    cur_start = cur_end = cur_priority = -1
+    cur_kind = ""
+    for start, end, priority, kind in spans:
+        if cur_end >= 0 and start < cur_end:
+            cur_end = max(cur_end, end)
+            if priority < cur_priority:
+                cur_priority, cur_kind = priority, kind
+            continue
+        if cur_end >= 0:
+            result.append((cur_kind, cur_start, cur_end))
+        cur_start, cur_end, cur_priority, cur_kind = start, end, priority, kind
+    if cur_end >= 0:
+        result.append((cur_kind, cur_start, cur_end))
+    return result
