@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from agentctx import clock, db, transfer
+from agentctx import clock, db, deletion, inventory, transfer
 from agentctx.consolidate import archive as archive_module
 from agentctx.consolidate.archive import ARCHIVE_AFTER_DAYS, archive, prune_candidates
 from agentctx.consolidate.reinforce import reinforce_preferences
@@ -218,19 +218,19 @@ async def test_batches_move_whole_chains_and_stop_at_the_time_box(
 async def test_export_import_round_trip_carries_the_archive(store: Store, tmp_path: Path) -> None:
     first, second, current = await chain(store)
     await archive(store, P, now=days(ARCHIVE_AFTER_DAYS + 1))
-    data = transfer.parse(transfer.to_json(await store.export_data()).decode())
+    data = transfer.parse(transfer.to_json(await transfer.export_data(store)).decode())
     assert {r["id"] for r in data["records"]} == {first.id, second.id, current.id}
 
     async with await Store.open(str(tmp_path / "other" / "agentctx.db")) as other:
-        report = await other.import_data(data)
+        report = await transfer.import_data(other, data)
         assert report.added["records"] == 3
         # Imported, archived records are superseded records again, history intact.
         assert await other.history(current.id) == [first, second, current]
         assert await other.list_records(P, as_of=first.valid_from) == [first]
         assert (await archive(other, P, now=days(ARCHIVE_AFTER_DAYS + 1))).moved == 2
-        assert await other.export_data() == await store.export_data()
+        assert await transfer.export_data(other) == await transfer.export_data(store)
 
-    again = await store.import_data(data)  # into the store it came from: nothing is added
+    again = await transfer.import_data(store, data)  # into the store it came from: nothing is added
     assert again.added.get("records", 0) == 0 and again.skipped["records"] == 3
     assert ids_in(store, "records") == {current.id}
     assert ids_in(store, "records_archive") == {first.id, second.id}
@@ -240,7 +240,7 @@ async def test_reset_deletes_the_projects_archive_too(store: Store) -> None:
     await chain(store)
     await chain(store, project=Q)
     await archive(store, None, now=days(ARCHIVE_AFTER_DAYS + 1))
-    assert await store.reset(P) == 3
+    assert await deletion.reset(store, P) == 3
     assert {r.project_id for r in await store.list_records()} == {Q}
     assert foreign_keys_hold(store)
 
@@ -271,7 +271,7 @@ async def test_prune_candidates_after_sixty_low_days(store: Store) -> None:
     assert len(await prune_candidates(store, None)) == 3
     assert await prune_candidates(store, P, now=days(-2)) == []  # 59 days low then: not yet
     assert fresh.id not in {c.id for c in candidates}
-    info = await store.status(P)
+    info = await inventory.status(store, P)
     assert info["prune_candidates"]["count"] == 2
     assert [r["id"] for r in info["prune_candidates"]["records"]] == [c.id for c in candidates]
     report = await archive(store, P)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 from anthropic import AsyncAnthropic, NotFoundError
 
+from agentctx import inventory
 from agentctx.demo import DEMO_API_KEY, run_demo
 from agentctx.demo.standin import LABEL, StandIn
 from agentctx.store import Store
@@ -128,7 +129,7 @@ async def test_demo_keep_leaves_a_store_with_the_extracted_records(tmp_path: Pat
         assert any(kind == "preference" for kind, _ in extracted)
         (stub,) = [r for r in records if r.type == "bugfix"]
         assert stub.source == "hook_observation" and BUGFIX_BODY in stub.body
-        first = await store.session("6f1c2a9e-1b7d-4c55-9a0e-3d2b5e8f0001")
+        first = await inventory.session(store, "6f1c2a9e-1b7d-4c55-9a0e-3d2b5e8f0001")
         assert first is not None and first["ended_at"] and first["records_extracted"] == 4
     assert (root / "agentctx-home" / "digests").is_dir()
 

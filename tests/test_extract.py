@@ -14,7 +14,7 @@ import anyio
 import pytest
 from anthropic import AsyncAnthropic
 
-from agentctx import clock, home
+from agentctx import clock, home, inventory
 from agentctx.extract import extract_session, llm, prompt
 from agentctx.project import identify
 from agentctx.records import NewRecord
@@ -219,8 +219,8 @@ async def test_flush_ok_writes_nothing_but_counts_cost(transcript: Transcript) -
     assert report.status == "flush_ok" and report.cost_usd > 0
     assert await records() == []
     async with await Store.open() as store:
-        session = await store.session(SID)
-        status = await store.status(session["project_id"] if session else None)
+        session = await inventory.session(store, SID)
+        status = await inventory.status(store, session["project_id"] if session else None)
     assert session is not None and session["extraction_cost_usd"] == pytest.approx(report.cost_usd)
     assert session["extracted_uuid"]
     assert status["extraction_cost_usd"] == pytest.approx(report.cost_usd)
@@ -253,7 +253,7 @@ async def test_a_text_answer_keeps_the_session_queued(transcript: Transcript) ->
         report = await run(server, transcript)
     assert report.status == "failed" and await records() == []
     async with await Store.open() as store:
-        session = await store.session(SID)
+        session = await inventory.session(store, SID)
     assert session is not None and session["extracted_uuid"] is None
 
 
@@ -279,7 +279,7 @@ async def test_permanent_failure_keeps_the_session_queued(transcript: Transcript
         assert report.status == "failed" and "500" in (report.error or "")
         assert await records() == []
         async with await Store.open() as store:
-            session = await store.session(SID)
+            session = await inventory.session(store, SID)
         assert session is not None
         assert session["extracted_uuid"] is None and session["extraction_error"]
         server.default = extraction(decisions=[DECISION])

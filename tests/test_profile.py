@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentctx import clock, db, digest, profile
+from agentctx import clock, db, digest, profile, transfer
 from agentctx.errors import ConflictError, NotFoundError, ValidationError
 from agentctx.records import NewRecord, Record
 from agentctx.store import SearchQuery, Store
@@ -176,7 +176,7 @@ async def test_edit_refuses_what_is_not_a_current_global_preference(store: Store
     old = await pref(store, "Old", "Old text.", confidence="explicit")
     _, successor = await store.supersede(old.id, "New text.", "changed")
     current = await pref(store, "Current", "Current text.")
-    before = await store.export_data()
+    before = await transfer.export_data(store)
 
     with pytest.raises(ValidationError, match="is a project preference, not a global preference"):
         await profile.edit(store, local.id, body="x")
@@ -193,7 +193,7 @@ async def test_edit_refuses_what_is_not_a_current_global_preference(store: Store
     with pytest.raises(ValidationError, match="body is empty"):
         await profile.edit(store, current.id, body="   ")
 
-    assert await store.export_data() == before
+    assert await transfer.export_data(store) == before
 
 
 # -- clear -----------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import anyio
 import pytest
 import sqlean
 
-from agentctx import clock, db
+from agentctx import clock, db, deletion, inventory
 from agentctx.errors import ConflictError, NotFoundError, ValidationError
 from agentctx.records import NewRecord
 from agentctx.store import SearchQuery, Store
@@ -401,7 +401,7 @@ async def test_reset_deletes_only_that_projects_records(store: Store) -> None:
             "INSERT INTO record_entities VALUES (?, 'nP'), (?, 'nQ')", (mine2.id, theirs2.id)
         )
 
-    assert await store.reset(P) == 3
+    assert await deletion.reset(store, P) == 3
 
     left = {r.id for r in await store.list_records()}
     assert left == {kept_global.id, theirs.id, theirs2.id, overridden.id}
@@ -422,14 +422,14 @@ async def test_reset_deletes_only_that_projects_records(store: Store) -> None:
     # The store is still writable, and the project can start again.
     again = await store.add(new(body="fresh start"))
     assert await ids(store, "fresh", project_id=P) == [again.id]
-    assert await store.reset(Q) == 2
-    assert await store.reset(Q) == 0
+    assert await deletion.reset(store, Q) == 2
+    assert await deletion.reset(store, Q) == 0
 
 
 async def test_reset_refuses_global(store: Store) -> None:
     await store.add(new(scope="global"))
     with pytest.raises(ValidationError, match="global"):
-        await store.reset("global")
+        await deletion.reset(store, "global")
     assert counts(store.path) == (1, 0, 1)
 
 
@@ -438,7 +438,7 @@ async def test_status_counts(store: Store) -> None:
     await store.supersede(old.id, "v2", "why")
     await store.add(new(type="bugfix", title="Crash", body="fixed", scope="global"))
     await store.add(new(project_id=Q))
-    status = await store.status(P)
+    status = await inventory.status(store, P)
     assert status["counts"]["decision"] == 1
     assert status["counts"]["bugfix"] == 1
     assert (status["current"], status["superseded"]) == (2, 1)

@@ -257,16 +257,16 @@ async def test_import_twice_adds_nothing_and_reproduces_the_records(
     await populate(store)
     text = await team.render(store, P)
 
-    first = await other.import_data(transfer.parse(text, project_id=P))
-    second = await other.import_data(transfer.parse(text, project_id=P))
-    into_source = await store.import_data(transfer.parse(text, project_id=P))
+    first = await transfer.import_data(other, transfer.parse(text, project_id=P))
+    second = await transfer.import_data(other, transfer.parse(text, project_id=P))
+    into_source = await transfer.import_data(store, transfer.parse(text, project_id=P))
 
     assert first.added == {"records": 8, "edges": 1}
     assert second.added == {} and second.skipped == {"records": 8, "edges": 1}
     assert into_source.added == {}
     assert await team.render(other, P) == text
     ours, _ = await team.shared(store, P)
-    theirs = (await other.export_data(P))["records"]
+    theirs = (await transfer.export_data(other, P))["records"]
     assert shared_view(theirs) == shared_view(ours)
     assert all(r["pending_embedding"] for r in theirs)  # the teammate's consolidation embeds them
 
@@ -285,7 +285,7 @@ async def test_import_maps_records_to_the_importing_project(
     assert {r["project_id"] for r in mapped["records"]} == {Q}
     here = identify(str(project_dir)).project_id
     assert {r["project_id"] for r in from_cwd["records"]} == {here}
-    await other.import_data(mapped)
+    await transfer.import_data(other, mapped)
     assert await team.render(other, Q) == text  # the same file, whatever the project id
     assert await other.list_records(P) == []
 
@@ -293,10 +293,10 @@ async def test_import_maps_records_to_the_importing_project(
 @pytest.mark.anyio
 async def test_a_later_supersession_reaches_the_teammate(store: Store, other: Store) -> None:
     made = await populate(store)
-    await other.import_data(transfer.parse(await team.render(store, P), project_id=P))
+    await transfer.import_data(other, transfer.parse(await team.render(store, P), project_id=P))
     await store.supersede(made["naming"].id, "Modules are kebab-case.", "lint")
 
-    await other.import_data(transfer.parse(await team.render(store, P), project_id=P))
+    await transfer.import_data(other, transfer.parse(await team.render(store, P), project_id=P))
 
     assert await team.render(other, P) == await team.render(store, P)
 

@@ -86,7 +86,7 @@ async def populate(store: Store) -> dict[str, Any]:
             (P, clock.now(), Q, clock.now()),
         )
         conn.execute("INSERT INTO record_entities VALUES (?, 'node-1')", (tricky.id,))
-    return await store.export_data()
+    return await transfer.export_data(store)
 
 
 @pytest.fixture
@@ -118,11 +118,11 @@ async def test_json_round_trip_into_an_empty_store(source: dict[str, Any], other
     assert text.endswith(b"\n")
     parsed = transfer.parse(text.decode())
     assert parsed == source
-    report = await other.import_data(parsed)
+    report = await transfer.import_data(other, parsed)
     assert report.added == row_counts(source)
     assert report.skipped == {}
     assert report.superseded_on_conflict == []
-    assert await other.export_data() == source
+    assert await transfer.export_data(other) == source
     assert row_counts(source) == {
         "projects": 2,
         "records": 9,
@@ -141,8 +141,8 @@ async def test_markdown_round_trip_into_an_empty_store(
     assert sorted(parsed["records"], key=lambda r: str(r["id"])) == sorted(
         source["records"], key=lambda r: str(r["id"])
     )
-    await other.import_data(parsed)
-    assert await other.export_data() == source
+    await transfer.import_data(other, parsed)
+    assert await transfer.export_data(other) == source
     tricky = next(r for r in source["records"] if r["type"] == "bugfix")
     assert (await other.get(tricky["id"])).body == TRICKY_BODY
     assert (await other.get(tricky["id"])).title == tricky["title"]
@@ -176,21 +176,21 @@ async def test_markdown_is_organized_for_people(source: dict[str, Any]) -> None:
 @pytest.mark.anyio
 async def test_crlf_markdown_is_accepted(store: Store, other: Store) -> None:
     await store.add(new(title="Plain", body="line one\nline two   \n\nline four"))
-    data = await store.export_data()
+    data = await transfer.export_data(store)
     parsed = transfer.parse(transfer.to_markdown(data).replace("\n", "\r\n"))
-    await other.import_data(parsed)
-    assert await other.export_data() == data
+    await transfer.import_data(other, parsed)
+    assert await transfer.export_data(other) == data
 
 
 @pytest.mark.anyio
 async def test_mixed_line_endings_keep_markers_and_bodies(store: Store, other: Store) -> None:
     """Marker lines edited to CRLF still match; a body keeps exactly its own characters."""
     await store.add(new(title="Mixed", body="first line\nsecond line\r\nthird line"))
-    data = await store.export_data()
+    data = await transfer.export_data(store)
     lines = transfer.to_markdown(data).split("\n")
     text = "\n".join(line + "\r" if line.startswith(("#", "<!--")) else line for line in lines)
-    await other.import_data(transfer.parse(text))
-    assert await other.export_data() == data
+    await transfer.import_data(other, transfer.parse(text))
+    assert await transfer.export_data(other) == data
 
 
 @pytest.mark.anyio
@@ -199,27 +199,27 @@ async def test_importing_into_the_same_store_adds_nothing(
     store: Store, source: dict[str, Any], form: str
 ) -> None:
     text = transfer.to_json(source).decode() if form == "json" else transfer.to_markdown(source)
-    report = await store.import_data(transfer.parse(text))
+    report = await transfer.import_data(store, transfer.parse(text))
     assert report.added == {}
     assert report.skipped == row_counts(source)
     assert report.superseded_on_conflict == []
-    assert await store.export_data() == source
+    assert await transfer.export_data(store) == source
 
 
 @pytest.mark.anyio
 async def test_importing_twice_changes_nothing_the_second_time(
     source: dict[str, Any], other: Store
 ) -> None:
-    await other.import_data(source)
-    again = await other.import_data(source)
+    await transfer.import_data(other, source)
+    again = await transfer.import_data(other, source)
     assert again.added == {}
-    assert await other.export_data() == source
+    assert await transfer.export_data(other) == source
 
 
 @pytest.mark.anyio
 async def test_project_export_leaves_out_other_projects_and_global(store: Store) -> None:
     await populate(store)
-    data = await store.export_data(P)
+    data = await transfer.export_data(store, P)
     assert {r["project_id"] for r in data["records"]} == {P}
     assert [p["project_id"] for p in data["projects"]] == [P]
     assert [n["id"] for n in data["nodes"]] == ["node-1"]
@@ -263,7 +263,7 @@ async def handover_store(store: Store, body: str, valid_from: str) -> tuple[str,
     record = await store.add(
         new(type="handover", title="Handover", body=body, valid_from=valid_from)
     )
-    return record.id, await store.export_data()
+    return record.id, await transfer.export_data(store)
 
 
 async def current_handovers(store: Store) -> list[str]:
@@ -276,7 +276,7 @@ async def test_import_of_a_newer_current_handover_supersedes_ours(
 ) -> None:
     older, _ = await handover_store(store, "older work", "2026-01-01T00:00:00Z")
     newer, newer_data = await handover_store(other, "newer work", "2026-02-01T00:00:00Z")
-    report = await store.import_data(newer_data)
+    report = await transfer.import_data(store, newer_data)
     assert report.superseded_on_conflict == [older]
     assert await current_handovers(store) == [newer]
     loser = await store.get(older)
@@ -284,7 +284,7 @@ async def test_import_of_a_newer_current_handover_supersedes_ours(
     assert loser.superseded_at == (await store.get(newer)).valid_from
     history = await store.history(newer)
     assert {r.id for r in history} == {older, newer}
-    data = await store.export_data()
+    data = await transfer.export_data(store)
     assert [(e["from_id"], e["to_id"], e["rel_type"]) for e in data["edges"]] == [
         (newer, older, "supersedes")
     ]
@@ -296,7 +296,7 @@ async def test_import_of_an_older_current_handover_is_stored_superseded(
 ) -> None:
     newer, _ = await handover_store(store, "newer work", "2026-02-01T00:00:00Z")
     older, older_data = await handover_store(other, "older work", "2026-01-01T00:00:00Z")
-    report = await store.import_data(transfer.parse(transfer.to_markdown(older_data)))
+    report = await transfer.import_data(store, transfer.parse(transfer.to_markdown(older_data)))
     assert report.superseded_on_conflict == [older]
     assert report.added == {"records": 1}
     assert await current_handovers(store) == [newer]
@@ -313,7 +313,7 @@ async def test_import_tie_on_valid_from_goes_to_the_incoming_handover(
 ) -> None:
     ours, _ = await handover_store(store, "ours", "2026-01-01T00:00:00Z")
     theirs, data = await handover_store(other, "theirs", "2026-01-01T00:00:00Z")
-    await store.import_data(data)
+    await transfer.import_data(store, data)
     assert await current_handovers(store) == [theirs]
     assert (await store.get(ours)).superseded_by == theirs
 
@@ -326,7 +326,7 @@ async def test_import_of_a_colliding_profile_key(store: Store, other: Store) -> 
     theirs = await other.add(
         new(type="profile", title="t", body="tox", key="test", valid_from="2026-01-01")
     )
-    report = await store.import_data(await other.export_data())
+    report = await transfer.import_data(store, await transfer.export_data(other))
     assert report.superseded_on_conflict == [theirs.id]
     current = await store.list_records(P, types=["profile"], include_superseded=False)
     assert [r.id for r in current] == [mine.id]
@@ -385,7 +385,9 @@ def record_entry(**changes: Any) -> dict[str, Any]:
 
 @pytest.mark.anyio
 async def test_minimal_record_entries_take_column_defaults(store: Store) -> None:
-    report = await store.import_data({"format": "agentctx-export", "records": [record_entry()]})
+    report = await transfer.import_data(
+        store, {"format": "agentctx-export", "records": [record_entry()]}
+    )
     assert report.added == {"records": 1}
     record = await store.get("01HX0000000000000000000000")
     assert (record.keywords, record.pinned, record.access_count, record.score) == (
@@ -426,7 +428,7 @@ async def test_bad_record_entries_import_nothing(
         "records": [record_entry(id="01HX0000000000000000000001"), record_entry(**entry)],
     }
     with pytest.raises(ValidationError, match=message):
-        await store.import_data(data)
+        await transfer.import_data(store, data)
     assert await store.list_records() == []
     assert await store.projects() == []
     # A failed import leaves the store writable.
@@ -435,11 +437,36 @@ async def test_bad_record_entries_import_nothing(
 
 
 @pytest.mark.anyio
+async def test_successor_already_in_the_store_of_the_same_project(store: Store) -> None:
+    successor = await store.add(new(title="Kafka"))
+    older = record_entry(superseded_by=successor.id, superseded_at="2026-02-01T00:00:00.000000Z")
+    report = await transfer.import_data(store, {"format": "agentctx-export", "records": [older]})
+    assert report.added == {"records": 1}
+    assert [r.id for r in await store.history(successor.id)] == [older["id"], successor.id]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["store", "file"])
+async def test_successor_of_another_project_is_refused(store: Store, where: str) -> None:
+    successor_id = "01HX00000000000000000000SQ"
+    if where == "store":
+        successor_id = (await store.add(new(project_id=Q))).id
+        records = []
+    else:
+        records = [record_entry(id=successor_id, project_id=Q)]
+    older = record_entry(superseded_by=successor_id, superseded_at="2026-02-01T00:00:00.000000Z")
+    data = {"format": "agentctx-export", "records": [*records, older]}
+    with pytest.raises(ValidationError, match="own namespace"):
+        await transfer.import_data(store, data)
+    assert [r.project_id for r in await store.list_records()] == ([Q] if where == "store" else [])
+
+
+@pytest.mark.anyio
 async def test_rows_lacking_fields_are_refused(store: Store) -> None:
     with pytest.raises(ValidationError, match="a edges row lacks a field"):
-        await store.import_data({"format": "agentctx-export", "edges": [{"id": "e"}]})
+        await transfer.import_data(store, {"format": "agentctx-export", "edges": [{"id": "e"}]})
     with pytest.raises(ValidationError, match="not an object"):
-        await store.import_data({"format": "agentctx-export", "records": ["nope"]})
+        await transfer.import_data(store, {"format": "agentctx-export", "records": ["nope"]})
 
 
 def test_json_payload_is_sorted_and_indented() -> None:

@@ -5,15 +5,16 @@ awaits its methods. Writes run in ``BEGIN IMMEDIATE`` transactions serialized by
 failed write leaves nothing behind and concurrent processes queue on SQLite's busy timeout rather than
 failing. Supersession and the keyed rules (one current handover per project, one current profile record
 per key) happen inside the same transaction as the insert; partial unique indexes make them hold even
-against a racing writer. Nothing here deletes a record except :meth:`Store.reset`.
+against a racing writer. Nothing here deletes a record. Whole-store operations are free functions
+over a ``Store`` in their own modules: ``inventory`` (status, sessions), ``transfer`` (export, import)
+and ``deletion`` (reset, the one deletion).
 """
 
 from __future__ import annotations
 
 import os
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import anyio
@@ -34,11 +35,9 @@ T = TypeVar("T")
 
 _COLS = ", ".join(COLUMNS)
 HISTORY_MAX_DEPTH = 1000
-#: A current record whose score stays below LOW_SCORE for PRUNE_AFTER_DAYS is a prune candidate
-#: (consolidation keeps ``records.low_score_since``; nothing is ever deleted for it).
+#: Consolidation stamps ``records.low_score_since`` when a score falls below this; a record that stays
+#: below it long enough is a prune candidate (:mod:`agentctx.inventory`), never deleted for it.
 LOW_SCORE = 0.1
-PRUNE_AFTER_DAYS = 60
-PRUNE_SHOWN = 5  # candidates listed by status (the count covers all of them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,32 +68,6 @@ class SearchResult:
 
     hits: list[SearchHit]
     degraded: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PruneCandidate:
-    """A current record whose score has been below :data:`LOW_SCORE` since ``low_score_since``."""
-
-    id: str
-    project_id: str
-    type: str
-    title: str
-    score: float
-    low_score_since: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data (the ``status --json`` shape)."""
-        return {name: getattr(self, name) for name in self.__slots__}
-
-
-@dataclass(slots=True)
-class ImportReport:
-    """What an import did: ``added`` new rows per table, ``skipped`` rows already present."""
-
-    added: dict[str, int] = field(default_factory=dict)
-    skipped: dict[str, int] = field(default_factory=dict)
-    superseded_on_conflict: list[str] = field(default_factory=list)
-    superseded_on_import: list[str] = field(default_factory=list)
 
 
 class Store:
@@ -205,10 +178,15 @@ class Store:
 
     async def get(self, record_id: str) -> Record:
         """The record with this id (current, superseded or archived); :class:`NotFoundError` if none."""
-        row = await self._row_by_id(record_id)
-        if row is None:
+        record = await self.find(record_id)
+        if record is None:
             raise NotFoundError(f"no record with id {record_id!r}; find ids with `agentctx search`")
-        return Record.from_row(row)
+        return record
+
+    async def find(self, record_id: str) -> Record | None:
+        """The record with this id (current, superseded or archived), or None."""
+        row = await self._row_by_id(record_id)
+        return None if row is None else Record.from_row(row)
 
     async def _row_by_id(self, record_id: str, *, archive: bool = True) -> Any:
         # records first: a record moves to the archive in one transaction, so one of them has it.
@@ -514,281 +492,6 @@ class Store:
             raise DatabaseError("cannot search the archive: unexpected search SQL")
         return await self._rows(sql.replace(hot, "FROM records_archive AS r "), args)
 
-    async def prune_candidates(
-        self, project_id: str | None = None, *, now: str | None = None, limit: int | None = None
-    ) -> list[PruneCandidate]:
-        """Current records scored below :data:`LOW_SCORE` for over :data:`PRUNE_AFTER_DAYS` days.
-
-        A project's candidates include the global ones (as ``status`` counts them); ``None`` = all.
-        """
-        since = days_before(now, PRUNE_AFTER_DAYS)
-        where = "superseded_at IS NULL AND pinned = 0 AND low_score_since < ?"
-        params: list[Any] = [since]
-        if project_id is not None:
-            ids = retrieval.scope_projects(project_id, "all")
-            where += f" AND project_id IN ({', '.join('?' * len(ids))})"
-            params.extend(ids)
-        sql = (
-            "SELECT id, project_id, type, title, score, low_score_since FROM records "
-            f"WHERE {where} ORDER BY low_score_since, id"
-        )
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [PruneCandidate(**dict(row)) for row in await self._rows(sql, params)]
-
-    # -- whole-store operations -----------------------------------------------------------------
-
-    async def status(self, project_id: str | None = None) -> dict[str, Any]:
-        """Counts by type (current records of the project and global), history and sessions."""
-        ids = retrieval.scope_projects(project_id, "all")
-        marks = ", ".join("?" * len(ids))
-        counts = {t: 0 for t in schema.RECORD_TYPES}
-        for row in await self._rows(
-            f"SELECT type, count(*) AS n FROM records WHERE project_id IN ({marks}) "
-            "AND superseded_at IS NULL GROUP BY type",
-            ids,
-        ):
-            counts[row["type"]] = row["n"]
-        superseded = await self._one(
-            f"SELECT count(*) FROM records WHERE project_id IN ({marks}) "
-            "AND superseded_at IS NOT NULL",
-            ids,
-        )
-        sessions = await self.sessions(project_id, limit=None)
-        all_sessions = await self.sessions(None, limit=None)
-        totals = await self._one(
-            "SELECT (SELECT count(*) FROM records), (SELECT count(*) FROM projects)"
-        )
-        archived = await self._one(
-            f"SELECT count(*) FROM records_archive WHERE project_id IN ({marks})", ids
-        )
-        candidates = await self.prune_candidates(project_id)
-        return {
-            "project_id": project_id,
-            "counts": counts,
-            "current": sum(counts.values()),
-            "superseded": superseded[0],
-            "archived": archived[0],
-            "prune_candidates": {
-                "count": len(candidates),
-                "records": [c.to_dict() for c in candidates[:PRUNE_SHOWN]],
-            },
-            "sessions": len(sessions),
-            "tokens_injected": sum(s["tokens_injected"] for s in sessions),
-            "extraction_cost_usd": float(sum(s["extraction_cost_usd"] for s in sessions)),
-            "recent_sessions": sessions[:10],
-            "extraction_cost_by_month": _by_month(all_sessions),
-            "store": {
-                "path": self.path,
-                "records": totals[0],
-                "projects": totals[1],
-                "sessions": len(all_sessions),
-                "tokens_injected": sum(s["tokens_injected"] for s in all_sessions),
-            },
-        }
-
-    async def session(self, session_id: str) -> dict[str, Any] | None:
-        """The ``sessions`` row of one session, or None."""
-        row = await self._one("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
-        return None if row is None else dict(row)
-
-    async def sessions(
-        self, project_id: str | None = None, *, limit: int | None = 200
-    ) -> list[dict[str, Any]]:
-        """Sessions, newest first, with ``tokens_injected`` including still-open hook ledgers.
-
-        A session's injections are written to its ledger file by the hooks and folded into the
-        ``sessions`` row at SessionEnd; until then they are read from the ledger here.
-        """
-        from agentctx.hooks import ledger
-
-        where = "" if project_id is None else "WHERE project_id = ?"
-        params: list[Any] = [] if project_id is None else [project_id]
-        rows = [
-            dict(row)
-            for row in await self._rows(
-                "SELECT session_id, project_id, cwd, started_at, ended_at, tokens_injected, "
-                f"injections, extraction_cost_usd FROM sessions {where} "
-                "ORDER BY coalesce(started_at, '') DESC, session_id",
-                params,
-            )
-        ]
-        known = {row["session_id"] for row in rows}
-        live = await anyio.to_thread.run_sync(ledger.open_sessions)
-        for session_id, entries in live.items():
-            tokens, count = ledger.totals(entries)
-            first = entries[0] if entries else {}
-            if session_id not in known:
-                if project_id is not None and first.get("project_id") != project_id:
-                    continue
-                rows.append(
-                    {
-                        "session_id": session_id,
-                        "project_id": first.get("project_id"),
-                        "cwd": first.get("cwd"),
-                        "started_at": None,
-                        "ended_at": None,
-                        "tokens_injected": 0,
-                        "injections": 0,
-                        "extraction_cost_usd": 0.0,
-                    }
-                )
-            row = next(r for r in rows if r["session_id"] == session_id)
-            row["tokens_injected"] += tokens
-            row["injections"] += count
-        return rows if limit is None else rows[:limit]
-
-    async def reset(self, project_id: str) -> int:
-        """Delete every record of one project (archived ones too, not global ones); how many."""
-        if project_id == schema.GLOBAL_PROJECT_ID:
-            raise ValidationError("reset works on a project; global records are kept")
-        async with self._write() as conn:
-            self._changed.add(project_id)
-            await conn.execute("PRAGMA defer_foreign_keys = ON")
-            ids = "SELECT id FROM records WHERE project_id = ?"
-            every = f"{ids} UNION ALL SELECT id FROM records_archive WHERE project_id = ?"
-            await conn.execute(
-                f"DELETE FROM edges WHERE from_id IN ({every}) OR to_id IN ({every})",
-                (project_id,) * 4,
-            )
-            if self.capabilities.vec_version:
-                await conn.execute(
-                    f"DELETE FROM records_vec WHERE record_id IN ({ids})", (project_id,)
-                )
-            await conn.execute("DELETE FROM nodes WHERE project_id = ?", (project_id,))
-            cursor = await conn.execute("DELETE FROM records WHERE project_id = ?", (project_id,))
-            deleted = int(cursor.rowcount)
-            cursor = await conn.execute(
-                "DELETE FROM records_archive WHERE project_id = ?", (project_id,)
-            )
-            return deleted + int(cursor.rowcount)
-
-    async def export_data(self, project_id: str | None = None) -> dict[str, Any]:
-        """Projects, records, edges, nodes and entity links as plain data (``None`` = everything).
-
-        Archived records are exported with the rest (they are superseded records); imported, they
-        land in ``records`` as superseded records, and a later consolidation archives them again.
-        """
-        records = await self.list_records(project_id)
-        ids = {r.id for r in records}
-        project_ids = {r.project_id for r in records}
-        if project_id is not None:
-            project_ids.add(project_id)
-        projects = [p for p in await self.projects() if p["project_id"] in project_ids]
-        edges = [
-            dict(row)
-            for row in await self._rows("SELECT * FROM edges ORDER BY created_at, id")
-            if row["from_id"] in ids or row["to_id"] in ids
-        ]
-        links = [
-            dict(row)
-            for row in await self._rows(
-                "SELECT * FROM record_entities ORDER BY record_id, entity_id"
-            )
-            if row["record_id"] in ids
-        ]
-        nodes = [
-            dict(row)
-            for row in await self._rows("SELECT * FROM nodes ORDER BY project_id, kind, name")
-            if row["project_id"] in project_ids
-        ]
-        return {
-            "format": "agentctx-export",
-            "version": 1,
-            "projects": sorted(projects, key=lambda p: str(p["project_id"])),
-            "records": [r.to_dict() for r in records],
-            "edges": edges,
-            "nodes": nodes,
-            "record_entities": links,
-        }
-
-    async def import_data(self, data: dict[str, Any]) -> ImportReport:
-        """Merge an export (same shape as :meth:`export_data`); rows already present are kept.
-
-        Idempotent by id. A current handover or keyed profile record that collides with a current
-        one already here is resolved by time: the later ``valid_from`` stays current and the other is
-        marked superseded by it, so the keyed rules still hold.
-        """
-        report = ImportReport()
-        records = [_record_from_data(item) for item in data.get("records", [])]
-        projects = {r.id: r.project_id for r in records}
-        for record in records:
-            successor = record.superseded_by
-            if successor is None:
-                continue
-            if successor not in projects:
-                row = await self._row_by_id(successor)
-                projects[successor] = row[0] if row else record.project_id
-            if projects[successor] != record.project_id:
-                raise ValidationError(
-                    f"import: record {record.id} is superseded by {successor} of another project "
-                    "or scope; a record is only superseded within its own namespace"
-                )
-        try:
-            async with self._write() as conn:
-                await conn.execute("PRAGMA defer_foreign_keys = ON")
-                await _insert_rows(conn, "projects", data.get("projects", []), report)
-                for record in records:
-                    await self._import_record(conn, record, report)
-                await _insert_rows(conn, "nodes", data.get("nodes", []), report)
-                await _insert_rows(conn, "edges", data.get("edges", []), report)
-                await _insert_rows(conn, "record_entities", data.get("record_entities", []), report)
-        except sqlean.IntegrityError as exc:
-            raise ValidationError(
-                f"import: the data is inconsistent ({exc}), e.g. a reference to a record that is "
-                "neither in the file nor in the store; nothing was imported"
-            ) from exc
-        return report
-
-    async def _import_record(
-        self, conn: aiosqlite.Connection, record: Record, report: ImportReport
-    ) -> None:
-        stored = await self._row_by_id(record.id)
-        if stored is not None:  # archived ones count as present
-            if (
-                stored["superseded_at"] is None
-                and record.superseded_at is not None
-                and stored["project_id"] == record.project_id
-            ):
-                # A supersession made after an earlier import travels with the next one. Like every
-                # supersession it is set once (only on a current row), so the merge stays idempotent.
-                await conn.execute(
-                    schema.SUPERSEDE_SQL, (record.superseded_at, record.superseded_by, record.id)
-                )
-                self._changed.add(record.project_id)
-                report.superseded_on_import.append(record.id)
-            report.skipped["records"] = report.skipped.get("records", 0) + 1
-            return
-        if record.superseded_at is None:
-            rival = await self._keyed_current(record)
-            if rival is not None:
-                other = await self.get(rival)
-                newer, older = (
-                    (record, other) if record.valid_from >= other.valid_from else (other, record)
-                )
-                if older is other:
-                    await conn.execute(schema.SUPERSEDE_SQL, (newer.valid_from, newer.id, older.id))
-                else:
-                    record = replace(record, superseded_at=newer.valid_from, superseded_by=newer.id)
-                await _add_edge(conn, newer.id, older.id, "supersedes", newer.valid_from)
-                report.superseded_on_conflict.append(older.id)
-        await conn.execute(schema.INSERT_RECORD_SQL, [getattr(record, n) for n in COLUMNS])
-        self._changed.add(record.project_id)
-        report.added["records"] = report.added.get("records", 0) + 1
-
-
-def _by_month(sessions: list[dict[str, Any]]) -> dict[str, float]:
-    """Extraction cost per calendar month (UTC) of the sessions' start, all projects."""
-    months: dict[str, float] = {}
-    for session in sessions:
-        cost = float(session["extraction_cost_usd"] or 0.0)
-        if not cost:
-            continue
-        month = (session.get("started_at") or "")[:7] or "unknown"
-        months[month] = months.get(month, 0.0) + cost
-    return dict(sorted(months.items()))
-
 
 class Transaction:
     """An open write transaction of a :class:`Store` (see :meth:`Store.transaction`)."""
@@ -864,6 +567,17 @@ class Transaction:
         """Note that this record's project changed (its digest is dropped after the commit)."""
         await self._store._mark_changed(record_id)
 
+    def mark_project_changed(self, project_id: str) -> None:
+        """Note that this project's records changed (its digest is dropped after the commit)."""
+        self._store._changed.add(project_id)
+
+    async def keyed_current(self, record: Record) -> str | None:
+        """The id of the current record a keyed rule makes ``record`` replace, if any.
+
+        One current handover per project, one current profile record per key (docs/spec.md, 5.3).
+        """
+        return await self._store._keyed_current(record)
+
 
 def _prepare(path: str, create: bool, in_home: bool) -> None:
     """Create or migrate the database file (sync; run in a worker thread by ``Store.open``)."""
@@ -883,88 +597,7 @@ def _prepare(path: str, create: bool, in_home: bool) -> None:
         conn.close()
 
 
-def days_before(now: str | None, days: float) -> str:
-    """The stored time ``days`` before ``now`` (default: the current time)."""
-    moment = datetime.fromisoformat(now or clock.now()).astimezone(UTC)
-    return clock.format_time(moment - timedelta(days=days))
-
-
 async def _add_edge(
     conn: aiosqlite.Connection, from_id: str, to_id: str, rel_type: str, created_at: str
 ) -> None:
     await conn.execute(schema.INSERT_EDGE_SQL, (clock.ulid(), from_id, to_id, rel_type, created_at))
-
-
-_TABLE_COLUMNS = {
-    "projects": ("project_id", "name", "root", "remote", "created_at", "last_seen_at"),
-    "nodes": ("id", "project_id", "kind", "name", "created_at"),
-    "edges": ("id", "from_id", "to_id", "rel_type", "weight", "created_at"),
-    "record_entities": ("record_id", "entity_id"),
-}
-
-
-async def _insert_rows(
-    conn: aiosqlite.Connection, table: str, rows: Iterable[dict[str, Any]], report: ImportReport
-) -> None:
-    columns = _TABLE_COLUMNS[table]
-    sql = (
-        f"INSERT OR IGNORE INTO {table}({', '.join(columns)}) "
-        f"VALUES ({', '.join('?' * len(columns))})"
-    )
-    for row in rows:
-        try:
-            values = [row[name] for name in columns]
-        except (KeyError, TypeError) as exc:
-            raise ValidationError(f"import: a {table} row lacks a field ({exc})") from exc
-        cursor = await conn.execute(sql, values)
-        bucket = report.added if cursor.rowcount == 1 else report.skipped
-        bucket[table] = bucket.get(table, 0) + 1
-
-
-#: Fields every imported record must carry (docs/spec.md, 8.4); the rest take column defaults.
-_REQUIRED = (
-    "id",
-    "project_id",
-    "type",
-    "title",
-    "body",
-    "scope",
-    "confidence",
-    "source",
-    "valid_from",
-    "recorded_at",
-)
-
-
-def _record_from_data(item: Any) -> Record:
-    if not isinstance(item, dict):
-        raise ValidationError("import: a record entry is not an object")
-    missing = [name for name in _REQUIRED if not item.get(name)]
-    if missing:
-        raise ValidationError(f"import: a record lacks {', '.join(missing)}")
-    draft = NewRecord(
-        type=item.get("type", ""),
-        title=item.get("title", ""),
-        body=item.get("body", ""),
-        project_id=item["project_id"],
-        scope=item.get("scope", "project"),
-        confidence=item.get("confidence", "inferred"),
-        source=item.get("source", "import"),
-    ).validated()
-    data = {name: item[name] for name in COLUMNS if name in item}
-    data.update(title=draft.title, body=draft.body, project_id=draft.project_id)
-    try:
-        return Record.from_row({name: data.get(name, _DEFAULTS.get(name)) for name in COLUMNS})
-    except TypeError as exc:
-        raise ValidationError(f"import: record {item.get('id')!r} is malformed ({exc})") from exc
-
-
-_DEFAULTS: dict[str, Any] = {
-    "keywords": "",
-    "pinned": False,
-    "reinforce_count": 0,
-    "access_count": 0,
-    "score": 1.0,
-    "claudemd_drift_score": 0.0,
-    "pending_embedding": True,
-}

@@ -48,7 +48,7 @@ async def shared(
     store: Store, project_id: str
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The project's shareable records and the ``supersedes`` edges among them, in file order."""
-    data = await store.export_data(project_id)
+    data = await transfer.export_data(store, project_id)
     records = [r for r in data["records"] if r["type"] in SHARED_TYPES and r["scope"] == "project"]
     records = [r for r in records if not _raw_stub(r)]
     ids = {r["id"] for r in records}

@@ -16,19 +16,31 @@ no project id (a teammate's clone may compute another one), no counters, scores 
 an unchanged store renders byte-identical text and a change touches only its own lines. Parsing a team
 file gives its records the project of the importing side (:func:`parse`'s ``project_id``, by default
 the project of the working directory).
+
+:func:`export_data` and :func:`import_data` are the data path under both formats: free functions over
+an open :class:`~agentctx.store.Store`, the import one write transaction of it.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import orjson
+import sqlean
 
-from agentctx.errors import TransferError
+from agentctx import clock, schema
+from agentctx.errors import TransferError, ValidationError
 from agentctx.project import identify
+from agentctx.records import COLUMNS, NewRecord, Record
 from agentctx.schema import RECORD_TYPES
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from agentctx.store import Store, Transaction
 
 FORMAT = "agentctx-export"
 _PLURAL = {
@@ -65,6 +77,212 @@ _TEAM_NOTE = (
 _META = "<!-- agentctx:{kind} {payload} -->"
 _RECORD_START = re.compile(r"^<!-- agentctx:record (\{.*\}) -->$")
 _BLOCK = re.compile(r"^<!-- agentctx:(project|edge|node|link|export) (\{.*\}) -->$")
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """What an import did: ``added`` new rows per table, ``skipped`` rows already present."""
+
+    added: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    superseded_on_conflict: list[str] = field(default_factory=list)
+    superseded_on_import: list[str] = field(default_factory=list)
+
+
+# -- the data path ----------------------------------------------------------------------------------
+
+
+async def export_data(store: Store, project_id: str | None = None) -> dict[str, Any]:
+    """Projects, records, edges, nodes and entity links as plain data (``None`` = everything).
+
+    Archived records are exported with the rest (they are superseded records); imported, they
+    land in ``records`` as superseded records, and a later consolidation archives them again.
+    """
+    records = await store.list_records(project_id)
+    ids = {r.id for r in records}
+    project_ids = {r.project_id for r in records}
+    if project_id is not None:
+        project_ids.add(project_id)
+    projects = [p for p in await store.projects() if p["project_id"] in project_ids]
+    edges = [
+        dict(row)
+        for row in await store._rows("SELECT * FROM edges ORDER BY created_at, id")
+        if row["from_id"] in ids or row["to_id"] in ids
+    ]
+    links = [
+        dict(row)
+        for row in await store._rows("SELECT * FROM record_entities ORDER BY record_id, entity_id")
+        if row["record_id"] in ids
+    ]
+    nodes = [
+        dict(row)
+        for row in await store._rows("SELECT * FROM nodes ORDER BY project_id, kind, name")
+        if row["project_id"] in project_ids
+    ]
+    return {
+        "format": FORMAT,
+        "version": 1,
+        "projects": sorted(projects, key=lambda p: str(p["project_id"])),
+        "records": [r.to_dict() for r in records],
+        "edges": edges,
+        "nodes": nodes,
+        "record_entities": links,
+    }
+
+
+async def import_data(store: Store, data: dict[str, Any]) -> ImportReport:
+    """Merge an export (the shape of :func:`export_data`); rows already present are kept.
+
+    Idempotent by id, and one transaction: an error leaves the store as it was. A current handover
+    or keyed profile record that collides with a current one already here is resolved by time: the
+    later ``valid_from`` stays current and the other is marked superseded by it, so the keyed rules
+    still hold.
+    """
+    report = ImportReport()
+    records = [_record_from_data(item) for item in data.get("records", [])]
+    projects = {r.id: r.project_id for r in records}
+    for record in records:
+        successor = record.superseded_by
+        if successor is None:
+            continue
+        if successor not in projects:
+            known = await store.find(successor)
+            projects[successor] = known.project_id if known else record.project_id
+        if projects[successor] != record.project_id:
+            raise ValidationError(
+                f"import: record {record.id} is superseded by {successor} of another project "
+                "or scope; a record is only superseded within its own namespace"
+            )
+    try:
+        async with store.transaction() as tx:
+            await tx.execute("PRAGMA defer_foreign_keys = ON")
+            await _insert_rows(tx, "projects", data.get("projects", []), report)
+            for record in records:
+                await _import_record(store, tx, record, report)
+            await _insert_rows(tx, "nodes", data.get("nodes", []), report)
+            await _insert_rows(tx, "edges", data.get("edges", []), report)
+            await _insert_rows(tx, "record_entities", data.get("record_entities", []), report)
+    except sqlean.IntegrityError as exc:
+        raise ValidationError(
+            f"import: the data is inconsistent ({exc}), e.g. a reference to a record that is "
+            "neither in the file nor in the store; nothing was imported"
+        ) from exc
+    return report
+
+
+async def _import_record(
+    store: Store, tx: Transaction, record: Record, report: ImportReport
+) -> None:
+    stored = await store.find(record.id)
+    if stored is not None:  # archived ones count as present
+        if (
+            stored.superseded_at is None
+            and record.superseded_at is not None
+            and stored.project_id == record.project_id
+        ):
+            # A supersession made after an earlier import travels with the next one. Like every
+            # supersession it is set once (only on a current row), so the merge stays idempotent.
+            await tx.execute(
+                schema.SUPERSEDE_SQL, (record.superseded_at, record.superseded_by, record.id)
+            )
+            tx.mark_project_changed(record.project_id)
+            report.superseded_on_import.append(record.id)
+        report.skipped["records"] = report.skipped.get("records", 0) + 1
+        return
+    if record.superseded_at is None:
+        rival = await tx.keyed_current(record)
+        if rival is not None:
+            other = await store.get(rival)
+            newer, older = (
+                (record, other) if record.valid_from >= other.valid_from else (other, record)
+            )
+            if older is other:
+                await tx.execute(schema.SUPERSEDE_SQL, (newer.valid_from, newer.id, older.id))
+            else:
+                record = replace(record, superseded_at=newer.valid_from, superseded_by=newer.id)
+            await tx.execute(
+                schema.INSERT_EDGE_SQL,
+                (clock.ulid(), newer.id, older.id, "supersedes", newer.valid_from),
+            )
+            report.superseded_on_conflict.append(older.id)
+    await tx.execute(schema.INSERT_RECORD_SQL, [getattr(record, n) for n in COLUMNS])
+    tx.mark_project_changed(record.project_id)
+    report.added["records"] = report.added.get("records", 0) + 1
+
+
+_TABLE_COLUMNS = {
+    "projects": ("project_id", "name", "root", "remote", "created_at", "last_seen_at"),
+    "nodes": ("id", "project_id", "kind", "name", "created_at"),
+    "edges": ("id", "from_id", "to_id", "rel_type", "weight", "created_at"),
+    "record_entities": ("record_id", "entity_id"),
+}
+
+
+async def _insert_rows(
+    tx: Transaction, table: str, rows: Iterable[dict[str, Any]], report: ImportReport
+) -> None:
+    columns = _TABLE_COLUMNS[table]
+    sql = (
+        f"INSERT OR IGNORE INTO {table}({', '.join(columns)}) "
+        f"VALUES ({', '.join('?' * len(columns))})"
+    )
+    for row in rows:
+        try:
+            values = [row[name] for name in columns]
+        except (KeyError, TypeError) as exc:
+            raise ValidationError(f"import: a {table} row lacks a field ({exc})") from exc
+        bucket = report.added if await tx.execute(sql, values) == 1 else report.skipped
+        bucket[table] = bucket.get(table, 0) + 1
+
+
+#: Fields every imported record must carry (docs/spec.md, 8.4); the rest take column defaults.
+_REQUIRED = (
+    "id",
+    "project_id",
+    "type",
+    "title",
+    "body",
+    "scope",
+    "confidence",
+    "source",
+    "valid_from",
+    "recorded_at",
+)
+_DEFAULTS: dict[str, Any] = {
+    "keywords": "",
+    "pinned": False,
+    "reinforce_count": 0,
+    "access_count": 0,
+    "score": 1.0,
+    "claudemd_drift_score": 0.0,
+    "pending_embedding": True,
+}
+
+
+def _record_from_data(item: Any) -> Record:
+    if not isinstance(item, dict):
+        raise ValidationError("import: a record entry is not an object")
+    missing = [name for name in _REQUIRED if not item.get(name)]
+    if missing:
+        raise ValidationError(f"import: a record lacks {', '.join(missing)}")
+    draft = NewRecord(
+        type=item.get("type", ""),
+        title=item.get("title", ""),
+        body=item.get("body", ""),
+        project_id=item["project_id"],
+        scope=item.get("scope", "project"),
+        confidence=item.get("confidence", "inferred"),
+        source=item.get("source", "import"),
+    ).validated()
+    data = {name: item[name] for name in COLUMNS if name in item}
+    data.update(title=draft.title, body=draft.body, project_id=draft.project_id)
+    try:
+        return Record.from_row({name: data.get(name, _DEFAULTS.get(name)) for name in COLUMNS})
+    except TypeError as exc:
+        raise ValidationError(f"import: record {item.get('id')!r} is malformed ({exc})") from exc
+
+
+# -- the text formats -------------------------------------------------------------------------------
 
 
 def to_json(data: dict[str, Any]) -> bytes:
@@ -143,7 +361,7 @@ def to_team_markdown(records: list[dict[str, Any]], edges: list[dict[str, Any]])
 
 
 def parse(text: str, *, project_id: str | None = None) -> dict[str, Any]:
-    """Read a JSON or Markdown export back into the data shape of ``Store.export_data``.
+    """Read a JSON or Markdown export back into the data shape of :func:`export_data`.
 
     A team file's records go to ``project_id``, by default the project of the working directory
     (the team file of a clone belongs to whichever project id that clone computes).

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import anyio
 from cyclopts import App, Parameter
 
-from agentctx import config, doctor, home, transfer
+from agentctx import config, deletion, doctor, home, inventory, transfer
 from agentctx.cli import Json, _json, _out, _project, _with_store, app
 from agentctx.errors import ValidationError
 
@@ -31,7 +31,7 @@ async def export(
     project_id = _project().project_id if project else None
 
     async def action(store: Store) -> int:
-        data = await store.export_data(project_id)
+        data = await transfer.export_data(store, project_id)
         if format == "json":
             payload = transfer.to_json(data)
         else:
@@ -63,7 +63,7 @@ async def import_(file: str, *, json: Json = False) -> int:
     data = transfer.parse(text)
 
     async def action(store: Store) -> int:
-        report = await store.import_data(data)
+        report = await transfer.import_data(store, data)
         if json:
             _json(
                 {
@@ -87,7 +87,7 @@ async def status(*, json: Json = False) -> int:
     project = _project()
 
     async def action(store: Store) -> int:
-        info = await store.status(project.project_id)
+        info = await inventory.status(store, project.project_id)
         info["project"] = {"id": project.project_id, "name": project.name, "root": project.root}
         if json:
             _json(info)
@@ -160,7 +160,7 @@ def reset(*, force: Annotated[bool, Parameter(negative="")] = False) -> int:
             return 1
 
     async def action(store: Store) -> int:
-        deleted = await store.reset(project.project_id)
+        deleted = await deletion.reset(store, project.project_id)
         _out(f"deleted {deleted} records of {project.name}")
         return 0
 

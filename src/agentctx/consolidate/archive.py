@@ -22,17 +22,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from agentctx import clock
+from agentctx import clock, inventory
 from agentctx.embed import BLOB_TABLE
 from agentctx.schema import RECORD_COLUMNS
-from agentctx.store import days_before
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
     from agentctx.consolidate.timebox import TimeBox
-    from agentctx.store import PruneCandidate, Store, Transaction
+    from agentctx.inventory import PruneCandidate
+    from agentctx.store import Store, Transaction
 
 ARCHIVE_AFTER_DAYS = 90
 BATCH = 500  # records per transaction (whole chains, so a batch may hold a few more)
@@ -72,7 +72,7 @@ async def archive(
 ) -> ArchiveReport:
     """Move a project's records superseded over :data:`ARCHIVE_AFTER_DAYS` ago to the archive."""
     stamp = clock.parse_time(now) if now else clock.now()
-    cutoff = days_before(stamp, ARCHIVE_AFTER_DAYS)
+    cutoff = inventory.days_before(stamp, ARCHIVE_AFTER_DAYS)
     eligible_sql, predecessors_sql, params = _ELIGIBLE_SQL, _PREDECESSORS_SQL, [cutoff]
     if project_id is not None:
         eligible_sql += " AND project_id = ?"
@@ -96,7 +96,7 @@ async def archive(
             break
         async with store.transaction() as tx:
             report.moved += await _move(tx, store, batch, stamp)
-    report.prune_candidates = len(await store.prune_candidates(project_id, now=stamp))
+    report.prune_candidates = len(await inventory.prune_candidates(store, project_id, now=stamp))
     return report
 
 
@@ -104,7 +104,9 @@ async def prune_candidates(
     store: Store, project_id: str | None, *, now: str | None = None
 ) -> list[PruneCandidate]:
     """Current records scored below 0.1 for over 60 days (a project's include the global ones)."""
-    return await store.prune_candidates(project_id, now=clock.parse_time(now) if now else None)
+    return await inventory.prune_candidates(
+        store, project_id, now=clock.parse_time(now) if now else None
+    )
 
 
 def _movable(

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import orjson
 
-from agentctx import clock, config
+from agentctx import clock, config, inventory
 from agentctx.extract import apply, llm, prompt
 from agentctx.locks import ProcessLock
 from agentctx.redact import redact
@@ -131,7 +131,7 @@ async def _run(
 ) -> Report:
     from agentctx.transcript import read_transcript, render
 
-    session = await store.session(report.session_id)
+    session = await inventory.session(store, report.session_id)
     path = (
         transcript or (session or {}).get("transcript_path") or find_transcript(report.session_id)
     )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentctx import claudemd, schema
+from agentctx import claudemd, inventory, schema
 from agentctx.errors import ValidationError
 from agentctx.store import SearchQuery
 
@@ -155,7 +155,7 @@ async def project_summaries(store: Store) -> list[ProjectSummary]:
         counts[record.project_id][record.type] += 1
         latest[record.project_id] = max(latest.get(record.project_id, ""), record.recorded_at)
     sessions: Counter[str] = Counter()
-    for row in await store.sessions(None, limit=None):
+    for row in await inventory.sessions(store, None, limit=None):
         project_id = row["project_id"] or ""
         sessions[project_id] += 1
         if row["started_at"]:
@@ -218,10 +218,11 @@ async def session_rows(
     store: Store, project_id: str | None, limit: int | None
 ) -> list[dict[str, Any]]:
     """The newest sessions with tokens injected, extraction cost, records extracted and duration."""
-    rows = await store.sessions(project_id, limit=limit)
+    rows = await inventory.sessions(store, project_id, limit=limit)
     out: list[dict[str, Any]] = []
     for row in rows:
-        full = await store.session(row["session_id"]) or {}  # the extraction bookkeeping columns
+        # The sessions row's extraction bookkeeping columns (not in the inventory's list).
+        full = await inventory.session(store, row["session_id"]) or {}
         out.append(
             {
                 **row,

@@ -1,0 +1,39 @@
+"""Deletion: ``agentctx reset``, the one operation that deletes records (docs/spec.md, 5.5).
+
+Everything else keeps history (supersession, the archive), so the only ``DELETE`` of records lives
+here, in one write transaction of the :class:`~agentctx.store.Store`: a failed reset deletes nothing.
+Supersession never crosses namespaces, so no record outside the project refers to a deleted one and
+no other record changes or becomes current again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentctx import schema
+from agentctx.errors import ValidationError
+
+if TYPE_CHECKING:
+    from agentctx.store import Store
+
+
+async def reset(store: Store, project_id: str) -> int:
+    """Delete every record of one project (archived ones too, not global ones); how many."""
+    if project_id == schema.GLOBAL_PROJECT_ID:
+        raise ValidationError("reset works on a project; global records are kept")
+    async with store.transaction() as tx:
+        tx.mark_project_changed(project_id)
+        await tx.execute("PRAGMA defer_foreign_keys = ON")
+        ids = "SELECT id FROM records WHERE project_id = ?"
+        every = f"{ids} UNION ALL SELECT id FROM records_archive WHERE project_id = ?"
+        await tx.execute(
+            f"DELETE FROM edges WHERE from_id IN ({every}) OR to_id IN ({every})",
+            (project_id,) * 4,
+        )
+        if store.capabilities.vec_version:
+            await tx.execute(f"DELETE FROM records_vec WHERE record_id IN ({ids})", (project_id,))
+        await tx.execute("DELETE FROM nodes WHERE project_id = ?", (project_id,))
+        deleted = await tx.execute("DELETE FROM records WHERE project_id = ?", (project_id,))
+        return deleted + await tx.execute(
+            "DELETE FROM records_archive WHERE project_id = ?", (project_id,)
+        )

@@ -1,0 +1,186 @@
+"""The store's inventory: what ``agentctx status``, the MCP overview and the dashboard report.
+
+Read-only queries over an open :class:`~agentctx.store.Store`, as free functions that take it first:
+record counts by type, sessions with the tokens injected and the extraction cost, and the prune
+candidates (current records scored low for a long time; consolidation keeps
+``records.low_score_since``, nothing is ever deleted for it). A session still open has its
+injections only in its hook ledger file, so :func:`sessions` reads the open ledgers too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from agentctx import clock, retrieval, schema
+
+if TYPE_CHECKING:
+    from agentctx.store import Store
+
+#: A current record whose score stays below :data:`agentctx.store.LOW_SCORE` for this many days
+#: is a prune candidate.
+PRUNE_AFTER_DAYS = 60
+PRUNE_SHOWN = 5  # candidates listed by status (the count covers all of them)
+
+
+@dataclass(frozen=True, slots=True)
+class PruneCandidate:
+    """A current record whose score has been below ``LOW_SCORE`` since ``low_score_since``."""
+
+    id: str
+    project_id: str
+    type: str
+    title: str
+    score: float
+    low_score_since: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (the ``status --json`` shape)."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def days_before(now: str | None, days: float) -> str:
+    """The stored time ``days`` before ``now`` (default: the current time)."""
+    moment = datetime.fromisoformat(now or clock.now()).astimezone(UTC)
+    return clock.format_time(moment - timedelta(days=days))
+
+
+async def status(store: Store, project_id: str | None = None) -> dict[str, Any]:
+    """Counts by type (current records of the project and global), history and sessions."""
+    ids = retrieval.scope_projects(project_id, "all")
+    marks = ", ".join("?" * len(ids))
+    counts = {t: 0 for t in schema.RECORD_TYPES}
+    for row in await store._rows(
+        f"SELECT type, count(*) AS n FROM records WHERE project_id IN ({marks}) "
+        "AND superseded_at IS NULL GROUP BY type",
+        ids,
+    ):
+        counts[row["type"]] = row["n"]
+    superseded = await store._one(
+        f"SELECT count(*) FROM records WHERE project_id IN ({marks}) AND superseded_at IS NOT NULL",
+        ids,
+    )
+    project_sessions = await sessions(store, project_id, limit=None)
+    all_sessions = await sessions(store, None, limit=None)
+    totals = await store._one(
+        "SELECT (SELECT count(*) FROM records), (SELECT count(*) FROM projects)"
+    )
+    archived = await store._one(
+        f"SELECT count(*) FROM records_archive WHERE project_id IN ({marks})", ids
+    )
+    candidates = await prune_candidates(store, project_id)
+    return {
+        "project_id": project_id,
+        "counts": counts,
+        "current": sum(counts.values()),
+        "superseded": superseded[0],
+        "archived": archived[0],
+        "prune_candidates": {
+            "count": len(candidates),
+            "records": [c.to_dict() for c in candidates[:PRUNE_SHOWN]],
+        },
+        "sessions": len(project_sessions),
+        "tokens_injected": sum(s["tokens_injected"] for s in project_sessions),
+        "extraction_cost_usd": float(sum(s["extraction_cost_usd"] for s in project_sessions)),
+        "recent_sessions": project_sessions[:10],
+        "extraction_cost_by_month": _by_month(all_sessions),
+        "store": {
+            "path": store.path,
+            "records": totals[0],
+            "projects": totals[1],
+            "sessions": len(all_sessions),
+            "tokens_injected": sum(s["tokens_injected"] for s in all_sessions),
+        },
+    }
+
+
+async def session(store: Store, session_id: str) -> dict[str, Any] | None:
+    """The ``sessions`` row of one session, or None."""
+    row = await store._one("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
+    return None if row is None else dict(row)
+
+
+async def sessions(
+    store: Store, project_id: str | None = None, *, limit: int | None = 200
+) -> list[dict[str, Any]]:
+    """Sessions, newest first, with ``tokens_injected`` including still-open hook ledgers.
+
+    A session's injections are written to its ledger file by the hooks and folded into the
+    ``sessions`` row at SessionEnd; until then they are read from the ledger here.
+    """
+    from agentctx.hooks import ledger
+
+    where = "" if project_id is None else "WHERE project_id = ?"
+    params: list[Any] = [] if project_id is None else [project_id]
+    rows = [
+        dict(row)
+        for row in await store._rows(
+            "SELECT session_id, project_id, cwd, started_at, ended_at, tokens_injected, "
+            f"injections, extraction_cost_usd FROM sessions {where} "
+            "ORDER BY coalesce(started_at, '') DESC, session_id",
+            params,
+        )
+    ]
+    known = {row["session_id"] for row in rows}
+    live = await anyio.to_thread.run_sync(ledger.open_sessions)
+    for session_id, entries in live.items():
+        tokens, count = ledger.totals(entries)
+        first = entries[0] if entries else {}
+        if session_id not in known:
+            if project_id is not None and first.get("project_id") != project_id:
+                continue
+            rows.append(
+                {
+                    "session_id": session_id,
+                    "project_id": first.get("project_id"),
+                    "cwd": first.get("cwd"),
+                    "started_at": None,
+                    "ended_at": None,
+                    "tokens_injected": 0,
+                    "injections": 0,
+                    "extraction_cost_usd": 0.0,
+                }
+            )
+        row = next(r for r in rows if r["session_id"] == session_id)
+        row["tokens_injected"] += tokens
+        row["injections"] += count
+    return rows if limit is None else rows[:limit]
+
+
+async def prune_candidates(
+    store: Store, project_id: str | None = None, *, now: str | None = None, limit: int | None = None
+) -> list[PruneCandidate]:
+    """Current records scored below ``LOW_SCORE`` for over :data:`PRUNE_AFTER_DAYS` days.
+
+    A project's candidates include the global ones (as :func:`status` counts them); ``None`` = all.
+    """
+    since = days_before(now, PRUNE_AFTER_DAYS)
+    where = "superseded_at IS NULL AND pinned = 0 AND low_score_since < ?"
+    params: list[Any] = [since]
+    if project_id is not None:
+        ids = retrieval.scope_projects(project_id, "all")
+        where += f" AND project_id IN ({', '.join('?' * len(ids))})"
+        params.extend(ids)
+    sql = (
+        "SELECT id, project_id, type, title, score, low_score_since FROM records "
+        f"WHERE {where} ORDER BY low_score_since, id"
+    )
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return [PruneCandidate(**dict(row)) for row in await store._rows(sql, params)]
+
+
+def _by_month(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Extraction cost per calendar month (UTC) of the sessions' start, all projects."""
+    months: dict[str, float] = {}
+    for row in rows:
+        cost = float(row["extraction_cost_usd"] or 0.0)
+        if not cost:
+            continue
+        month = (row.get("started_at") or "")[:7] or "unknown"
+        months[month] = months.get(month, 0.0) + cost
+    return dict(sorted(months.items()))
