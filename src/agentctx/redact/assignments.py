@@ -7,7 +7,9 @@ is redacted unless it is plainly not a literal -- a reference, a call, a type, a
 placeholder. How literal an unquoted value is depends on where it stands (:func:`_mode`): shell,
 env files, query strings and flags (``strict``), the start of a YAML/INI line (``line``) or code
 (``mid``). Also here: XML elements, flags and prose ("the password is …"), and the value tests the
-password and header finders of :mod:`agentctx.redact.engine` share.
+password and header finders of :mod:`agentctx.redact.engine` share. The value shapes are
+:class:`~agentctx.redact.rules.Lazy` patterns like the rules: they compile on the first call, not
+at import.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from agentctx.redact.rules import (
     PROSE,
     PROSE_KEY_BEFORE,
     XML_SECRET,
+    Lazy,
     wordset,
 )
 
@@ -38,7 +41,7 @@ if TYPE_CHECKING:
 
 # -- words and shapes of names and values ----------------------------------------------------------
 
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_CAMEL = Lazy(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 # The last word of a name (after dropping _KEEP_SUFFIX words) decides: a name is secret when it
 # *ends* in a secret word — token_count, next_token_logits, password_url are about secrets.
 _STRONG_LAST = wordset(
@@ -100,41 +103,39 @@ _PLACEHOLDERS = wordset(
     include same-origin omit basic bearer value ... …
     """
 ) | {""}
-_REFERENCE = re.compile(
+_REFERENCE = Lazy(
     r"^(?:\$\{?[A-Za-z_]|\$\(|\$[0-9@*#?]|%\(?[A-Za-z_]|%[A-Za-z_]+%|\{\{|\{%|#\{|<%"
     r"|\{[A-Za-z_][\w.\[\]'\"]*\}|<[^<>]*>$|\[REDACTED:)"
 )
-_TEMPLATE_PART = re.compile(
-    r"\$\{[^}]*\}|\{\{[^}]*\}\}|\{[^{}]*\}|\$[A-Za-z_]\w*|%\([^)]*\)[sdr]|%[sd]"
-)
-MASK_ONLY = re.compile(r"^[xX*•.…#?_\-]+$")
-_MASKED = re.compile(r"\*\*\*|xxxx|XXXX|\.\.\.|…|<[^<>]+>")
-_BRACKET_TOKEN = re.compile(r"^\[[A-Z_]+\]$")  # [PAD], [MASK]
-_COLOR = re.compile(r"^#[0-9a-fA-F]{3,8}$")
-_CALL = re.compile(r"^[\w.]+\(.*\)$")  # `get_token()`
-_TOKEN_LIKE = re.compile(r"^[A-Za-z0-9+/=_\-.~]+$")
-_REGEX_LIKE = re.compile(r"\\[wdsbWDSB]|\[\^|\][*+?]|\(\?[:=!<P]")
-_YOUR = re.compile(r"^<?(?:your|insert|enter|put|replace)[\s_\-]", re.IGNORECASE)
-_DOTTED_CODE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+$")
-IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_WORDY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
-_NUMBER = re.compile(r"^[+-]?\d[\d_.,]*$")
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-HEX = re.compile(r"^[0-9a-fA-F]+$")
+_TEMPLATE_PART = Lazy(r"\$\{[^}]*\}|\{\{[^}]*\}\}|\{[^{}]*\}|\$[A-Za-z_]\w*|%\([^)]*\)[sdr]|%[sd]")
+MASK_ONLY = Lazy(r"^[xX*•.…#?_\-]+$")
+_MASKED = Lazy(r"\*\*\*|xxxx|XXXX|\.\.\.|…|<[^<>]+>")
+_BRACKET_TOKEN = Lazy(r"^\[[A-Z_]+\]$")  # [PAD], [MASK]
+_COLOR = Lazy(r"^#[0-9a-fA-F]{3,8}$")
+_CALL = Lazy(r"^[\w.]+\(.*\)$")  # `get_token()`
+_TOKEN_LIKE = Lazy(r"^[A-Za-z0-9+/=_\-.~]+$")
+_REGEX_LIKE = Lazy(r"\\[wdsbWDSB]|\[\^|\][*+?]|\(\?[:=!<P]")
+_YOUR = Lazy(r"^<?(?:your|insert|enter|put|replace)[\s_\-]", re.IGNORECASE)
+_DOTTED_CODE = Lazy(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+$")
+IDENT = Lazy(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_WORDY = Lazy(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+_NUMBER = Lazy(r"^[+-]?\d[\d_.,]*$")
+_UUID = Lazy(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+HEX = Lazy(r"^[0-9a-fA-F]+$")
 # A file path (a key or credentials *file*, not its content): /x, ~/x, ./x, ../x, C:\x — one word.
-_PATH = re.compile(r"^(?:~?/|\.\.?/|[A-Za-z]:\\)\S*$")
-_TYPE_SPLIT = re.compile(r"[\[<|?,\s]")
+_PATH = Lazy(r"^(?:~?/|\.\.?/|[A-Za-z]:\\)\S*$")
+_TYPE_SPLIT = Lazy(r"[\[<|?,\s]")
 _CODE_CHARS = frozenset("()[]{}")
-_PLAIN_REST = re.compile(r"^[^=(){}\[\]<>;,`\"']*$")
+_PLAIN_REST = Lazy(r"^[^=(){}\[\]<>;,`\"']*$")
 # What may come before a name at the start of a line: indentation, ``export``, a YAML list dash, a
 # Read-tool line number (``  12→``) — after a real or a JSON-escaped line break.
-_LINE_PREFIX = re.compile(
+_LINE_PREFIX = Lazy(
     r"(?:^|\n|\\n)[ \t]*(?:\d+(?:→|\t)[ \t]*)?(?:export[ \t]+|set[ \t]+|setx[ \t]+|-[ \t]+|\$env:)?\Z"
 )
-_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_ENV_NAME = Lazy(r"^[A-Z][A-Z0-9_]*$")
 # An unquoted value: one word, ended as _value_span says.
-_STRICT_VALUE = re.compile(r"(?:[^\s\"'`&#|;)\\]|\\(?![nrt\"']))*+")
-_CODE_VALUE = re.compile(r"(?:[^\s\"'`,;)}\]>&|\\]|\\(?![nrt\"']))*+")
+_STRICT_VALUE = Lazy(r"(?:[^\s\"'`&#|;)\\]|\\(?![nrt\"']))*+")
+_CODE_VALUE = Lazy(r"(?:[^\s\"'`,;)}\]>&|\\]|\\(?![nrt\"']))*+")
 
 
 # -- finders ---------------------------------------------------------------------------------------
@@ -192,9 +193,9 @@ def find_assignments(text: str, low: str, add: Add) -> None:
                 any(c.isdigit() for c in value)
                 and looks_random(value)
                 and not is_reference(value)
-                and not _UUID.match(value)
+                and not _UUID.pattern.match(value)
                 and not any(c in _CODE_CHARS for c in value)
-                and not _DOTTED_CODE.match(value)
+                and not _DOTTED_CODE.pattern.match(value)
             ):
                 kind = "password" if index == 0 else "secret"
                 add(P_ASSIGN, kind, match.start("v"), match.start("v") + len(value))
@@ -250,7 +251,7 @@ def _assignment(text: str, match: re.Match[str], name_start: int, add: Add) -> i
 
 
 def _words(name: str) -> list[str]:
-    return [word.lower() for word in _CAMEL.findall(name)]
+    return [word.lower() for word in _CAMEL.pattern.findall(name)]
 
 
 def _name_words(name: str) -> list[str]:
@@ -314,10 +315,10 @@ def _mode(text: str, name_start: int, name: str, sep: str, quoted: bool) -> str:
         return "strict"  # a query parameter or a flag
     if before == ";" and sep == "=":
         return "strict"  # a connection string: AccountName=x;AccountKey=…;
-    if not quoted and sep == "=" and _ENV_NAME.match(name):
+    if not quoted and sep == "=" and _ENV_NAME.pattern.match(name):
         return "strict"
     prefix_start = name_start - 1 if quoted else name_start
-    if _LINE_PREFIX.search(text, max(0, prefix_start - 40), prefix_start):
+    if _LINE_PREFIX.pattern.search(text, max(0, prefix_start - 40), prefix_start):
         return "line"
     return "mid"
 
@@ -353,7 +354,7 @@ def _value_span(text: str, pos: int, mode: str) -> tuple[int, int, bool] | None:
         return (start, line_end, True)
     if char in " \t\r\n":
         return None
-    pattern = _STRICT_VALUE if mode == "strict" else _CODE_VALUE
+    pattern = (_STRICT_VALUE if mode == "strict" else _CODE_VALUE).pattern
     match = pattern.match(text, i, min(n, i + MAX_VALUE))
     end = match.end() if match is not None else i
     return (i, end, False) if end > i else None
@@ -382,7 +383,7 @@ def _extend_to_line_end(text: str, end: int) -> int:
     comment = rest.find(" #")
     if comment >= 0:
         rest = rest[:comment]
-    if rest.strip() and _PLAIN_REST.match(rest):
+    if rest.strip() and _PLAIN_REST.pattern.match(rest):
         return end + len(rest.rstrip())
     return end
 
@@ -398,7 +399,7 @@ def _line_end(text: str, start: int) -> int:
 
 def is_reference(value: str) -> bool:
     """A reference to a value kept elsewhere: ``$VAR``, ``${VAR}``, ``%(name)s``, ``{{ x }}``…"""
-    return _REFERENCE.match(value) is not None
+    return _REFERENCE.pattern.match(value) is not None
 
 
 def is_placeholder(value: str) -> bool:
@@ -407,18 +408,18 @@ def is_placeholder(value: str) -> bool:
     low = value.lower()
     return (
         low in _PLACEHOLDERS
-        or MASK_ONLY.match(low) is not None
-        or _MASKED.search(value) is not None
-        or _YOUR.match(low) is not None
-        or _BRACKET_TOKEN.match(value) is not None
-        or _COLOR.match(value) is not None
+        or MASK_ONLY.pattern.match(low) is not None
+        or _MASKED.pattern.search(value) is not None
+        or _YOUR.pattern.match(low) is not None
+        or _BRACKET_TOKEN.pattern.match(value) is not None
+        or _COLOR.pattern.match(value) is not None
         or MARKER_PATTERN.fullmatch(value) is not None
     )
 
 
 def _names_a_secret(value: str) -> bool:
     """An identifier made of words, one of them a secret word: "my_token", "GITHUB_TOKEN"."""
-    if not _WORDY.match(value):
+    if not _WORDY.pattern.match(value):
         return False
     words = _words(value)
     if len(words) < 2:
@@ -441,14 +442,14 @@ def _literal_is_secret(value: str, strength: str, continues: bool = False) -> bo
     if value[:1].isspace() and value.lstrip()[:1] in ("+", "%", ",", ")", "."):
         return False  # "token=" + repr(x): the quote closed a string, it did not open a value
     value = value.strip()
-    if not value or is_placeholder(value) or is_reference(value) or _PATH.match(value):
+    if not value or is_placeholder(value) or is_reference(value) or _PATH.pattern.match(value):
         return False
-    if _only_markers_left(value) or _names_a_secret(value) or _REGEX_LIKE.search(value):
+    if _only_markers_left(value) or _names_a_secret(value) or _REGEX_LIKE.pattern.search(value):
         return False
-    if _CALL.match(value):
+    if _CALL.pattern.match(value):
         return False
-    if _TEMPLATE_PART.search(value):
-        rest = _TEMPLATE_PART.sub(" ", value)
+    if _TEMPLATE_PART.pattern.search(value):
+        rest = _TEMPLATE_PART.pattern.sub(" ", value)
         if not any(looks_random(part) for part in rest.split()):
             return False  # f"Bearer {token}", "${DB_PASSWORD}"
     if continues and not looks_random(value):
@@ -461,26 +462,26 @@ def _literal_is_secret(value: str, strength: str, continues: bool = False) -> bo
 def value_is_secret(value: str, mode: str, strength: str, name: str = "") -> bool:
     """An unquoted value assigned to a secret name."""
     value = value.strip()
-    if not value or is_placeholder(value) or is_reference(value) or _PATH.match(value):
+    if not value or is_placeholder(value) or is_reference(value) or _PATH.pattern.match(value):
         return False
     if _only_markers_left(value):
         return False
     if value[0] in "{[(" or any(c in _CODE_CHARS for c in value) or value.endswith(":"):
         return False  # a structure, a call, an index: code, not a literal
-    if _TYPE_SPLIT.split(value, maxsplit=1)[0].lower() in _TYPE_WORDS:
+    if _TYPE_SPLIT.pattern.split(value, maxsplit=1)[0].lower() in _TYPE_WORDS:
         return False
     if mode == "strict":
         return strength == "strong" or _high_entropy(value)
-    if _DOTTED_CODE.match(value):
+    if _DOTTED_CODE.pattern.match(value):
         return False  # os.environ, self.password, settings.SECRET_KEY
-    if IDENT.match(value) and (_names_a_secret(value) or value.lower() in name.lower()):
+    if IDENT.pattern.match(value) and (_names_a_secret(value) or value.lower() in name.lower()):
         return False  # api_key=api_key, token=access_token: variables
     if strength == "weak":
         return _high_entropy(value)
     has_digit = any(c.isdigit() for c in value)
-    if _NUMBER.match(value):
+    if _NUMBER.pattern.match(value):
         return mode == "line" and len(value) >= 4
-    if IDENT.match(value):
+    if IDENT.pattern.match(value):
         if mode == "mid":
             return looks_random(value)
         # line mode (YAML, INI, TOML): a bare word is a literal unless it reads like a variable, a
@@ -510,7 +511,12 @@ def looks_random(value: str) -> bool:
 
 
 def _high_entropy(value: str) -> bool:
-    if len(value) < 16 or _UUID.match(value) or HEX.match(value) or not _TOKEN_LIKE.match(value):
+    if (
+        len(value) < 16
+        or _UUID.pattern.match(value)
+        or HEX.pattern.match(value)
+        or not _TOKEN_LIKE.pattern.match(value)
+    ):
         return False
     if not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
         return False

@@ -214,10 +214,10 @@ def _find_passwords(text: str, low: str, add: Add) -> None:
     if "://" in text:
         for match in URL_PASSWORD.pattern.finditer(text):
             value = match.group("v")
-            if not (is_reference(value) or MASK_ONLY.match(value) or value.startswith("{")):
+            if not (is_reference(value) or MASK_ONLY.pattern.match(value) or value.startswith("{")):
                 add(P_PASSWORD, "password", match.start("v"), match.end("v"))
         for match in URL_USER_TOKEN.pattern.finditer(text):
-            if looks_random(match.group("v")) and not HEX.match(match.group("v")):
+            if looks_random(match.group("v")) and not HEX.pattern.match(match.group("v")):
                 add(P_PASSWORD, "password", match.start("v"), match.end("v"))
     if ";" in text and ("pwd" in low or "passw" in low):
         for match in DSN_PASSWORD.pattern.finditer(low):
@@ -238,7 +238,7 @@ def _find_passwords(text: str, low: str, add: Add) -> None:
             value = text[match.start("v") : match.end("v")]
             if is_reference(value) or is_placeholder(value):
                 continue
-            if IDENT.match(value) and not looks_random(value):
+            if IDENT.pattern.match(value) and not looks_random(value):
                 continue  # {"Authorization": auth}: a variable
             add(P_HEADER, "auth-header", match.start("v"), match.end("v"))
     if "bearer" in low or "basic" in low:
