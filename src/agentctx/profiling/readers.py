@@ -1,0 +1,138 @@
+"""Lenient readers of a repository's manifest files, shared by the profile detectors.
+
+Nothing here raises on a malformed, unreadable or oversized file (it reads as None) or on values of
+the wrong kind (:func:`table_at`, :func:`string`, :func:`strings`), and every value taken from a
+file is one bounded line (:func:`clean`): the files are not ours.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import tomllib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from pathlib import Path
+
+MAX_FILE_BYTES: Final = 1_000_000
+_VALUE_MAX = 160
+_LIST_MAX = 10
+
+JSONObject = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What one detector found: a fact ``key``, its ``value`` and the ``source`` that says so."""
+
+    key: str
+    value: str
+    source: str
+    rank: int = 1  # 0: a task runner wrapping the ecosystem's own tools, listed first
+
+
+def read_text(path: Path) -> str | None:
+    """The file's text, or None when it is missing, unreadable, not UTF-8 or too large."""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
+            return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def read_toml(path: Path) -> JSONObject | None:
+    """The file parsed as TOML, or None (see :func:`read_text`) when it does not parse."""
+    text = read_text(path)
+    if text is None:
+        return None
+    try:
+        return tomllib.loads(text)
+    except (ValueError, RecursionError):  # TOMLDecodeError is a ValueError
+        return None
+
+
+def read_json(path: Path) -> JSONObject | None:
+    """The file's top-level JSON object, or None (see :func:`read_text`)."""
+    text = read_text(path)
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_ini(path: Path) -> configparser.ConfigParser | None:
+    """The file parsed as INI (no interpolation), or None (see :func:`read_text`)."""
+    text = read_text(path)
+    if text is None:
+        return None
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(text, source=str(path))
+    except configparser.Error:
+        return None
+    return parser
+
+
+def exists(root: Path, *names: str) -> str | None:
+    """The first of ``names`` that is a file under ``root``."""
+    for name in names:
+        try:
+            if (root / name).is_file():
+                return name
+        except OSError:
+            continue
+    return None
+
+
+def glob(root: Path, pattern: str) -> list[str]:
+    """The files under ``root`` matching ``pattern``, relative and sorted."""
+    try:
+        return sorted(p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file())
+    except OSError:
+        return []
+
+
+def table_at(data: object, *keys: str) -> JSONObject:
+    """The nested table at ``keys``, or ``{}`` when any level is missing or not a table."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def string(data: JSONObject, key: str) -> str | None:
+    """``data[key]`` as a clean one-line string, or None when it is not a non-blank string."""
+    value = data.get(key)
+    if isinstance(value, str) and value.strip():
+        return clean(value)
+    return None
+
+
+def strings(value: object) -> list[str]:
+    """The non-blank strings of a list, cleaned; ``[]`` when ``value`` is not a list."""
+    if not isinstance(value, list):
+        return []
+    return [clean(v) for v in value if isinstance(v, str) and v.strip()]
+
+
+def clean(text: str, limit: int = _VALUE_MAX) -> str:
+    """One line, bounded: values come from files we do not control."""
+    return clip(" ".join(text.split()), limit)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def listing(names: Iterable[str]) -> str:
+    """The first names, comma-separated, and how many more there are."""
+    names = list(dict.fromkeys(names))
+    shown = ", ".join(names[:_LIST_MAX])
+    return shown + (f" and {len(names) - _LIST_MAX} more" if len(names) > _LIST_MAX else "")
