@@ -18,7 +18,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentctx import install
 from agentctx.errors import ConfigError
 from agentctx.hooks.runner import EVENTS as RUNNER_EVENTS
 from agentctx.install import (
@@ -33,6 +32,7 @@ from agentctx.install import (
     uninstall_mcp,
     which_agentctx,
 )
+from agentctx.install.hooks import our_name
 
 DATA = Path(__file__).parent / "data" / "settings"
 SETTINGS_FIXTURES = ["empty", "other_keys", "foreign_hooks", "old_broken"]
@@ -55,7 +55,7 @@ def load(path: Path) -> Json:
 
 
 def is_ours(handler: object) -> bool:
-    return install._our_name(handler) is not None
+    return our_name(handler) is not None
 
 
 def strip_ours(data: Json) -> Json:
@@ -167,13 +167,13 @@ def test_known_names_match_the_hook_runner() -> None:
     ],
 )
 def test_what_counts_as_ours(command: str, name: str | None) -> None:
-    assert install._our_name({"type": "command", "command": command}) == name
+    assert our_name({"type": "command", "command": command}) == name
 
 
 def test_non_handlers_are_not_ours() -> None:
-    assert install._our_name("agentctx hook stop") is None
-    assert install._our_name({"type": "command", "command": ["agentctx", "hook", "stop"]}) is None
-    assert install._our_name({"type": "command"}) is None
+    assert our_name("agentctx hook stop") is None
+    assert our_name({"type": "command", "command": ["agentctx", "hook", "stop"]}) is None
+    assert our_name({"type": "command"}) is None
 
 
 # --------------------------------------------------------------------------- hooks round trips

@@ -1,0 +1,181 @@
+"""Editing Claude Code's JSON files: read, change in memory, write back only what changed.
+
+:func:`edit` reads a file (an empty one counts as ``{}``; invalid JSON, a non-object top level or
+an unreadable file raise :class:`~agentctx.errors.ConfigError` and leave it untouched), lets a
+mutation change the parsed object, and writes only when the content changed: atomically (a
+temporary file in the same folder, fsynced, then ``os.replace``), keeping the file's mode and a
+symlink's link, and starting over when the file changed on disk meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import stat
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentctx.errors import ConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+Action = Literal["created", "updated", "unchanged", "removed"]
+JSONObject = dict[str, Any]
+
+_EDIT_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What one install/uninstall step did to one file."""
+
+    path: Path
+    action: Action
+    description: str
+
+    def __str__(self) -> str:
+        return f"{self.action}: {self.path} ({self.description})"
+
+
+def kind(value: object) -> str:
+    """The JSON name of a parsed value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def plural_s(n: int) -> str:
+    """The plural suffix: "s" unless ``n`` is 1."""
+    return "" if n == 1 else "s"
+
+
+def same(a: object, b: object) -> bool:
+    """JSON equality that tells ``true`` from ``1`` and sees key order."""
+    return json.dumps(a, ensure_ascii=False) == json.dumps(b, ensure_ascii=False)
+
+
+def _reject_constant(name: str) -> Any:
+    # json accepts NaN/Infinity, which Claude Code's JSON.parse would not read back
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from exc
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def load(path: Path) -> tuple[JSONObject | None, tuple[int, int, int] | None]:
+    """The parsed top-level object (None when the file is missing) and the file's signature."""
+    signature = _signature(path)
+    if signature is None:
+        return None, None
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from exc
+    try:
+        text = raw.decode("utf-8-sig")
+        data = json.loads(text, parse_constant=_reject_constant) if text.strip() else {}
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError included
+        raise ConfigError(
+            f"{path}: not valid JSON ({exc}); fix or move the file aside, then run again"
+        ) from exc
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: the top level is a JSON {kind(data)}, not an object; fix it, then run again"
+        )
+    return data, signature
+
+
+def edit(
+    path: Path,
+    mutate: Callable[[JSONObject, Path], list[str]],
+    *,
+    create: bool,
+    delete_if_empty: bool = False,
+    new_mode: int | None = None,
+) -> Change:
+    """Read, mutate in memory, and write back only if the content changed."""
+    for _ in range(_EDIT_ATTEMPTS):
+        data, signature = load(path)
+        existed = data is not None
+        if data is None:
+            if not create:
+                return Change(path, "unchanged", "no such file; nothing to remove")
+            data = {}
+        before = json.dumps(data, ensure_ascii=False)
+        notes = mutate(data, path)
+        if json.dumps(data, ensure_ascii=False) == before:
+            return Change(path, "unchanged", "already up to date" if create else "nothing of ours")
+        try:
+            if delete_if_empty and existed and not data:
+                if _signature(path) != signature:
+                    continue
+                path.unlink()
+                return Change(path, "removed", "; ".join([*notes, "deleted the file, now empty"]))
+            text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+            if _write_atomic(path, text, expected=signature, new_mode=new_mode):
+                return Change(path, "updated" if existed else "created", "; ".join(notes))
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot write it ({exc.strerror or exc})") from exc
+    raise ConfigError(
+        f"{path}: the file kept changing while agentctx edited it; close Claude Code and run again"
+    )
+
+
+def _write_atomic(
+    path: Path, text: str, *, expected: tuple[int, int, int] | None, new_mode: int | None
+) -> bool:
+    """Atomically replace the file (or its symlink target); False if it changed since read."""
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode: int | None = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        mode = None
+    tmp = target.parent / f".{target.name}.agentctx-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    # a new file gets the umask-filtered mode a plain open() would give it (or new_mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if new_mode is None else new_mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        if _signature(target) != expected:
+            tmp.unlink()
+            return False
+        os.replace(tmp, target)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    _fsync_dir(target.parent)
+    return True
+
+
+def _fsync_dir(directory: Path) -> None:
+    with suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

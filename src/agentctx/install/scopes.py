@@ -1,0 +1,130 @@
+"""The user and project scopes: where their Claude Code files are, and what of ours they hold.
+
+:func:`settings_paths` says which files ``init`` and ``uninstall`` edit (``CLAUDE_CONFIG_DIR``
+moves the user-level ones); :func:`status` reports, for ``agentctx doctor``, which of our
+registrations each scope holds and whether install would change them, without writing anything.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentctx.errors import ConfigError
+from agentctx.install.hooks import (
+    HOOK_EVENTS,
+    group_handlers,
+    hooks_object,
+    install_hooks_into,
+    our_name,
+)
+from agentctx.install.jsonfile import load, same
+from agentctx.install.mcp import MCP_SERVER_NAME, canonical_mcp_entry, servers_object
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+
+@dataclass(frozen=True, slots=True)
+class ClaudePaths:
+    """The Claude Code files agentctx edits, at user level and (optionally) for one project."""
+
+    user_settings: Path
+    user_mcp: Path
+    project_settings: Path | None = None
+    project_mcp: Path | None = None
+
+
+def settings_paths(
+    home: Path, project_dir: Path | None, *, environ: Mapping[str, str] | None = None
+) -> ClaudePaths:
+    """Where the hooks and MCP entries go; ``CLAUDE_CONFIG_DIR`` moves the user-level files."""
+    env = os.environ if environ is None else environ
+    config_dir = env.get("CLAUDE_CONFIG_DIR", "").strip()
+    if config_dir:
+        root = Path(os.path.expanduser(config_dir))
+        user_settings, user_mcp = root / "settings.json", root / ".claude.json"
+    else:
+        user_settings, user_mcp = home / ".claude" / "settings.json", home / ".claude.json"
+    if project_dir is None:
+        return ClaudePaths(user_settings, user_mcp)
+    return ClaudePaths(
+        user_settings,
+        user_mcp,
+        project_settings=project_dir / ".claude" / "settings.json",
+        project_mcp=project_dir / ".mcp.json",
+    )
+
+
+def which_agentctx() -> str | None:
+    """The ``agentctx`` executable Claude Code will run, or None when it is not on PATH."""
+    return shutil.which("agentctx")
+
+
+def status(paths: ClaudePaths) -> dict[str, Any]:
+    """Which of our registrations exist, for ``agentctx doctor``; never raises on a bad file.
+
+    Shape::
+
+        {"agentctx": "/path/to/agentctx" | None,
+         "user": {"settings": str, "hooks": {Event: state}, "hooks_disabled": bool,
+                  "mcp_config": str, "mcp": state, "errors": [str]},
+         "project": {...same...} | None}
+
+    ``state`` is ``"ok"`` (registered as install would leave it), ``"stale"`` (ours, but install
+    would repair it), ``"missing"`` or ``"error"`` (the file could not be read; see ``errors``).
+    """
+    project = None
+    if paths.project_settings is not None and paths.project_mcp is not None:
+        project = _scope_status(paths.project_settings, paths.project_mcp)
+    return {
+        "agentctx": which_agentctx(),
+        "user": _scope_status(paths.user_settings, paths.user_mcp),
+        "project": project,
+    }
+
+
+def _scope_status(settings_path: Path, mcp_path: Path) -> dict[str, Any]:
+    errors: list[str] = []
+    hook_states = dict.fromkeys(HOOK_EVENTS, "error")
+    disabled = False
+    try:
+        data = load(settings_path)[0] or {}
+        disabled = data.get("disableAllHooks") is True
+        hooks = hooks_object(data, settings_path) or {}
+        repaired = copy.deepcopy(data)
+        install_hooks_into(repaired, settings_path)
+        for event, reg in HOOK_EVENTS.items():
+            groups = hooks.get(event)
+            present = isinstance(groups, list) and any(
+                our_name(h) == reg.name for g in groups for h in (group_handlers(g) or ())
+            )
+            if not present:
+                hook_states[event] = "missing"
+            else:
+                hook_states[event] = "ok" if same(groups, repaired["hooks"][event]) else "stale"
+    except ConfigError as exc:
+        errors.append(str(exc))
+    mcp_state = "error"
+    try:
+        data = load(mcp_path)[0] or {}
+        servers = servers_object(data, mcp_path) or {}
+        existing = servers.get(MCP_SERVER_NAME)
+        if existing is None:
+            mcp_state = "missing"
+        else:
+            mcp_state = "ok" if same(existing, canonical_mcp_entry(existing)) else "stale"
+    except ConfigError as exc:
+        errors.append(str(exc))
+    return {
+        "settings": str(settings_path),
+        "hooks": hook_states,
+        "hooks_disabled": disabled,
+        "mcp_config": str(mcp_path),
+        "mcp": mcp_state,
+        "errors": errors,
+    }
