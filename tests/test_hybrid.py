@@ -125,6 +125,21 @@ async def hybrid_client(
             yield connected
 
 
+@pytest.fixture
+async def unfloored_client(
+    project_dir: Path,
+    seeded: dict[str, str],
+    embedder: embed.Embedder,
+    minilm_settings: dict[str, Any],
+) -> AsyncIterator[Client]:
+    """A ready server without a relevance floor: every ranked hit, for the filters' tests."""
+    model = ready_model(embedder, {**minilm_settings, "retrieval.min_relevance": 0.0})
+    with anyio.fail_after(DEADLINE):
+        async with Client(create_server(str(project_dir), model=model)) as connected:
+            assert await model.wait() is embedder
+            yield connected
+
+
 def ok(result: CallToolResult) -> dict[str, Any]:
     assert not result.is_error, result.content
     assert result.structured_content is not None
@@ -174,12 +189,12 @@ async def test_keyword_shaped_queries_still_rank_the_exact_match_first(
 ) -> None:
     mode, found = await search(hybrid_client, query=query)
     assert mode == "hybrid"
-    assert found[0] == seeded[name]
-    assert len(found) > 1  # the vector list adds neighbours below it
+    # the vector list's other neighbours are below MiniLM's cosine floor and share no word
+    assert found == [seeded[name]]
 
 
 async def test_filters_hold_for_vector_candidates(
-    hybrid_client: Client,
+    unfloored_client: Client,
     seeded: dict[str, str],
     store: Store,
     project_dir: Path,
@@ -187,10 +202,10 @@ async def test_filters_hold_for_vector_candidates(
 ) -> None:
     project_id = identify(str(project_dir)).project_id
     # type: the paraphrase's vector neighbour is a discovery
-    mode, found = await search(hybrid_client, query=PARAPHRASE, type="bugfix")
+    mode, found = await search(unfloored_client, query=PARAPHRASE, type="bugfix")
     assert mode == "hybrid" and found
     assert set(found) == {seeded["login"], seeded["reset"]}
-    assert len((await search(hybrid_client, query=PARAPHRASE, limit=3))[1]) == 3
+    assert len((await search(unfloored_client, query=PARAPHRASE, limit=3))[1]) == 3
     # scope: another project's record and a global one, both near the query
     other = await store.add(
         NewRecord(
@@ -210,9 +225,9 @@ async def test_filters_hold_for_vector_candidates(
         )
     )
     assert await embed.embed_pending(store, embedder) == 2
-    _, found = await search(hybrid_client, query="slow builds", limit=15)
+    _, found = await search(unfloored_client, query="slow builds", limit=15)
     assert other.id not in found and shared.id in found and seeded["ci"] in found
-    _, found = await search(hybrid_client, query="slow builds", scope="global")
+    _, found = await search(unfloored_client, query="slow builds", scope="global")
     assert found == [shared.id]
     # current records only, unless as_of
     old, new = await store.supersede(
@@ -222,9 +237,9 @@ async def test_filters_hold_for_vector_candidates(
         project_id=project_id,
     )
     assert await embed.embed_pending(store, embedder) == 1
-    _, found = await search(hybrid_client, query="slow builds", limit=15)
+    _, found = await search(unfloored_client, query="slow builds", limit=15)
     assert old.id not in found and new.id in found
-    _, found = await search(hybrid_client, query="slow builds", as_of=old.recorded_at, limit=15)
+    _, found = await search(unfloored_client, query="slow builds", as_of=old.recorded_at, limit=15)
     assert old.id in found and new.id not in found
     # file: only records linked to it; here a vector hit with no keyword in common
     async with store.transaction() as tx:
@@ -233,8 +248,66 @@ async def test_filters_hold_for_vector_candidates(
             ("N-CI", project_id, "file", ".github/workflows/ci.yml", new.recorded_at),
         )
         await tx.execute("INSERT INTO record_entities VALUES (?, ?)", (new.id, "N-CI"))
-    mode, found = await search(hybrid_client, query=PARAPHRASE, file=".github/workflows/ci.yml")
+    mode, found = await search(unfloored_client, query=PARAPHRASE, file=".github/workflows/ci.yml")
     assert (mode, found) == ("hybrid", [new.id])
+
+
+# -- the relevance floor -------------------------------------------------------------------------
+
+#: Shares one word with the decoy ("pipeline") and is about nothing the store knows.
+UNANSWERED = "How does the billing service handle payments in the pipeline?"
+
+
+async def test_a_query_nothing_answers_gets_no_results_and_says_so(
+    hybrid_client: Client, seeded: dict[str, str]
+) -> None:
+    data = ok(await hybrid_client.call_tool("ctx_search", {"query": UNANSWERED}))
+    assert data["mode"] == "hybrid" and data["results"] == []
+    assert data["note"].startswith("nothing relevant found: 8 record(s)")
+    # the paraphrase's answer is kept by its similarity, the decoy by its shared word and meaning
+    assert await search(hybrid_client, query=PARAPHRASE) == (
+        "hybrid",
+        [seeded["decoy"], seeded["ci"]],
+    )
+
+
+async def test_without_a_floor_every_query_fills_its_page(unfloored_client: Client) -> None:
+    data = ok(await unfloored_client.call_tool("ctx_search", {"query": UNANSWERED, "limit": 5}))
+    assert len(data["results"]) == 5 and data["note"] is None
+
+
+async def test_a_model_without_a_measured_floor_gets_none(
+    store: Store, seeded: dict[str, str], project_dir: Path, embedder: embed.Embedder
+) -> None:
+    query = SearchQuery(UNANSWERED, identify(str(project_dir)).project_id, limit=5)
+    floor = hybrid.floor_for({}, "BAAI/bge-small-en-v1.5")
+    assert floor.similarity is None
+    ranked = await hybrid.hybrid_search(store, query, embedder, floor=floor)
+    assert len(ranked.hits) == 5 and ranked.dropped == 0
+    measured = hybrid.floor_for({}, MINILM)
+    assert (await hybrid.hybrid_search(store, query, embedder, floor=measured)).hits == []
+
+
+def test_floor_settings() -> None:
+    assert hybrid.floor_for({}, MINILM) == hybrid.Floor(0.15, 0.32, 0.4)
+    assert hybrid.floor_for({"retrieval.min_similarity": 0.5}, None).similarity == 0.5
+    assert hybrid.floor_for({"retrieval.min_similarity": 0.5}, MINILM).similarity == 0.5
+    assert hybrid.floor_for({"retrieval.min_relevance": 0.6}, MINILM).keyword_alone == 0.6
+    assert hybrid.floor_for({"retrieval.min_relevance": 0.0}, MINILM).relevance == 0.0
+
+
+async def test_the_past_and_the_fallback_are_not_floored(
+    store: Store, seeded: dict[str, str], project_dir: Path, embedder: embed.Embedder
+) -> None:
+    project_id = identify(str(project_dir)).project_id
+    floor = hybrid.floor_for({}, MINILM)
+    past = SearchQuery(UNANSWERED, project_id, as_of="2999-01-01", limit=5)
+    assert len((await hybrid.hybrid_search(store, past, embedder, floor=floor)).hits) == 5
+    # the LIKE fallback: no term counts to weigh the words with
+    store.capabilities.fts5 = False
+    query = SearchQuery(UNANSWERED, project_id)
+    ranked = await hybrid.hybrid_search(store, query, None, floor=floor)
+    assert ranked.degraded is not None and ranked.hits
 
 
 # -- the lazy model ------------------------------------------------------------------------------

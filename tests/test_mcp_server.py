@@ -297,6 +297,17 @@ async def test_search_filters(client: Client, seed: Seed, project_dir: Path) -> 
     assert empty["results"] == [] and "src/none.py" in empty["note"]
 
 
+async def test_search_for_what_the_store_does_not_hold_says_so(client: Client, seed: Seed) -> None:
+    """Keyword mode: one shared word ("pool") among many unknown ones is not an answer."""
+    query = "What Kubernetes namespace and helm values does the billing service use for its pool?"
+    data = ok(await client.call_tool("ctx_search", {"query": query}))
+    assert (data["mode"], data["results"]) == ("keyword", [])
+    assert data["note"].startswith("nothing relevant found: 2 record(s) share a word")
+    found = ids(ok(await client.call_tool("ctx_search", {"query": "connection pool leak"})))
+    assert found[0] == seed.db_bugfix
+    assert seed.deep in found  # "pool": one of the three words, a third of their weight
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -8,14 +8,16 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from own_eval import scoring
+from own_eval import floors, scoring
 
 if TYPE_CHECKING:
     from own_eval.run import Asked, Run
 
 RETRIEVERS = (
     ("hook", "UserPromptSubmit hook: what it injects (≤ 3 records)"),
+    ("hook_unfloored", "the hook without the relevance floor (before it)"),
     ("hybrid", "`ctx_search`, hybrid (keywords + MiniLM vectors, RRF), top 3"),
+    ("hybrid_unfloored", "`ctx_search`, hybrid without the floor (before it), top 3"),
     ("keyword", "`ctx_search`, keyword only (before the model loads), top 3"),
     ("recency", "baseline: the 3 newest records"),
     ("none", "baseline: no memory"),
@@ -89,6 +91,16 @@ def metrics(run: Run, k: int) -> dict[str, Any]:
         "next_digest": run.final_digest,
         "digest": _digest_audit(run, items, last),
         "retrieval": retrieval,
+        "calibration": _calibration(run, k),
+        "floor_changes": [
+            {
+                "session": c["session"],
+                "prompt": c["prompt"],
+                "kept": _titles(run, c["kept"]),
+                "removed": _titles(run, c["removed"]),
+            }
+            for c in run.floor_changes
+        ],
         "tokens": {
             "per_session": [
                 {
@@ -97,11 +109,14 @@ def metrics(run: Run, k: int) -> dict[str, Any]:
                     "prompts": inj["prompts"],
                     "prompt_count": inj["prompt_count"],
                     "records": inj["records"],
+                    "prompts_unfloored": inj["prompts_unfloored"],
                     "agentctx": ours[n - 1],
                     "recency": recency_tokens[n - 1],
                 }
                 for n, inj in enumerate(run.injected, start=1)
             ],
+            "prompts": sum(i["prompts"] for i in run.injected),
+            "prompts_unfloored": sum(i["prompts_unfloored"] for i in run.injected),
             "mean_agentctx": budget,
             "mean_recency": statistics.fmean(recency_tokens) if recency_tokens else 0.0,
             "recency_n": n_recent,
@@ -268,6 +283,52 @@ def _retrieval(
         "negative": len(negative),
         "negative_hook_tokens": sum(r["hook_tokens"] for r in negative),
     }
+
+
+def _calibration(run: Run, k: int) -> dict[str, list[dict[str, Any]]]:
+    """Each floor rule of :mod:`own_eval.floors` over the questions' unfloored candidates.
+
+    *answered*: answerable questions whose expected items are all in the rule's top ``k``;
+    *negatives*: questions nothing answers that still get a record; *lost*: answered without a
+    floor and not with the rule.
+    """
+
+    def figures(kept: dict[str, list[str]]) -> dict[str, Any]:
+        positive = [a for a in run.asked if a.question.expects]
+
+        def full(asked: Asked, ids: list[str]) -> bool:
+            q = asked.question
+            return scoring.recall_at(ids, q.expects, asked.answers, k) == 1.0
+
+        hit = {_key(a): full(a, kept[_key(a)]) for a in positive}
+        return {
+            "answered": sum(hit.values()),
+            "negatives": sum(1 for a in run.asked if not a.question.expects and kept[_key(a)]),
+            "hit": hit,
+        }
+
+    def finish(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        first = rows[0]["hit"]  # the first rule is "no floor"
+        for row in rows:
+            row["lost"] = [q for q, ok in first.items() if ok and not row["hit"][q]]
+            del row["hit"]
+        return rows
+
+    hook = []
+    for rule in floors.HOOK_RULES:
+        kept = {_key(a): floors.hook_kept(a.hook_candidates, rule) for a in run.asked}
+        hook.append({"rule": rule[0], **figures(kept)})
+    search = []
+    for similarity, keyword in floors.SEARCH_RULES:
+        kept = {
+            _key(a): floors.search_kept(a.search_candidates, similarity, keyword) for a in run.asked
+        }
+        search.append({"rule": floors.search_rule_name(similarity, keyword), **figures(kept)})
+    return {"hook": finish(hook), "search": finish(search)}
+
+
+def _key(asked: Asked) -> str:
+    return asked.question.id
 
 
 def _mean(values: Any) -> float:

@@ -200,22 +200,25 @@ def _markdown(run: Run, meta: dict[str, Any], f: dict[str, Any]) -> str:
         "",
         "## Injected tokens per session",
         "",
-        f"| session | SessionStart digest | prompt injections (prompts) | agentctx total | recency, {tok['recency_n']} newest | no memory |",
-        "|--:|--:|--:|--:|--:|--:|",
+        f"| session | SessionStart digest | prompt injections (prompts) | the same without the relevance floor | agentctx total | recency, {tok['recency_n']} newest | no memory |",
+        "|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for t in tok["per_session"]:
         lines.append(
             f"| {t['n']} | {t['session_start']} | {t['prompts']} ({t['prompt_count']}) | "
-            f"{t['agentctx']} | {t['recency']} | 0 |"
+            f"{t['prompts_unfloored']} | {t['agentctx']} | {t['recency']} | 0 |"
         )
     lines += [
-        f"| mean | | | {tok['mean_agentctx']:.0f} | {tok['mean_recency']:.0f} | 0 |",
+        f"| all | | {tok['prompts']} | {tok['prompts_unfloored']} | | | |",
+        f"| mean | | | | {tok['mean_agentctx']:.0f} | {tok['mean_recency']:.0f} | 0 |",
         "",
         "Tokens are agentctx's own conservative estimate (`agentctx.tokens`: about 1.6–2.1× the "
         "real count for prose). The recency baseline injects the N newest current records once "
         "per session, formatted as the hook formats a record; N is the largest whose mean cost "
-        "per session fits agentctx's mean.",
+        "per session fits agentctx's mean. *Without the relevance floor*: each prompt answered "
+        "again with `retrieval.min_relevance` 0, deduplicated the same way.",
         "",
+        *_floor_sections(f),
         "## Per question",
         "",
         "| after | question | expects | hook | hybrid | recency 3 |",
@@ -273,8 +276,10 @@ def commentary(run: Run, meta: dict[str, Any], f: dict[str, Any]) -> list[str]:
     missed_by_hook = [
         q for q in ret["questions"] if q["expects"] and (q["hook"]["recall"] or 0.0) < 1.0
     ]
-    differs = [
-        q for q in ret["questions"] if q["expects"] and q["hook"]["recall"] != q["hybrid"]["recall"]
+    differs = [  # the fusion's effect, before the relevance floor (its own bullet below)
+        q
+        for q in ret["questions"]
+        if q["expects"] and q["hook_unfloored"]["recall"] != q["hybrid_unfloored"]["recall"]
     ]
     offenders: dict[str, int] = {}
     for q in ret["questions"]:
@@ -351,9 +356,10 @@ def commentary(run: Run, meta: dict[str, Any], f: dict[str, Any]) -> list[str]:
         f"for keyword `ctx_search`; the 3 newest records {pct(s['recency']['recall'])}, no "
         "memory 0%. "
         + (
-            "Hook and hybrid differ on "
+            "Without the relevance floor, hook and hybrid differ on "
             + ", ".join(
-                f"{q['id']} (hook {pct(q['hook']['recall'])}, hybrid {pct(q['hybrid']['recall'])})"
+                f"{q['id']} (hook {pct(q['hook_unfloored']['recall'])}, hybrid "
+                f"{pct(q['hybrid_unfloored']['recall'])})"
                 for q in differs
             )
             + ": RRF ranks a record that both lists place fairly high above one that only "
@@ -384,12 +390,83 @@ def commentary(run: Run, meta: dict[str, Any], f: dict[str, Any]) -> list[str]:
         f"{tok['recency_n']} records per session and has {pct(s['in_context']['recency'])} of "
         f"the answers in context, agentctx {pct(s['in_context']['agentctx'])}. Session 1 "
         "starts on an empty store: both inject nothing.",
-        f"- **Negatives:** the hook injected records for {s['hook']['negatives_answered']} of "
-        f"{ret['negative']} questions nothing answers ({ret['negative_hook_tokens']} tokens in "
-        "all): it has no relevance threshold (see eval.md); `ctx_search` always fills its page.",
+        *_floor_commentary(f),
         "",
     ]
     return lines
+
+
+def _floor_sections(f: dict[str, Any]) -> list[str]:
+    """The calibration tables and what the floor removed from the sessions' prompts."""
+    cal, ret = f["calibration"], f["retrieval"]
+    out = [
+        "## The relevance floor: calibration",
+        "",
+        f"Each question's candidates ranked once without a floor; each rule of "
+        "`benchmarks/own_eval/floors.py` then keeps or drops each one. *Answered*: answerable "
+        f"questions (of {ret['positive']}) whose expected items are all in the rule's top 3; "
+        f"*negatives*: questions nothing answers (of {ret['negative']}) that still get a record; "
+        "*lost*: answered without a floor and not with the rule. DevBench's tables and the "
+        "choice: eval.md.",
+        "",
+        "| hook rule | answered | negatives answered | lost |",
+        "|---|--:|--:|---|",
+    ]
+    out += [
+        f"| {r['rule']} | {r['answered']} | {r['negatives']} | {', '.join(r['lost']) or '—'} |"
+        for r in cal["hook"]
+    ]
+    out += ["", "| `ctx_search` rule | answered | negatives answered | lost |", "|---|--:|--:|---|"]
+    out += [
+        f"| {r['rule']} | {r['answered']} | {r['negatives']} | {', '.join(r['lost']) or '—'} |"
+        for r in cal["search"]
+    ]
+    out += [
+        "",
+        "## What the floor removed from the sessions' prompts",
+        "",
+        "Each prompt the developer typed, answered by the hook with and without the floor (the "
+        "same session ledger rules); the prompts whose injection changed:",
+        "",
+        "| session | prompt | still injected | no longer injected |",
+        "|--:|---|---|---|",
+    ]
+    for c in f["floor_changes"]:
+        out.append(
+            f"| {c['session']} | {_short(' '.join(c['prompt'].split()), 90)} | "
+            f"{_cell([_short(t) for t in c['kept']])} | {_cell([_short(t) for t in c['removed']])} |"
+        )
+    out.append("")
+    return out
+
+
+def _floor_commentary(f: dict[str, Any]) -> list[str]:
+    ret, tok, cal = f["retrieval"], f["tokens"], f["calibration"]
+    s = ret["summary"]
+    chosen = next(r for r in cal["hook"] if r["rule"] == "relevance ≥ 0.15")
+    search = next(r for r in cal["search"] if r["rule"] == "cosine ≥ 0.32 or relevance ≥ 0.4")
+    saved = 1 - tok["prompts"] / tok["prompts_unfloored"] if tok["prompts_unfloored"] else 0.0
+    return [
+        f"- **The relevance floor, hook:** the sessions' prompts got {tok['prompts']} tokens of "
+        f"records instead of {tok['prompts_unfloored']} ({pct(saved)} less; the table above "
+        f"lists what went), and the hook's recall@3 is {pct(s['hook']['recall'])} with the "
+        f"floor, {pct(s['hook_unfloored']['recall'])} without (lost: "
+        f"{', '.join(chosen['lost']) or 'none'}). It still injected records for "
+        f"{s['hook']['negatives_answered']} of {ret['negative']} questions nothing answers "
+        f"({ret['negative_hook_tokens']} tokens in all): each shares one word that is rare in "
+        "the store (*schema*, *redirects*, *send*), which is how some answerable questions "
+        "reach their answer too (*Is Redis still part of the stack?*: *Redis* alone); no "
+        "keyword rule in the table answers fewer negatives without losing answers (eval.md "
+        "says why).",
+        f"- **The relevance floor, `ctx_search`:** with MiniLM's cosine floor (0.32) or a "
+        f"keyword relevance of 0.4, hybrid `ctx_search` answered "
+        f"{s['hybrid']['negatives_answered']} of {ret['negative']} negatives (without the floor "
+        f"{s['hybrid_unfloored']['negatives_answered']}), recall@3 "
+        f"{pct(s['hybrid']['recall'])} against {pct(s['hybrid_unfloored']['recall'])} (lost: "
+        f"{', '.join(search['lost']) or 'none'}; a question about where the work stopped, "
+        "whose handover shares only *next* with it, and which the SessionStart digest's "
+        "*Last handover* section answers in every session).",
+    ]
 
 
 def _similarity_min() -> float:

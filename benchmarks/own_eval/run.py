@@ -30,9 +30,12 @@ remaining questions are asked and the store is audited.
 
 **Measured:** extraction precision and recall; supersession correctness; stale records in the
 store; recall@3 of the UserPromptSubmit hook (what it injects: at most 3 records) and of
-``ctx_search`` (:func:`agentctx.hybrid.hybrid_search`, hybrid and keyword-only), and whether the
-answer was in context at all (digest or hook); injected tokens per session (agentctx's conservative
-estimate, :mod:`agentctx.tokens`). Baselines: no memory (nothing injected, recall 0) and recency
+``ctx_search`` (:func:`agentctx.hybrid.hybrid_search`, hybrid and keyword-only, with the server's
+relevance floor), and whether the answer was in context at all (digest or hook); injected tokens
+per session (agentctx's conservative estimate, :mod:`agentctx.tokens`). The hook and hybrid
+``ctx_search`` are also asked without the relevance floor (as before it existed), each prompt of a
+session is also answered without it (what the floor removed), and every question's unfloored
+candidates go through the floor rules of :mod:`own_eval.floors` (the calibration tables). Baselines: no memory (nothing injected, recall 0) and recency
 (the N newest current records injected at each session start, formatted as the hook formats a
 record; N is the largest whose mean cost per session fits agentctx's mean).
 """
@@ -75,7 +78,7 @@ from agentctx.schema import GLOBAL_PROJECT_ID
 from agentctx.store import SearchQuery, Store
 from agentctx.tokens import estimate_tokens
 from agentctx.transcript import read_transcript
-from own_eval import author, replay, report, scoring
+from own_eval import author, floors, replay, report, scoring
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -114,6 +117,10 @@ class Asked:
     digest: list[str]
     newest: list[str]
     answers: dict[str, frozenset[str]]
+    hook_unfloored: list[str] = field(default_factory=list)
+    hybrid_unfloored: list[str] = field(default_factory=list)
+    hook_candidates: list[floors.HookCandidate] = field(default_factory=list)
+    search_candidates: list[floors.SearchCandidate] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -127,6 +134,8 @@ class Run:
     assigned: dict[str, str] = field(default_factory=dict)  #: record id -> key item id
     asked: list[Asked] = field(default_factory=list)
     injected: list[dict[str, int]] = field(default_factory=list)
+    #: prompts whose injection the relevance floor changed: session, prompt, kept and removed ids
+    floor_changes: list[dict[str, Any]] = field(default_factory=list)
     recency_costs: list[list[int]] = field(default_factory=list)
     records: dict[str, Record] = field(default_factory=dict)  #: every record at the end
     session_of: dict[str, int] = field(default_factory=dict)  #: record id -> scripted session
@@ -279,7 +288,9 @@ async def pipeline(
         await store.touch_project(identity)
         for n, script in enumerate(scripts, start=1):
             path = transcripts[script.session_id]
-            run.injected.append(inject(script.session_id, path, project_dir))
+            totals, changes = inject(script.session_id, path, project_dir)
+            run.injected.append(totals)
+            run.floor_changes += [{"session": n, **change} for change in changes]
             run.recency_costs.append(await newest_costs(store, project_id))
             for question in questions:
                 if question.after == n - 1:
@@ -435,19 +446,59 @@ def next_digest(project_dir: Path) -> str:
     return _ULID.sub("…", text)
 
 
-def inject(session_id: str, path: Path, project_dir: Path) -> dict[str, int]:
-    """What the hooks inject into one session: its digest, then each typed prompt's records."""
+def inject(
+    session_id: str, path: Path, project_dir: Path
+) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """What the hooks inject into one session: its digest, then each typed prompt's records.
+
+    Each prompt is also answered without the relevance floor, deduplicated the same way (against
+    the digest and the earlier unfloored answers), for ``prompts_unfloored``; the prompts whose
+    injection the floor changed are returned with the ids kept and removed.
+    """
     common = {"session_id": session_id, "cwd": str(project_dir), "transcript_path": str(path)}
     session_start.handle(HookContext("SessionStart", {**common, "source": "startup"}))
+    shown = ledger.injected_ids(ledger.read_entries(session_id))  # the digest's records
     prompts = [t.text for t in read_transcript(path).turns if t.role == "developer"]
+    unfloored_tokens = 0
+    changes = []
     for text in prompts:
-        prompt_hook.handle(HookContext("UserPromptSubmit", {**common, "prompt": text}))
-    totals = {"session_start": 0, "prompts": 0, "records": 0, "prompt_count": len(prompts)}
+        before = len(ledger.read_entries(session_id))
+        ctx = HookContext("UserPromptSubmit", {**common, "prompt": text})
+        prompt_hook.handle(ctx)
+        new = ledger.read_entries(session_id)[before:]
+        kept = [str(i) for entry in new for i in entry.get("ids") or []]
+        unfloored = unfloored_injection(ctx, text, shown)
+        shown |= set(unfloored[1])
+        unfloored_tokens += estimate_tokens(unfloored[0]) if unfloored[0] else 0
+        if kept != unfloored[1]:
+            removed = [i for i in unfloored[1] if i not in kept]
+            changes.append({"prompt": text, "kept": kept, "removed": removed})
+    totals = {
+        "session_start": 0,
+        "prompts": 0,
+        "records": 0,
+        "prompt_count": len(prompts),
+        "prompts_unfloored": unfloored_tokens,
+    }
     for entry in ledger.read_entries(session_id):
         tokens = int(entry.get("tokens") or 0)
         totals["session_start" if entry.get("event") == "SessionStart" else "prompts"] += tokens
         totals["records"] += len(entry.get("ids") or [])
-    return totals
+    return totals, changes
+
+
+def unfloored_injection(ctx: HookContext, text: str, shown: set[str]) -> tuple[str, list[str]]:
+    """What the prompt hook would inject for ``text`` without the relevance floor."""
+    terms = retrieval.query_terms(text)
+    if not terms:
+        return "", []
+    conn = open_db(ctx)
+    if conn is None:
+        return "", []
+    try:
+        return prompt_hook.render(prompt_hook._search(ctx, conn, terms, shown, floor=0.0))
+    finally:
+        conn.close()
 
 
 async def newest(store: Store, project_id: str) -> list[Record]:
@@ -481,12 +532,17 @@ async def ask(
         terms = retrieval.query_terms(question.text)
         rows = prompt_hook._search(ctx, conn, terms, ()) if terms else []
         text, hook_ids = prompt_hook.render(rows)
+        unfloored = prompt_hook._search(ctx, conn, terms, (), floor=0.0) if terms else []
+        hook_candidates = floors.hook_candidates(ctx, conn, question.text)
         shown = digest.build(conn, project_id, ctx.project.name)["ids"]
     finally:
         conn.close()
+    settings = config.load()
     query = SearchQuery(question.text, project_id, limit=K)
-    fused = await hybrid.hybrid_search(store, query, embedder)
-    keyword = await hybrid.hybrid_search(store, query, None)
+    floor = hybrid.floor_for(settings, embedder.name)
+    fused = await hybrid.hybrid_search(store, query, embedder, floor=floor)
+    keyword = await hybrid.hybrid_search(store, query, None, floor=hybrid.floor_for(settings, None))
+    search_candidates = await floors.search_candidates(store, query, embedder)
     current = await all_records(store, project_id, include_superseded=False)
     known = [item for item in run.key.items if item.session <= question.after]
     answers = scoring.answers_of(
@@ -501,6 +557,10 @@ async def ask(
         digest=[str(i) for i in shown],
         newest=[r.id for r in await newest(store, project_id)],
         answers=answers,
+        hook_unfloored=prompt_hook.render(unfloored)[1],
+        hybrid_unfloored=[c.id for c in search_candidates[:K]],
+        hook_candidates=hook_candidates,
+        search_candidates=search_candidates,
     )
 
 

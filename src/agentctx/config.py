@@ -1,13 +1,16 @@
 """Settings: a small JSON file in the home, read by every process, written only by ``config set``.
 
-Standard library only (hooks read ``llm`` to decide whether to start extraction). Keys are flat and
-dotted; each has a kind and a default, so a bad key or value is refused before anything is written.
-Unknown keys found in the file are kept (a newer agentctx may have written them) but not used.
+Standard library only, and no ``json`` module on the read path: hooks read it (Stop reads ``llm``
+to decide whether to start extraction, UserPromptSubmit ``retrieval.min_relevance``), and
+``import json`` costs the prompt hook about 5 ms, so the file is parsed by the hooks' json-free
+reader. Keys are flat and dotted; each has a kind and a default, so a bad key or value is refused
+before anything is written. Unknown keys found in the file are kept (a newer agentctx may have
+written them) but not used.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
 
 from agentctx import home
@@ -29,6 +32,18 @@ SETTINGS: dict[str, tuple[str, Any, str]] = {
     "embedding.path": ("str", "", "a local model folder to load instead of downloading"),
     "reinforcement_threshold": ("int", 3, "sessions before an inferred preference is reinforced"),
     "team_export": ("bool", False, "maintain .agentctx/context.md in each project"),
+    "retrieval.min_relevance": (
+        "float",
+        0.15,
+        "relevance floor of the prompt hook and ctx_search: the share of a prompt's term weight a "
+        "record must match (0 = no floor)",
+    ),
+    "retrieval.min_similarity": (
+        "float",
+        0.0,
+        "cosine floor of ctx_search's vector hits (0 = the built-in value for the embedding "
+        "model, none for a model without one)",
+    ),
 }
 
 
@@ -62,6 +77,8 @@ def set_value(key: str, raw: str | bool | int, path: str | None = None) -> Any:
     else:
         os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
     tmp = f"{target}.{os.getpid()}.tmp"
+    import json  # only here: the read path must not load it (module docstring)
+
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(stored, fh, indent=2, sort_keys=True)
@@ -88,6 +105,14 @@ def coerce(key: str, raw: Any) -> Any:
         if text in _FALSE:
             return False
         raise ConfigError(f"{key} takes on or off (got {raw!r})")
+    if kind == "float":
+        try:
+            share = float(str(raw).strip()) if not isinstance(raw, bool) else math.nan
+        except ValueError:
+            share = math.nan
+        if not 0.0 <= share <= 1.0:  # NaN fails this too
+            raise ConfigError(f"{key} takes a number from 0 to 1 (got {raw!r})")
+        return share
     if kind == "int":
         try:
             number = int(str(raw).strip()) if not isinstance(raw, bool) else None
@@ -130,9 +155,11 @@ def _spec(key: str) -> tuple[str, Any, str]:
 
 
 def _read(path: str) -> dict[str, Any]:
+    from agentctx.hooks import fastjson
+
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            data = fastjson.loads(fh.read())
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:

@@ -11,6 +11,17 @@ recency and pins reach the fused order through the keyword list. The fused score
 ``2 / 61``) replaces the rerank score: RRF ranks, it does not calibrate, so a score compares hits
 of one result only. Records not embedded yet (``pending_embedding``) are found by keywords only.
 
+The relevance floor (:class:`Floor`, from the settings by :func:`floor_for`): ranking alone fills
+every page, whatever is asked. In keyword mode a hit is kept when its keyword relevance
+(:func:`agentctx.retrieval.relevance`, the prompt hook's measure) reaches
+``retrieval.min_relevance``. In hybrid mode a hit is kept when its cosine similarity to the query
+reaches the model's floor (:data:`SIMILARITY_FLOOR`, or ``retrieval.min_similarity``), or, for
+exact words that vectors blur (identifiers, error strings), when its keyword relevance reaches
+:data:`KEYWORD_ALONE`, stricter than the hook's because the vectors answer the paraphrases a single
+shared word stood for. A model without a measured floor gets none in hybrid mode: a cosine scale is
+the model's own. Searches of the past (``as_of``, superseded versions) and the LIKE fallback apply
+no floor. Calibration: benchmarks/results/eval.md and own_eval.md.
+
 :class:`QueryModel` is the server's lazily loaded model: nothing loads at start-up (the server must
 answer ``tools/list`` fast, and imports no numpy or fastembed); the first search that could use
 vectors starts the load in a worker thread of the model's own task group and gets keyword results,
@@ -34,7 +45,7 @@ from agentctx.records import COLUMNS, Record
 from agentctx.store import SearchHit
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Mapping
+    from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 
     from anyio.abc import TaskGroup
 
@@ -55,13 +66,48 @@ BLOB_TABLE = "records_vec_blob"
 _COLUMNS_SQL = ", ".join(f"r.{name}" for name in COLUMNS)
 
 
+#: Cosine floors of ``ctx_search``'s vector hits, by embedding model name (``Embedder.name``):
+#: measured on the evals, between the most similar unanswerable question's nearest record and the
+#: answers (benchmarks/results/eval.md). A model not listed has no floor.
+SIMILARITY_FLOOR: dict[str, float] = {"sentence-transformers/all-MiniLM-L6-v2": 0.32}
+#: In hybrid mode, the keyword relevance that keeps a hit below the cosine floor.
+KEYWORD_ALONE = 0.4
+#: Hits judged per lookup while a page is filled (the floor's term lookups cost per hit).
+JUDGE_BATCH = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """What a search keeps: keyword ``relevance`` (0: no floor at all) and, in hybrid mode, the
+    model's cosine ``similarity`` (None: no floor) or ``keyword_alone`` relevance."""
+
+    relevance: float
+    similarity: float | None = None
+    keyword_alone: float = KEYWORD_ALONE
+
+
+def floor_for(settings: Mapping[str, Any], model: str | None) -> Floor:
+    """The floor of the settings (``retrieval.min_relevance``, ``retrieval.min_similarity``)."""
+    relevance = float(settings.get("retrieval.min_relevance", retrieval.MIN_RELEVANCE))
+    similarity = float(settings.get("retrieval.min_similarity") or 0.0) or None
+    if similarity is None and model is not None:
+        similarity = SIMILARITY_FLOOR.get(model)
+    return Floor(relevance, similarity, max(KEYWORD_ALONE, relevance))
+
+
 @dataclass(frozen=True, slots=True)
 class Ranked:
-    """Ranked hits, best first, and which ranking made them (``degraded`` as in SearchResult)."""
+    """Ranked hits, best first, and which ranking made them (``degraded`` as in SearchResult).
+
+    ``dropped``: candidates the relevance floor removed; ``considered``: the candidates ranked
+    before the floor and ``within`` (so a caller can tell an exhausted search from a short page).
+    """
 
     hits: list[SearchHit]
     mode: Mode
     degraded: str | None = None
+    dropped: int = 0
+    considered: int = 0
 
 
 async def has_vectors(store: Store) -> bool:
@@ -115,34 +161,126 @@ async def vector_ranking(
         pool = min(pool * 4, VECTOR_MAX)
 
 
-async def hybrid_search(store: Store, query: SearchQuery, embedder: Embedder | None) -> Ranked:
+async def hybrid_search(
+    store: Store,
+    query: SearchQuery,
+    embedder: Embedder | None,
+    *,
+    floor: Floor | None = None,
+    within: Collection[str] | None = None,
+) -> Ranked:
     """``query`` ranked by keywords and, with an embedder, by vectors too, fused with RRF.
 
     Without an embedder this is :meth:`Store.search` (mode ``keyword``, rerank scores). A failing
     vector search (e.g. stored vectors of another size) falls back to keywords, saying so in
-    ``degraded`` (the caller decides whether to log it).
+    ``degraded`` (the caller decides whether to log it). ``floor`` None keeps every hit;
+    ``within`` keeps only those ids (before the floor judges them).
     """
-    if embedder is None:
-        keyword = await store.search(query)
-        return Ranked(keyword.hits, "keyword", keyword.degraded)
     depth = max(DEPTH, query.limit)
     keyword = await store.search(replace(query, limit=depth))
-    try:
-        vector = await embedder.embed_query(query.text)
-        nearest = await vector_ranking(store, vector, query, min(depth, VECTOR_MAX))
-    except (sqlean.Error, ValueError) as exc:
-        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-        hits = keyword.hits[: query.limit]
-        note = f"vector search failed ({reason}); keyword ranking only"
-        return Ranked(hits, "keyword", "; ".join(filter(None, [keyword.degraded, note])))
-    records = {hit.record.id: hit.record for hit in keyword.hits}
-    for record, _similarity in nearest:
-        records.setdefault(record.id, record)
-    fused = retrieval.rrf(
-        [[hit.record.id for hit in keyword.hits], [record.id for record, _ in nearest]]
-    )
-    hits = [SearchHit(records[i], score) for i, score in fused[: query.limit]]
-    return Ranked(hits, "hybrid", keyword.degraded)
+    similarity: dict[str, float] | None = None
+    if embedder is None:
+        hits: list[SearchHit] = keyword.hits
+        mode: Mode = "keyword"
+        degraded = keyword.degraded
+    else:
+        try:
+            vector = await embedder.embed_query(query.text)
+            nearest = await vector_ranking(store, vector, query, min(depth, VECTOR_MAX))
+        except (sqlean.Error, ValueError) as exc:
+            reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+            note = f"vector search failed ({reason}); keyword ranking only"
+            degraded = "; ".join(filter(None, [keyword.degraded, note]))
+            ranked = await _judged(store, query, keyword.hits, floor, within, None, "keyword")
+            return replace(ranked, degraded=degraded)
+        records = {hit.record.id: hit.record for hit in keyword.hits}
+        similarity = {}
+        for record, sim in nearest:
+            records.setdefault(record.id, record)
+            similarity[record.id] = sim
+        fused = retrieval.rrf(
+            [[hit.record.id for hit in keyword.hits], [record.id for record, _ in nearest]]
+        )
+        hits = [SearchHit(records[i], score) for i, score in fused]
+        mode = "hybrid"
+        degraded = keyword.degraded
+    if degraded is not None or query.as_of is not None or query.include_superseded:
+        floor = None  # no term weights in the LIKE fallback; the past is searched on purpose
+    ranked = await _judged(store, query, hits, floor, within, similarity, mode)
+    return replace(ranked, degraded=degraded)
+
+
+async def _judged(
+    store: Store,
+    query: SearchQuery,
+    hits: Sequence[SearchHit],
+    floor: Floor | None,
+    within: Collection[str] | None,
+    similarity: Mapping[str, float] | None,
+    mode: Mode,
+) -> Ranked:
+    """The first ``query.limit`` hits (of ``within``) that pass ``floor``, judged in batches.
+
+    Hybrid mode (``similarity`` given) with a cosine floor keeps a hit at or above it without a
+    keyword lookup; a hit outside the vector ranking has no similarity and is judged by keywords.
+    """
+    pool = [hit for hit in hits if within is None or hit.record.id in within]
+    considered = len(hits)
+    if floor is None or floor.relevance <= 0 or (mode == "hybrid" and floor.similarity is None):
+        return Ranked(pool[: query.limit], mode, considered=considered)
+    needed = floor.relevance
+    if similarity is not None:
+        needed = floor.keyword_alone
+    sims = similarity or {}
+    vouched = floor.similarity if similarity is not None else None
+    judge = KeywordJudge(store, query.text)
+    kept: list[SearchHit] = []
+    dropped = 0
+    for start in range(0, len(pool), JUDGE_BATCH):
+        batch = pool[start : start + JUDGE_BATCH]
+        unsure = [
+            h.record.id for h in batch if vouched is None or sims.get(h.record.id, -1.0) < vouched
+        ]
+        scores = await judge.relevance(unsure)
+        for hit in batch:
+            if hit.record.id not in unsure or scores.get(hit.record.id, 0.0) >= needed:
+                kept.append(hit)
+            else:
+                dropped += 1
+        if len(kept) >= query.limit:
+            break
+    return Ranked(kept[: query.limit], mode, dropped=dropped, considered=considered)
+
+
+class KeywordJudge:
+    """The keyword relevance of records to one query text (:func:`agentctx.retrieval.relevance`),
+    with the query's term counts fetched once."""
+
+    def __init__(self, store: Store, text: str) -> None:
+        self.store = store
+        self.terms = retrieval.query_terms(text)
+        self._weights: tuple[list[str], dict[str, float], float] | None = None
+
+    async def relevance(self, ids: Sequence[str]) -> dict[str, float]:
+        """Relevance by id; a record matching none of the searched terms is absent (0)."""
+        if not ids or not self.terms:
+            return {}
+        chosen, weights, denominator = await self._query_weights()
+        if not chosen:
+            return {}
+        sql, params = retrieval.term_hits_sql(chosen, ids)
+        found = retrieval.matched_terms(chosen, await self.store._rows(sql, params))
+        return {i: retrieval.relevance(t, weights, denominator) for i, t in found.items()}
+
+    async def _query_weights(self) -> tuple[list[str], dict[str, float], float]:
+        if self._weights is None:
+            sql, params = retrieval.term_counts_sql(self.terms)
+            counts = list((await self.store._rows(sql, params))[0])
+            chosen = retrieval.select_terms(self.terms, counts)
+            total = int((await self.store._one(retrieval.RECORD_TOTAL_SQL))[0])
+            weights, denominator = retrieval.relevance_weights(self.terms, counts, chosen, total)
+            self._weights = (chosen, weights, denominator)
+        return self._weights
 
 
 class QueryModel:
@@ -242,8 +380,11 @@ class QueryModel:
         self._state = "off"
 
 
-async def search(store: Store, query: SearchQuery, model: QueryModel) -> Ranked:
-    """The server's ranking: hybrid when the model is ready and the store has vectors.
+async def search(
+    store: Store, query: SearchQuery, model: QueryModel, *, within: Collection[str] | None = None
+) -> Ranked:
+    """The server's ranking: hybrid when the model is ready and the store has vectors, with the
+    floor of the model's settings.
 
     The first search that finds vectors while the model is idle starts loading it; until it is
     ready, and for good when it cannot load, the ranking is keywords alone.
@@ -255,7 +396,8 @@ async def search(store: Store, query: SearchQuery, model: QueryModel) -> Ranked:
         model.vectors_seen = True
         if embedder is None:
             model.request()
-    ranked = await hybrid_search(store, query, embedder)
+    floor = floor_for(model.settings, embedder.name if embedder is not None else None)
+    ranked = await hybrid_search(store, query, embedder, floor=floor, within=within)
     if embedder is not None and ranked.mode == "keyword":
         model.disable(ranked.degraded or "the vector search failed")
     return ranked

@@ -39,7 +39,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from agentctx import __version__, claudemd, clock, config, hybrid, retrieval
+from agentctx import __version__, claudemd, clock, config, hybrid, inventory, retrieval
 from agentctx.claudemd import SYNC_BEGIN as SYNC_BEGIN
 from agentctx.claudemd import SYNC_END as SYNC_END
 from agentctx.claudemd import SYNC_MAX as SYNC_MAX
@@ -100,7 +100,11 @@ class SearchResults(BaseModel):
         description="hybrid: keyword and vector rankings fused (RRF), score is the fused score; "
         "keyword: keyword ranking alone (no vectors, or the model is loading or off).",
     )
-    note: str | None = None
+    note: str | None = Field(
+        default=None,
+        description="Why there are no results, when there are none: no record linked to the "
+        "file, or nothing relevant (records share a word with the query, none is close to it).",
+    )
     degraded: str | None = Field(default=None, description="Why a fallback search ran, if any.")
 
 
@@ -305,13 +309,17 @@ def _translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     return call
 
 
-async def _find(state: ServerState, query: SearchQuery) -> hybrid.Ranked:
+async def _find(
+    state: ServerState, query: SearchQuery, within: set[str] | None = None
+) -> hybrid.Ranked:
     """Rank records for a query: hybrid (keywords and vectors, RRF) when the model is ready and the
-    store has vectors, else keywords alone (FTS5 BM25 and the rerank of retrieval.py)."""
+    store has vectors, else keywords alone (FTS5 BM25 and the rerank of retrieval.py); hits below
+    the relevance floor are left out (hybrid.Floor)."""
     store = state.require_store()
     if state.model is None:
-        return await hybrid.hybrid_search(store, query, None)
-    return await hybrid.search(store, query, state.model)
+        floor = hybrid.floor_for(_settings(), None)
+        return await hybrid.hybrid_search(store, query, None, floor=floor, within=within)
+    return await hybrid.search(store, query, state.model, within=within)
 
 
 async def _read(store: Store, query: Callable[[Any], T]) -> T:
@@ -494,6 +502,12 @@ async def ctx_search(
         hits = result.hits
     else:
         result, hits = await _find_linked(state, search, linked)
+    note = None
+    if not hits and result.dropped:
+        note = (
+            f"nothing relevant found: {result.dropped} record(s) share a word with the query but "
+            "none is close enough to it; the store has no answer to this, or try other words"
+        )
     return SearchResults(
         results=[
             IndexEntry(
@@ -507,6 +521,7 @@ async def ctx_search(
             for h in hits
         ],
         mode=result.mode,
+        note=note,
         degraded=result.degraded,
     )
 
@@ -516,15 +531,16 @@ async def _find_linked(
 ) -> tuple[hybrid.Ranked, list[SearchHit]]:
     """The best ``search.limit`` hits among ``linked`` ids.
 
-    SearchQuery cannot restrict the ids it ranks, so this ranks a pool and filters it, widening
-    the pool until enough linked hits are in it or every matching record was ranked.
+    SearchQuery cannot restrict the ids it ranks, so this ranks a pool and keeps the linked ids
+    (before the relevance floor judges them), widening the pool until enough linked hits are in it
+    or every matching record was ranked.
     """
     pool = FILE_SEARCH_POOL
     while True:
-        result = await _find(state, replace(search, limit=pool))
-        hits = [hit for hit in result.hits if hit.record.id in linked]
-        if len(hits) >= search.limit or len(result.hits) < pool or pool >= FILE_SEARCH_POOL_MAX:
-            return result, hits[: search.limit]
+        result = await _find(state, replace(search, limit=pool), within=linked)
+        hits = result.hits[: search.limit]
+        if len(hits) >= search.limit or result.considered < pool or pool >= FILE_SEARCH_POOL_MAX:
+            return result, hits
         pool *= 4
 
 
@@ -644,7 +660,7 @@ async def ctx_project(ctx: ServerContext) -> ProjectOverview:
         name: facts.pop(f"{name}_command") for name in _COMMANDS if f"{name}_command" in facts
     }
     named = {key: facts.pop(key, None) for key in _NAMED_FACTS}
-    status = await store.status(pid)
+    status = await inventory.status(store, pid)
     sessions = status["recent_sessions"]
     last = next((s for s in sessions if s["started_at"]), sessions[0] if sessions else None)
     return ProjectOverview(

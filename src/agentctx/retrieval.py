@@ -20,16 +20,28 @@ Ranking: ``final = bm25_relevance × type_weight × confidence_weight × recency
 ``bm25_relevance = -bm25(title ×4, body ×1, keywords ×2)`` and ``recency = max(RECENCY_FLOOR,
 0.5 ** (age_days / half_life[type]))`` with age from ``valid_from``; decisions, conventions and profile
 records never decay. See docs/spec.md, "Search".
+
+Relevance floor: BM25 ranks, it does not say whether anything answers the prompt, so every prompt
+that shares one word with the store got records. :func:`relevance` is the share of the prompt's
+weight that a record's matched terms carry: each term weighs its IDF, ``ln(1 + (N - d + 0.5) /
+(d + 0.5))`` with ``d`` its document count, at least 1 (a word the store has never seen weighs as
+much as its rarest: it is what the prompt asks about and nothing answers); the denominator is the
+:data:`RELEVANCE_TERMS` heaviest terms only, so a long, chatty prompt does not silence a record it
+clearly touches. Terms too common to be searched (:func:`select_terms` dropped them) count on
+neither side. The hook and ``ctx_search`` keep a record whose relevance reaches the configured
+floor (``retrieval.min_relevance``); the calibration is in benchmarks/results/eval.md.
 """
 
 from __future__ import annotations
+
+import math
 
 from agentctx.clock import age_days
 from agentctx.schema import GLOBAL_PROJECT_ID, RECORD_COLUMNS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
 
 MAX_TERMS = 24
@@ -366,3 +378,68 @@ def rrf(rankings: Iterable[Sequence[str]], k: int = RRF_K) -> list[tuple[str, fl
         for rank, item in enumerate(ranking, start=1):
             fused[item] = fused.get(item, 0.0) + 1.0 / (k + rank)
     return sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+#: How many of a query's heaviest terms make the denominator of :func:`relevance`.
+RELEVANCE_TERMS = 10
+#: The default relevance floor (``retrieval.min_relevance``); see benchmarks/results/eval.md.
+MIN_RELEVANCE = 0.15
+#: The number of records the FTS index holds (the ``N`` of the term weights).
+RECORD_TOTAL_SQL = "SELECT count(*) FROM records"
+
+
+def term_weights(counts: Sequence[int], total: int) -> list[float]:
+    """Each term's IDF weight from its document count; an absent term weighs as a count of 1."""
+    weights = []
+    for count in counts:
+        found = max(int(count), 1)
+        weights.append(math.log(1.0 + (max(total, found) - found + 0.5) / (found + 0.5)))
+    return weights
+
+
+def relevance_weights(
+    terms: Sequence[str], counts: Sequence[int], chosen: Sequence[str], total: int
+) -> tuple[dict[str, float], float]:
+    """The weight of each searched term and the denominator of :func:`relevance` for a query.
+
+    Searched terms and absent ones (count 0) make the denominator, the heaviest
+    :data:`RELEVANCE_TERMS` of them; terms :func:`select_terms` left out count on neither side.
+    """
+    searched = set(chosen)
+    weights = term_weights(counts, total)
+    kept = [w for term, count, w in zip(terms, counts, weights, strict=True)
+            if term in searched or count == 0]  # fmt: skip
+    kept.sort(reverse=True)
+    by_term = {t: w for t, w in zip(terms, weights, strict=True) if t in searched}
+    return by_term, sum(kept[:RELEVANCE_TERMS])
+
+
+def relevance(matched: Iterable[str], weights: Mapping[str, float], denominator: float) -> float:
+    """The share of the query's weight carried by the ``matched`` terms, from 0 to 1."""
+    if denominator <= 0:
+        return 1.0
+    return min(1.0, sum(weights.get(term, 0.0) for term in set(matched)) / denominator)
+
+
+def term_hits_sql(terms: Sequence[str], ids: Sequence[str]) -> tuple[str, list[str]]:
+    """SQL returning ``(term index, record id)`` for each of ``terms`` that each record matches.
+
+    One FTS5 lookup per record and term (the record's rowid and the term's MATCH together), which
+    costs far less than walking each term's matches when a term is common.
+    """
+    marks = ", ".join("?" * len(ids))
+    arm = (
+        "SELECT {index}, r.id FROM records AS r CROSS JOIN records_fts "
+        f"ON records_fts.rowid = r.seq WHERE r.id IN ({marks}) AND records_fts MATCH ?"
+    )
+    sql = " UNION ALL ".join(arm.format(index=i) for i in range(len(terms)))
+    params = [p for term in terms for p in (*ids, fts_query([term]) or "")]
+    return sql, params
+
+
+def matched_terms(terms: Sequence[str], hits: Iterable[Any]) -> dict[str, set[str]]:
+    """Record id -> the terms it matches, from the rows of :func:`term_hits_sql`."""
+    found: dict[str, set[str]] = {}
+    for index, record_id in hits:
+        found.setdefault(str(record_id), set()).add(terms[int(index)])
+    return found

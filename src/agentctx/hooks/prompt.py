@@ -1,9 +1,11 @@
 """UserPromptSubmit and SubagentStart: inject the records that matter for what is asked now.
 
 UserPromptSubmit runs BM25 over the prompt (current records of the project and global ones), reranks,
-drops records this session has already been shown, and injects the top three that fit together within
-2,000 tokens and 8,000 characters (a record that does not fit is skipped for the next one). Trivial
-prompts and prompts with no new match print nothing. Inferred records are marked unconfirmed.
+drops records this session has already been shown and records below the relevance floor
+(``retrieval.min_relevance``: the share of the prompt's term weight a record matches, see
+:mod:`agentctx.retrieval`), and injects the top three that fit together within 2,000 tokens and
+8,000 characters (a record that does not fit is skipped for the next one). Trivial prompts and
+prompts with no new relevant match print nothing. Inferred records are marked unconfirmed.
 
 SubagentStart gives a subagent the project's active decisions and conventions (800 tokens).
 """
@@ -72,8 +74,18 @@ def _shown_before(conn: sqlean.Connection, session_id: str) -> set[str]:
 
 
 def _search(
-    ctx: HookContext, conn: sqlean.Connection, terms: list[str], exclude: set[str] | tuple[()]
+    ctx: HookContext,
+    conn: sqlean.Connection,
+    terms: list[str],
+    exclude: set[str] | tuple[()],
+    *,
+    floor: float | None = None,
 ) -> list[Any]:
+    """The best 12 candidates, best first, without those below the relevance floor.
+
+    ``floor`` None reads ``retrieval.min_relevance``; 0 keeps every candidate. The LIKE fallback
+    has no term counts to weigh terms with, so it applies no floor.
+    """
     import sqlean
 
     args: dict[str, Any] = {
@@ -89,11 +101,67 @@ def _search(
             return []
         sql, params = retrieval.search_sql(chosen, fts=True, **args)
         rows = conn.execute(sql, params).fetchall()
+        ranked = [row for row, _score in retrieval.rerank(rows, limit=12)]
+        if not ranked:
+            return []
+        floor = min_relevance(ctx) if floor is None else floor
+        if floor <= 0:
+            return ranked
+        scores = _relevances(conn, terms, counts, chosen, ranked, floor)
     except sqlean.OperationalError as exc:
         ctx.log(f"FTS5 search failed ({exc}); used LIKE search")
         sql, params = retrieval.search_sql(terms, fts=False, **args)
         rows = conn.execute(sql, params).fetchall()
-    return [row for row, _score in retrieval.rerank(rows, limit=12)]
+        return [row for row, _score in retrieval.rerank(rows, limit=12)]
+    return [row for row in ranked if scores[row["id"]] >= floor]
+
+
+def min_relevance(ctx: HookContext) -> float:
+    """The configured relevance floor; the default when the config file cannot be read."""
+    from agentctx import config
+    from agentctx.errors import ConfigError
+
+    try:
+        return float(config.get("retrieval.min_relevance"))
+    except ConfigError as exc:
+        ctx.log(f"config unreadable ({exc}); default relevance floor")
+        return retrieval.MIN_RELEVANCE
+
+
+def relevances(conn: sqlean.Connection, terms: list[str], rows: list[Any]) -> dict[str, float]:
+    """Each row's relevance to the query of ``terms`` (:func:`agentctx.retrieval.relevance`)."""
+    sql, params = retrieval.term_counts_sql(terms)
+    counts = list(conn.execute(sql, params).fetchone())
+    chosen = retrieval.select_terms(terms, counts)
+    return _relevances(conn, terms, counts, chosen, rows, None)
+
+
+def _relevances(
+    conn: sqlean.Connection,
+    terms: list[str],
+    counts: list[int],
+    chosen: list[str],
+    rows: list[Any],
+    floor: float | None,
+) -> dict[str, float]:
+    """Relevance by record id. With a ``floor``, when the query's bounds (every row matches at
+    least one searched term, at most all of them) settle every row at once, the lookups are skipped
+    and each value is that bound: on the right side of the floor, not exact."""
+    total = int(conn.execute(retrieval.RECORD_TOTAL_SQL).fetchone()[0])
+    weights, denominator = retrieval.relevance_weights(terms, counts, chosen, total)
+    ids = [row["id"] for row in rows]
+    if len(chosen) == 1:  # every candidate matched the one searched term
+        return dict.fromkeys(ids, retrieval.relevance(chosen, weights, denominator))
+    if floor is not None:
+        lowest = retrieval.relevance([min(chosen, key=weights.__getitem__)], weights, denominator)
+        if lowest >= floor:  # a lower bound that passes already
+            return dict.fromkeys(ids, lowest)
+        highest = retrieval.relevance(chosen, weights, denominator)
+        if highest < floor:  # an upper bound that still fails
+            return dict.fromkeys(ids, highest)
+    sql, params = retrieval.term_hits_sql(chosen, ids)
+    found = retrieval.matched_terms(chosen, conn.execute(sql, params).fetchall())
+    return {i: retrieval.relevance(found.get(i, ()), weights, denominator) for i in ids}
 
 
 def render(rows: list[Any]) -> tuple[str, list[str]]:
