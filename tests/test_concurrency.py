@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 from contextlib import ExitStack, closing
 from typing import TYPE_CHECKING
 
@@ -17,9 +18,14 @@ PROCESSES = 8
 RECORDS_EACH = 200
 PROJECT = "c" * 64
 
-# Each worker imports everything, says "ready", and waits for "go" on stdin, so that all of them
-# open the (not yet existing) database at the same moment.
-ADD_WORKER = f"""
+
+def worker(body: str) -> str:
+    """A worker script running ``body`` with ``store`` open (and ``worker``, ``NewRecord`` at hand).
+
+    Each worker imports everything, says "ready", and waits for "go" on stdin, so that all of them
+    open the (not yet existing) database at the same moment.
+    """
+    return f"""
 import sys
 import anyio
 from agentctx.records import NewRecord
@@ -31,40 +37,30 @@ sys.stdin.readline()
 
 async def main():
     async with await Store.open(path) as store:
-        for n in range({RECORDS_EACH}):
-            await store.add(NewRecord(
-                type="discovery",
-                title=f"worker {{worker}} finding {{n}}",
-                body=f"Concurrent write number {{n}} from worker {{worker}} (zebrafish).",
-                project_id="{PROJECT}",
-                keywords=[f"w{{worker}}"],
-            ))
+{textwrap.indent(textwrap.dedent(body).strip(), " " * 8)}
 
 anyio.run(main)
 print("done", flush=True)
 """
 
-HANDOVER_WORKER = f"""
-import sys
-import anyio
-from agentctx.records import NewRecord
-from agentctx.store import Store
 
-path, worker = sys.argv[1], int(sys.argv[2])
-print("ready", flush=True)
-sys.stdin.readline()
-
-async def main():
-    async with await Store.open(path) as store:
-        for n in range(5):
-            await store.add(NewRecord(
-                type="handover", title="Handover", body=f"worker {{worker}} step {{n}}",
-                project_id="{PROJECT}",
-            ))
-
-anyio.run(main)
-print("done", flush=True)
-"""
+ADD_WORKER = worker(f"""
+    for n in range({RECORDS_EACH}):
+        await store.add(NewRecord(
+            type="discovery",
+            title=f"worker {{worker}} finding {{n}}",
+            body=f"Concurrent write number {{n}} from worker {{worker}} (zebrafish).",
+            project_id="{PROJECT}",
+            keywords=[f"w{{worker}}"],
+        ))
+""")
+HANDOVER_WORKER = worker(f"""
+    for n in range(5):
+        await store.add(NewRecord(
+            type="handover", title="Handover", body=f"worker {{worker}} step {{n}}",
+            project_id="{PROJECT}",
+        ))
+""")
 
 
 def run_together(script: str, path: str, count: int = PROCESSES) -> list[tuple[int, str, str]]:

@@ -23,6 +23,7 @@ from agentctx.consolidate.ranking import rank_decisions
 from agentctx.locks import ProcessLock
 from agentctx.records import NewRecord
 from agentctx.store import Store
+from tests import minilm
 from tests.helpers import run_cli
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.anyio
 
-MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 PROJECT = "p-consolidate"
 
 TOPICS = {
@@ -47,7 +47,7 @@ TYPES = ["decision", "convention", "discovery", "bugfix"]
 @pytest.fixture
 def minilm_config(minilm_dir: Path) -> dict[str, Any]:
     """Settings that load the offline test model; written to the home's config for subprocesses."""
-    config.set_value("embedding.model", MINILM)
+    config.set_value("embedding.model", minilm.NAME)
     config.set_value("embedding.path", str(minilm_dir))
     config.set_value("llm", "off")
     return config.load()

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.anyio
 
-MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL = "claude-haiku-4-5"
 
 # Cosines under the offline MiniLM (int8) of the embedded text "[decision] [date] [p1] title — body",

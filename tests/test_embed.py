@@ -12,13 +12,13 @@ import pytest
 from agentctx import db, embed
 from agentctx.records import NewRecord
 from agentctx.store import Store
+from tests import minilm
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
 
-MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 REST = "We moved from REST to gRPC for internal services"
 GRPC = "Internal services now talk gRPC instead of REST"
 ARROW = "Always use arrow functions in TypeScript"
@@ -154,12 +154,7 @@ async def test_missing_model_means_keyword_only(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     embed.clear_model_cache()
     with caplog.at_level(logging.WARNING, logger="agentctx.embed"):
-        missing_folder = {
-            "embeddings": True,
-            "embedding.model": MINILM,
-            "embedding.path": str(tmp_path / "nowhere"),
-        }
-        assert await embed.load_model_async(missing_folder) is None
+        assert await embed.load_model_async(minilm.settings(tmp_path / "nowhere")) is None
         # the default model, not in home/models, and no download possible
         default = {"embeddings": True, "embedding.model": embed.DEFAULT_MODEL, "embedding.path": ""}
         assert await embed.load_model_async(default) is None

@@ -19,40 +19,24 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentctx import config, home
 from agentctx.hooks import lifecycle, runner
-from agentctx.project import identify
-from agentctx.records import NewRecord
-from agentctx.store import Store
 from agentctx.transcript import read_transcript, render
-from tests.reliability.procs import wait_for_workers
+from tests.helpers import run_hook, seed, shared_dir
+from tests.reliability.procs import EVENTS, INJECTING, wait_for_workers
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-EVENTS = {
-    "session-start": "SessionStart",
-    "user-prompt-submit": "UserPromptSubmit",
-    "subagent-start": "SubagentStart",
-    "post-tool-use": "PostToolUse",
-    "pre-compact": "PreCompact",
-    "stop": "Stop",
-    "session-end": "SessionEnd",
-    "cwd-changed": "CwdChanged",
-}
-INJECTING = {"SessionStart", "UserPromptSubmit", "SubagentStart"}
 # What runner._log_exception writes: "<Type>: <message> at <file>:<line>" (deliberate lines differ).
 CRASH = re.compile(r" [A-Za-z_.]*(?:Error|Exception|Exit|Interrupt|Warning)\b.* at \S+:\d+$", re.M)
 IN_PROCESS = settings(
@@ -167,18 +151,17 @@ stdin_bytes = st.one_of(
 @pytest.fixture
 def seeded(project_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
     """A store with records, in the project the hooks run in; workers recorded, not started."""
-    identity = identify(str(project_dir))
-
-    async def go() -> None:
-        async with await Store.open() as store:
-            await store.touch_project(identity)
-            for topic in ("kestrel", "zebrafish", "quokka"):
-                await store.add(
-                    NewRecord(type="decision", project_id=identity.project_id,
-                              title=f"The {topic} cache expires entries", body=f"{topic} expiry.")
-                )  # fmt: skip
-
-    anyio.run(go)
+    seed(
+        project_dir,
+        (
+            {
+                "type": "decision",
+                "title": f"The {topic} cache expires entries",
+                "body": f"{topic} expiry.",
+            }
+            for topic in ("kestrel", "zebrafish", "quokka")
+        ),
+    )
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-fake")  # Stop may start an extraction: recorded
     monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(project_dir))
     monkeypatch.chdir(project_dir)
@@ -191,8 +174,12 @@ def seeded(project_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[
 
 
 def _log() -> str:
-    path = os.path.join(home.sub("logs"), "hooks.log")
-    return Path(path).read_text(encoding="utf-8") if os.path.exists(path) else ""
+    path = Path(home.sub("logs")) / "hooks.log"
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def _clear_log() -> None:
+    (Path(home.sub("logs")) / "hooks.log").unlink(missing_ok=True)
 
 
 def _check_output(stdout: str | bytes, event: str) -> None:
@@ -220,9 +207,7 @@ def _in_process(cli: str, data: bytes) -> tuple[int, str, str]:
 
 
 def _one(cli: str, data: bytes, started: list[list[str]]) -> None:
-    log = os.path.join(home.sub("logs"), "hooks.log")
-    if os.path.exists(log):
-        os.unlink(log)
+    _clear_log()
     started.clear()
     code, out, err = _in_process(cli, data)
     assert code == 0
@@ -266,13 +251,8 @@ def test_hook_processes_take_anything(
     seeded: list[list[str]], project_dir: Path, cli: str, data: bytes
 ) -> None:
     config.set_value("llm", False)  # SessionEnd still starts its (consolidation) worker for real
-    log = os.path.join(home.sub("logs"), "hooks.log")
-    if os.path.exists(log):
-        os.unlink(log)
-    result = subprocess.run(
-        [sys.executable, "-m", "agentctx", "hook", cli],
-        input=data, capture_output=True, cwd=project_dir, timeout=60, check=False,
-    )  # fmt: skip
+    _clear_log()
+    result = run_hook(cli, data, cwd=project_dir)
     assert result.returncode == 0
     assert result.stderr == b"", result.stderr[-2000:]
     _check_output(result.stdout, EVENTS[cli])
@@ -283,15 +263,9 @@ def test_hook_processes_take_anything(
 
 
 def _fixture_lines() -> list[bytes]:
-    root = os.environ.get("AGENTCTX_SHARED_DIR") or os.path.join(
-        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "shared"
-    )
-    folder = os.path.join(root, "fixtures", "transcripts")
     lines: list[bytes] = []
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".jsonl"):
-            with open(os.path.join(folder, name), "rb") as fh:
-                lines += [line for line in fh.read().split(b"\n") if line]
+    for path in sorted((shared_dir() / "fixtures" / "transcripts").glob("*.jsonl")):
+        lines += [line for line in path.read_bytes().split(b"\n") if line]
     return lines
 
 

@@ -15,6 +15,7 @@ from agentctx.records import NewRecord
 from agentctx.store import SearchQuery, Store
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     import sqlean
@@ -22,60 +23,49 @@ if TYPE_CHECKING:
 # (name, declared type, notnull, default as PRAGMA table_info reports it, pk position)
 Column = tuple[str, str, int, str | None, int]
 
+#: A record's columns, ``id`` to ``low_score_since``, as ``records`` declares them.
+RECORD: list[Column] = [
+    ("id", "TEXT", 1, None, 0),
+    ("project_id", "TEXT", 1, None, 0),
+    ("type", "TEXT", 1, None, 0),
+    ("title", "TEXT", 1, None, 0),
+    ("body", "TEXT", 1, None, 0),
+    ("keywords", "TEXT", 1, "''", 0),
+    ("key", "TEXT", 0, None, 0),
+    ("rationale", "TEXT", 0, None, 0),
+    ("scope", "TEXT", 1, "'project'", 0),
+    ("pinned", "INTEGER", 1, "0", 0),
+    ("confidence", "TEXT", 1, "'inferred'", 0),
+    ("reinforce_count", "INTEGER", 1, "0", 0),
+    ("valid_from", "TEXT", 1, None, 0),
+    ("recorded_at", "TEXT", 1, None, 0),
+    ("superseded_at", "TEXT", 0, None, 0),
+    ("superseded_by", "TEXT", 0, None, 0),
+    ("access_count", "INTEGER", 1, "0", 0),
+    ("last_accessed", "TEXT", 0, None, 0),
+    ("score", "REAL", 1, "1.0", 0),
+    ("claudemd_drift_score", "REAL", 1, "0.0", 0),
+    ("source", "TEXT", 1, None, 0),
+    ("session_id", "TEXT", 0, None, 0),
+    ("pending_embedding", "INTEGER", 1, "1", 0),
+    ("low_score_since", "TEXT", 0, None, 0),
+]
+#: The columns ``records_archive`` declares otherwise, the rest as in :data:`RECORD`: the id is its
+#: key (no seq), an archived version is always superseded, and it is written whole (no defaults
+#: meant for new records).
+ARCHIVED: dict[str, Column] = {
+    "id": ("id", "TEXT", 0, None, 1),
+    "scope": ("scope", "TEXT", 1, None, 0),
+    "confidence": ("confidence", "TEXT", 1, None, 0),
+    "superseded_at": ("superseded_at", "TEXT", 1, None, 0),
+    "score": ("score", "REAL", 1, "0.0", 0),
+    "pending_embedding": ("pending_embedding", "INTEGER", 1, "0", 0),
+}
+
 EXPECTED_COLUMNS: dict[str, list[Column]] = {
-    "records": [
-        ("seq", "INTEGER", 0, None, 1),
-        ("id", "TEXT", 1, None, 0),
-        ("project_id", "TEXT", 1, None, 0),
-        ("type", "TEXT", 1, None, 0),
-        ("title", "TEXT", 1, None, 0),
-        ("body", "TEXT", 1, None, 0),
-        ("keywords", "TEXT", 1, "''", 0),
-        ("key", "TEXT", 0, None, 0),
-        ("rationale", "TEXT", 0, None, 0),
-        ("scope", "TEXT", 1, "'project'", 0),
-        ("pinned", "INTEGER", 1, "0", 0),
-        ("confidence", "TEXT", 1, "'inferred'", 0),
-        ("reinforce_count", "INTEGER", 1, "0", 0),
-        ("valid_from", "TEXT", 1, None, 0),
-        ("recorded_at", "TEXT", 1, None, 0),
-        ("superseded_at", "TEXT", 0, None, 0),
-        ("superseded_by", "TEXT", 0, None, 0),
-        ("access_count", "INTEGER", 1, "0", 0),
-        ("last_accessed", "TEXT", 0, None, 0),
-        ("score", "REAL", 1, "1.0", 0),
-        ("claudemd_drift_score", "REAL", 1, "0.0", 0),
-        ("source", "TEXT", 1, None, 0),
-        ("session_id", "TEXT", 0, None, 0),
-        ("pending_embedding", "INTEGER", 1, "1", 0),
-        ("low_score_since", "TEXT", 0, None, 0),
-        ("digest_rank", "INTEGER", 0, None, 0),
-    ],
+    "records": [("seq", "INTEGER", 0, None, 1), *RECORD, ("digest_rank", "INTEGER", 0, None, 0)],
     "records_archive": [
-        ("id", "TEXT", 0, None, 1),
-        ("project_id", "TEXT", 1, None, 0),
-        ("type", "TEXT", 1, None, 0),
-        ("title", "TEXT", 1, None, 0),
-        ("body", "TEXT", 1, None, 0),
-        ("keywords", "TEXT", 1, "''", 0),
-        ("key", "TEXT", 0, None, 0),
-        ("rationale", "TEXT", 0, None, 0),
-        ("scope", "TEXT", 1, None, 0),
-        ("pinned", "INTEGER", 1, "0", 0),
-        ("confidence", "TEXT", 1, None, 0),
-        ("reinforce_count", "INTEGER", 1, "0", 0),
-        ("valid_from", "TEXT", 1, None, 0),
-        ("recorded_at", "TEXT", 1, None, 0),
-        ("superseded_at", "TEXT", 1, None, 0),
-        ("superseded_by", "TEXT", 0, None, 0),
-        ("access_count", "INTEGER", 1, "0", 0),
-        ("last_accessed", "TEXT", 0, None, 0),
-        ("score", "REAL", 1, "0.0", 0),
-        ("claudemd_drift_score", "REAL", 1, "0.0", 0),
-        ("source", "TEXT", 1, None, 0),
-        ("session_id", "TEXT", 0, None, 0),
-        ("pending_embedding", "INTEGER", 1, "0", 0),
-        ("low_score_since", "TEXT", 0, None, 0),
+        *(ARCHIVED.get(column[0], column) for column in RECORD),
         ("archived_at", "TEXT", 1, None, 0),
     ],
     "merge_checks": [
@@ -172,6 +162,15 @@ def db_path(agentctx_home: Path) -> str:
     return str(agentctx_home / "agentctx.db")
 
 
+@pytest.fixture
+def conn(db_path: str) -> Iterator[sqlean.Connection]:
+    """A connection to a store just created at ``db_path``, closed after the test."""
+    migrated(db_path)
+    connection, _ = db.connect(db_path)
+    with closing(connection):
+        yield connection
+
+
 def migrated(path: str) -> list[str]:
     """Create or migrate ``path`` through the same functions ``Store.open`` uses."""
     conn, caps = db.connect(path)
@@ -210,36 +209,27 @@ def snapshot_dir(path: str) -> list[str]:
 
 
 @pytest.mark.parametrize("table", sorted(EXPECTED_COLUMNS))
-def test_exact_columns(db_path: str, table: str) -> None:
-    migrated(db_path)
-    conn, _ = db.connect(db_path)
-    with closing(conn):
-        rows = conn.execute(f"PRAGMA table_info({table})").fetchall()
+def test_exact_columns(conn: sqlean.Connection, table: str) -> None:
+    rows = conn.execute(f"PRAGMA table_info({table})").fetchall()
     got = [(r["name"], r["type"], r["notnull"], r["dflt_value"], r["pk"]) for r in rows]
     assert got == EXPECTED_COLUMNS[table]
 
 
-def test_record_columns_constant_matches_table(db_path: str) -> None:
-    migrated(db_path)
-    conn, _ = db.connect(db_path)
-    with closing(conn):
-        table = [str(r["name"]) for r in conn.execute("PRAGMA table_info(records)")]
+def test_record_columns_constant_matches_table(conn: sqlean.Connection) -> None:
+    table = [str(r["name"]) for r in conn.execute("PRAGMA table_info(records)")]
     # seq is the storage rowid (stable FTS keys); it and consolidation's bookkeeping are not part
     # of a record
     assert sorted(table) == sorted(["seq", *schema.RECORD_COLUMNS, *schema.BOOKKEEPING_COLUMNS])
     assert len(schema.RECORD_COLUMNS) == len(set(schema.RECORD_COLUMNS))
 
 
-def test_exact_indexes_and_triggers(db_path: str) -> None:
-    migrated(db_path)
-    conn, _ = db.connect(db_path)
-    with closing(conn):
-        indexes = names(conn, "index")
-        triggers = names(conn, "trigger")
-        index_tables = {
-            str(r[0]): str(r[1])
-            for r in conn.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index'")
-        }
+def test_exact_indexes_and_triggers(conn: sqlean.Connection) -> None:
+    indexes = names(conn, "index")
+    triggers = names(conn, "trigger")
+    index_tables = {
+        str(r[0]): str(r[1])
+        for r in conn.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index'")
+    }
     ours = {name for name in indexes if index_tables[name] in OUR_TABLES}
     assert ours == EXPECTED_INDEXES | EXPECTED_AUTOINDEXES
     # Whatever else exists belongs to the virtual tables' shadow tables, never to ours.
@@ -249,13 +239,10 @@ def test_exact_indexes_and_triggers(db_path: str) -> None:
     assert triggers == EXPECTED_TRIGGERS
 
 
-def test_unique_partial_indexes_are_declared_as_such(db_path: str) -> None:
-    migrated(db_path)
-    conn, _ = db.connect(db_path)
-    with closing(conn):
-        handover = table_sql(conn, "records_one_current_handover")
-        profile = table_sql(conn, "records_one_current_profile_key")
-        unique = {str(r["name"]): r["unique"] for r in conn.execute("PRAGMA index_list(records)")}
+def test_unique_partial_indexes_are_declared_as_such(conn: sqlean.Connection) -> None:
+    handover = table_sql(conn, "records_one_current_handover")
+    profile = table_sql(conn, "records_one_current_profile_key")
+    unique = {str(r["name"]): r["unique"] for r in conn.execute("PRAGMA index_list(records)")}
     assert "WHERE type = 'handover' AND superseded_at IS NULL" in handover
     assert "WHERE type = 'profile' AND key IS NOT NULL AND superseded_at IS NULL" in profile
     assert unique["records_one_current_handover"] == 1

@@ -182,6 +182,12 @@ class Machine:
         finally:
             conn.close()
 
+    def one(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+        """The one row a query returns; the test fails (with the rows and diagnostics) otherwise."""
+        rows = self.query(sql, params)
+        assert len(rows) == 1, f"{len(rows)} rows: {rows}\n{self.diagnostics()}"
+        return rows[0]
+
     def log(self, name: str) -> list[str]:
         """The lines of one of agentctx's logs (``hooks.log``, ``workers.log``); [] before any."""
         path = self.agentctx_home / "logs" / name

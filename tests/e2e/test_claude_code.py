@@ -25,16 +25,14 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import sqlean
 
 from agentctx.project import identify
-from tests.e2e.harness import Machine, blocks
+from tests.e2e.harness import Machine, blocks, texts, wait_until
 from tests.messages_server import MessagesServer, Recorded, Reply, TextReply, ToolUseReply
 
 if TYPE_CHECKING:
@@ -94,15 +92,6 @@ class Scenario(Machine):
         """The project's id as agentctx identifies it (from the origin remote)."""
         return identify(str(self.project)).project_id
 
-    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Rows from the store, read-only."""
-        path = self.agentctx_home / "agentctx.db"
-        conn = sqlean.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            return [tuple(row) for row in conn.execute(sql, params).fetchall()]
-        finally:
-            conn.close()
-
     def captured(self, session_id: str) -> bool:
         """Whether the capture hooks have recorded all that step 2 shows them."""
         if not (self.agentctx_home / "agentctx.db").exists():
@@ -124,11 +113,6 @@ class Scenario(Machine):
         assert len(paths) == 1, f"transcript of {session_id}: {paths}"
         return [json.loads(line) for line in paths[0].read_text().splitlines() if line.strip()]
 
-    def hooks_log(self) -> list[str]:
-        """agentctx's hooks log (hooks never print errors; they log them here)."""
-        path = self.agentctx_home / "logs" / "hooks.log"
-        return path.read_text().splitlines() if path.exists() else []
-
     def context(self, request: Recorded, event: str) -> str:
         """The ``additionalContext`` of ``event`` in a model request.
 
@@ -139,7 +123,7 @@ class Scenario(Machine):
         found = [
             (message.get("role"), text)
             for message in request.body["messages"]
-            for text in _texts(message)
+            for text in texts(message)
             if prefix in text
         ]
         assert len(found) == 1, f"{len(found)} {event} contexts\n{self.diagnostics()}"
@@ -153,20 +137,6 @@ class Scenario(Machine):
         parts.append("hooks.log:\n" + "\n".join(self.hooks_log()[-40:]))
         parts.append("requests: " + ", ".join(f"{r.method} {r.path}" for r in self.server.requests))
         return "\n".join(parts)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
-    """Poll ``condition`` until it holds or ``timeout`` seconds pass; whether it held."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def _texts(message: dict[str, Any]) -> list[str]:
-    return [b["text"] for b in blocks(message) if isinstance(b.get("text"), str)]
 
 
 # -- the scripted model ----------------------------------------------------------------------------
@@ -201,14 +171,14 @@ class Model:
 
     def __call__(self, request: Recorded) -> Reply | None:
         users = [m for m in request.body["messages"] if m["role"] == "user"]
-        if COMPACT_INSTRUCTION in "\n".join(_texts(users[-1])):
+        if COMPACT_INSTRUCTION in "\n".join(texts(users[-1])):
             return TextReply(SUMMARY)
         results = 0  # walk back over tool results to the prompt that started this turn
         for message in reversed(users):
             if not any(b.get("type") == "tool_result" for b in blocks(message)):
                 break
             results += 1
-        prompt = "\n".join(_texts(message))
+        prompt = "\n".join(texts(message))
         plan = next((p for key, p in self.plans.items() if key in prompt), None)
         if plan is None:
             return None  # not a turn of ours: the server's default reply
@@ -310,13 +280,11 @@ def step2_capture(scenario: Scenario, session_id: str) -> None:
         ("file", CLIENT_FILE, project_id),
         ("file", TEST_FILE, project_id),
     ]
-    stubs = scenario.query(
+    stub_id, title, body, confidence, source, stub_project = scenario.one(
         "SELECT id, title, body, confidence, source, project_id FROM records "
         "WHERE type = 'bugfix' AND session_id = ?",
         (session_id,),
     )
-    assert len(stubs) == 1, stubs
-    stub_id, title, body, confidence, source, stub_project = stubs[0]
     assert title == f"Test failure: {TEST_COMMAND}"
     assert (confidence, source, stub_project) == ("inferred", "hook_observation", project_id)
     assert f"\nFailing: {TEST_FILE}.\n" in body and "1 failed" in body, body
@@ -338,13 +306,11 @@ def step3_compaction(scenario: Scenario, session_id: str) -> None:
     summaries = [r for r in asked if COMPACT_INSTRUCTION in json.dumps(r.body["messages"][-1])]
     assert len(summaries) == len(asked) == 1, scenario.diagnostics()
 
-    handovers = scenario.query(
+    handover_id, title, body, confidence, source, valid_from = scenario.one(
         "SELECT id, title, body, confidence, source, valid_from FROM records "
         "WHERE type = 'handover' AND session_id = ? AND superseded_at IS NULL",
         (session_id,),
     )
-    assert len(handovers) == 1, scenario.diagnostics()
-    handover_id, title, body, confidence, source, valid_from = handovers[0]
     assert title == f"Handover: {BUILD}"
     assert (confidence, source) == ("inferred", "hook_observation")
     assert body == (
@@ -381,19 +347,17 @@ def step3_compaction(scenario: Scenario, session_id: str) -> None:
     digest = scenario.context(after, "SessionStart")
     assert handover_line + "Snapshot of the working state before a manual compaction." in digest
     messages = after.body["messages"]
-    assert "DEFAULT_DEADLINE_S is None" in "\n".join(_texts(messages[0]))  # starts from the summary
+    assert "DEFAULT_DEADLINE_S is None" in "\n".join(texts(messages[0]))  # starts from the summary
     assert not [b for m in messages for b in blocks(m) if b.get("type") == "tool_use"]
 
 
 def step4_session_end(scenario: Scenario, session_id: str) -> None:
     """SessionEnd marked the session ended and folded its injection ledger into the row."""
-    rows = scenario.query(
+    project_id, cwd, transcript_path, ended_at, tokens, injections = scenario.one(
         "SELECT project_id, cwd, transcript_path, ended_at, tokens_injected, injections "
         "FROM sessions WHERE session_id = ?",
         (session_id,),
     )
-    assert len(rows) == 1, scenario.diagnostics()
-    project_id, cwd, transcript_path, ended_at, tokens, injections = rows[0]
     assert (project_id, cwd) == (scenario.project_id, str(scenario.project))
     assert transcript_path.endswith(f"/{session_id}.jsonl") and Path(transcript_path).is_file()
     assert ended_at is not None and datetime.fromisoformat(ended_at) >= scenario.last_started

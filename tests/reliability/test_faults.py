@@ -23,15 +23,11 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-import anyio
 import pytest
 import sqlean
 
 from agentctx import home, schema
-from agentctx.project import identify
-from agentctx.records import NewRecord
-from agentctx.store import Store
-from tests.helpers import contract
+from tests.helpers import contract, seed
 from tests.reliability.procs import EVENTS, INJECTING, every_event, wait_for_workers
 
 if TYPE_CHECKING:
@@ -63,21 +59,17 @@ def _run(
 
 
 def _seed(project: Path, count: int = 40, padding: int = 100) -> None:
-    identity = identify(str(project))
-
-    async def go() -> None:
-        async with await Store.open() as store:
-            await store.touch_project(identity)
-            for n in range(count):
-                await store.add(
-                    NewRecord(
-                        type="decision", project_id=identity.project_id,
-                        title=f"The kestrel cache expires entries after {n + 10} minutes",
-                        body=f"Entries expire after {n + 10} minutes (kestrel). " + "padding " * padding,
-                    )
-                )  # fmt: skip
-
-    anyio.run(go)
+    seed(
+        project,
+        (
+            {
+                "type": "decision",
+                "title": f"The kestrel cache expires entries after {n + 10} minutes",
+                "body": f"Entries expire after {n + 10} minutes (kestrel). " + "padding " * padding,
+            }
+            for n in range(count)
+        ),
+    )
 
 
 def _transcript(tmp_path: Path, project: Path) -> Path:

@@ -31,15 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
 import sqlean
 
 from agentctx import config, home
 from agentctx.project import identify
-from agentctx.records import NewRecord
-from agentctx.store import Store
 from agentctx.tokens import estimate_tokens
-from tests.helpers import contract, payload
+from tests.helpers import contract, payload, seed
 from tests.reliability.procs import run_timed, wait_for_workers
 
 STREAMS = 16
@@ -223,24 +220,17 @@ def _run_streams(plans: list[list[dict[str, Any]]], cwd: Path, folder: Path) -> 
 
 
 def _seed(project: Path) -> list[str]:
-    identity = identify(str(project))
-
-    async def go() -> list[str]:
-        async with await Store.open() as store:
-            await store.touch_project(identity)
-            ids = []
-            for topic in TOPICS:
-                record = await store.add(
-                    NewRecord(
-                        type="decision", project_id=identity.project_id,
-                        title=f"The {topic} cache expires entries after ten minutes",
-                        body=f"We chose {topic} with a ten minute expiry so stale entries vanish.",
-                    )
-                )  # fmt: skip
-                ids.append(record.id)
-            return ids
-
-    return anyio.run(go)
+    return seed(
+        project,
+        (
+            {
+                "type": "decision",
+                "title": f"The {topic} cache expires entries after ten minutes",
+                "body": f"We chose {topic} with a ten minute expiry so stale entries vanish.",
+            }
+            for topic in TOPICS
+        ),
+    )
 
 
 def _wait_for_workers(count: int) -> str:
