@@ -49,7 +49,7 @@ DISCOVERY = (
     "Every gRPC call needs a deadline; the mesh drops calls without one after 30 s.",
 )
 
-ASK = "Which protocol do our internal services use to talk to each other, gRPC or REST?"
+ASK = "Which protocol do our internal services use to talk to each other, gRPC or REST, and do their calls need a deadline?"
 ASK_ANSWER = "They use gRPC; REST was retired for internal calls."
 BUILD = "Add a gRPC client module with a default deadline and a test for it, on a new branch."
 BUILD_ANSWER = "The client is written; its test fails until the deadline is set."
