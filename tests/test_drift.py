@@ -18,6 +18,7 @@ from agentctx.consolidate.drift import DriftReport, score_drift
 from agentctx.consolidate.timebox import TimeBox
 from agentctx.project import identify
 from agentctx.records import COLUMNS, NewRecord
+from tests import minilm
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.anyio
 
-MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 NOTE = "in the store are not reflected in CLAUDE.md"
 
 # The paraphrase of MONEY shares none of its title's keywords (store, money, integer, cents).
@@ -178,7 +178,7 @@ async def test_embeddings_cover_a_paraphrase(
     money = by_id[shop.money]
     assert money.coverage == 0.0 and money.similarity is not None
     assert 0.65 <= money.similarity <= 0.75
-    assert claudemd.similarity_bounds(MINILM)[1] <= money.similarity
+    assert claudemd.similarity_bounds(minilm.NAME)[1] <= money.similarity
     assert scores[shop.money] < 0.5
     # (a) nothing close to gRPC in the file (measured cosine 0.21): still missing
     grpc = by_id[shop.grpc]
@@ -356,7 +356,7 @@ def test_drift_score_separates_missing_from_covered() -> None:
     assert claudemd.drift_score(covered) == claudemd.COVERED_SCORE_MAX
     assert claudemd.drift_score(1.0) == 0.0
     assert claudemd.drift_score(0.0, meaning=covered) == claudemd.COVERED_SCORE_MAX
-    floor, bound = claudemd.similarity_bounds(MINILM)
+    floor, bound = claudemd.similarity_bounds(minilm.NAME)
     assert claudemd.meaning(floor, (floor, bound)) == 0.0
     assert claudemd.meaning(bound, (floor, bound)) == covered
     assert claudemd.meaning(1.0, (floor, bound)) == 1.0

@@ -10,17 +10,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 import sqlean
 
 from agentctx import digest, home
 from agentctx.hooks import ledger
 from agentctx.project import identify
-from agentctx.records import NewRecord
-from agentctx.store import Store
 from agentctx.tokens import estimate_tokens
-from tests.helpers import FORBIDDEN, contract, payload, run_hook
+from tests.helpers import FORBIDDEN, contract, payload, run_hook, seed
 
 SID = "5f0c9a61-9a2b-4c1e-8f3d-0123456789ab"
 EVENTS = {
@@ -33,22 +30,6 @@ EVENTS = {
     "cwd-changed": "CwdChanged",
     "subagent-start": "SubagentStart",
 }
-
-
-def seed(project_dir: Path, records: list[dict[str, Any]]) -> list[str]:
-    """Create the store and add records for the project in ``project_dir``; return their ids."""
-    project = identify(str(project_dir))
-
-    async def go() -> list[str]:
-        async with await Store.open() as store:
-            await store.touch_project(project)
-            ids = []
-            for spec in records:
-                record = await store.add(NewRecord(project_id=project.project_id, **spec))
-                ids.append(record.id)
-            return ids
-
-    return anyio.run(go)
 
 
 def query(sql: str, params: tuple[Any, ...] = ()) -> list[Any]:

@@ -53,11 +53,8 @@ def new(type_: str, title: str, body: str, **changes: Any) -> NewRecord:
 @pytest.fixture
 async def other(tmp_path: Path) -> AsyncIterator[Store]:
     """A teammate's store: another database file."""
-    opened = await Store.open(str(tmp_path / "teammate" / "agentctx.db"))
-    try:
+    async with await Store.open(str(tmp_path / "teammate" / "agentctx.db")) as opened:
         yield opened
-    finally:
-        await opened.close()
 
 
 @pytest.fixture
