@@ -178,6 +178,8 @@ async def hybrid_search(
     """
     depth = max(DEPTH, query.limit)
     keyword = await store.search(replace(query, limit=depth))
+    if keyword.degraded is not None or query.as_of is not None or query.include_superseded:
+        floor = None  # no term weights in the LIKE fallback; the past is searched on purpose
     similarity: dict[str, float] | None = None
     if embedder is None:
         hits: list[SearchHit] = keyword.hits
@@ -204,8 +206,6 @@ async def hybrid_search(
         hits = [SearchHit(records[i], score) for i, score in fused]
         mode = "hybrid"
         degraded = keyword.degraded
-    if degraded is not None or query.as_of is not None or query.include_superseded:
-        floor = None  # no term weights in the LIKE fallback; the past is searched on purpose
     ranked = await _judged(store, query, hits, floor, within, similarity, mode)
     return replace(ranked, degraded=degraded)
 

@@ -16,9 +16,9 @@ stdout: the SDK moves stdio onto private descriptors, and logging goes to stderr
 the query model, loaded lazily in the background by the lifespan's :class:`~agentctx.hybrid.QueryModel`,
 is ready and the store has vectors; keywords alone until then (the result's ``mode`` says which).
 
-Graph reads (``ctx_related`` and the ``file`` filter of ``ctx_search``) need SQL that no public
-``Store`` method runs, and the store's connection is private; they open a short read-only connection
-with :func:`agentctx.db.connect` in a worker thread instead (a WAL reader never blocks the writer).
+The results are the pydantic models of :mod:`agentctx.mcp_models`; the graph reads (``ctx_related``
+and the ``file`` filter of ``ctx_search``) are the SQL of :mod:`agentctx.mcp_graph`, run on a short
+read-only connection in a worker thread.
 
 No ``from __future__ import annotations`` here: the SDK evaluates the tools' signatures and pydantic
 the models' fields at run time, so every name they mention is a run-time import.
@@ -39,19 +39,33 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from agentctx import __version__, claudemd, clock, config, hybrid, inventory, retrieval
+from agentctx import __version__, claudemd, clock, config, hybrid, inventory, mcp_graph, retrieval
 from agentctx.claudemd import SYNC_BEGIN as SYNC_BEGIN
 from agentctx.claudemd import SYNC_END as SYNC_END
 from agentctx.claudemd import SYNC_MAX as SYNC_MAX
 from agentctx.errors import AgentctxError, NotFoundError, ValidationError
+from agentctx.mcp_models import (
+    ClaudeMdReport,
+    IndexEntry,
+    MissingRecord,
+    ProjectOverview,
+    RecordDetail,
+    Records,
+    RelatedEntry,
+    RelatedRecords,
+    SearchResults,
+    SessionSummary,
+    StaleText,
+    Superseded,
+    record_detail,
+)
 from agentctx.project import ProjectIdentity, identify
-from agentctx.records import COLUMNS, Confidence, NewRecord, Record, RecordType, Scope, Source
-from agentctx.store import HISTORY_MAX_DEPTH, SearchHit, SearchQuery, Store
+from agentctx.records import NewRecord, Record, RecordType
+from agentctx.store import SearchHit, SearchQuery, Store
 
 SEARCH_MAX = 15
 GET_MAX = 10
 RELATED_MAX = 20
-RELATED_HOPS = 3
 #: ``ctx_search`` with ``file`` filters ranked hits: it ranks this many first, four times more
 #: while too few are linked to the file and the search is not exhausted, up to the maximum.
 FILE_SEARCH_POOL = 250
@@ -74,161 +88,6 @@ log = logging.getLogger("agentctx.mcp")
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
-
-# -- results (each model's fields are the output schema Claude sees) -----------------------------
-
-
-class IndexEntry(BaseModel):
-    """One search hit, without its body (``ctx_get`` returns the body)."""
-
-    id: str
-    type: RecordType
-    title: str
-    age: str = Field(description="Time since the fact became valid: 5m, 3h, 12d.")
-    confidence: Confidence
-    score: float = Field(
-        description="Higher is better; comparable within one result only (see mode)."
-    )
-
-
-class SearchResults(BaseModel):
-    """The compact index ``ctx_search`` returns, best first."""
-
-    results: list[IndexEntry]
-    mode: Literal["hybrid", "keyword"] = Field(
-        default="keyword",
-        description="hybrid: keyword and vector rankings fused (RRF), score is the fused score; "
-        "keyword: keyword ranking alone (no vectors, or the model is loading or off).",
-    )
-    note: str | None = Field(
-        default=None,
-        description="Why there are no results, when there are none: no record linked to the "
-        "file, or nothing relevant (records share a word with the query, none is close to it).",
-    )
-    degraded: str | None = Field(default=None, description="Why a fallback search ran, if any.")
-
-
-class RecordDetail(BaseModel):
-    """A full record with its supersession links."""
-
-    id: str
-    type: RecordType
-    title: str
-    body: str
-    scope: Scope
-    confidence: Confidence
-    source: Source
-    current: bool
-    valid_from: str
-    recorded_at: str
-    superseded_at: str | None
-    superseded_by: str | None = Field(description="The id of the version that replaced this one.")
-    supersedes: list[str] = Field(description="Ids of the versions this record replaced.")
-    rationale: str | None
-    key: str | None
-    keywords: str
-    pinned: bool
-    access_count: int
-    last_accessed: str | None
-    session_id: str | None
-
-
-class Records(BaseModel):
-    """Full records in the order asked for, and the ids not found in this project or globally."""
-
-    records: list[RecordDetail]
-    missing: list[str]
-
-
-class Superseded(BaseModel):
-    """The record that was replaced and its new version."""
-
-    old_id: str
-    new_id: str
-    type: RecordType
-    title: str
-
-
-class SessionSummary(BaseModel):
-    """One Claude Code session as the hooks recorded it."""
-
-    session_id: str
-    started_at: str | None
-    ended_at: str | None
-    tokens_injected: int
-    injections: int
-
-
-class ProjectOverview(BaseModel):
-    """The project as the store knows it: identity, profile facts, record counts."""
-
-    name: str
-    project_id: str
-    root: str
-    remote: str | None
-    stack: str | None
-    languages: str | None
-    package_manager: str | None
-    commands: dict[str, str] = Field(description="test, build, lint, format, typecheck, run.")
-    entry_points: str | None
-    other_facts: dict[str, str]
-    counts: dict[str, int] = Field(description="Current records by type, project and global.")
-    superseded: int
-    last_session: SessionSummary | None
-
-
-class RelatedEntry(BaseModel):
-    """A current record reached from the file, with the number of links walked."""
-
-    id: str
-    type: RecordType
-    title: str
-    age: str
-    confidence: Confidence
-    hops: int
-
-
-class RelatedRecords(BaseModel):
-    """Records linked to a file through entities and edges, nearest first."""
-
-    file: str
-    known: bool = Field(description="False when the store has never seen this file.")
-    results: list[RelatedEntry]
-
-
-class MissingRecord(BaseModel):
-    """A current decision or convention whose title words CLAUDE.md does not contain."""
-
-    id: str
-    type: RecordType
-    title: str
-    coverage: float = Field(description="Share of the title's keywords found in CLAUDE.md.")
-    missing_words: list[str]
-
-
-class StaleText(BaseModel):
-    """Text of a superseded record that CLAUDE.md still contains."""
-
-    id: str
-    title: str
-    superseded_by: str
-    current_title: str
-    file: str
-    line: int
-    text: str
-
-
-class ClaudeMdReport(BaseModel):
-    """A read-only drift report between the store and CLAUDE.md."""
-
-    files: list[str] = Field(description="The CLAUDE.md files read.")
-    checked: int
-    missing: list[MissingRecord]
-    missing_total: int
-    contradictions: list[StaleText]
-    proposed_diff: str = Field(description="A unified diff appending the missing records.")
-    method: str
-
 
 # -- state and plumbing ----------------------------------------------------------------------------
 
@@ -327,117 +186,6 @@ async def _read(store: Store, query: Callable[[Any], T]) -> T:
     return await store.read_sync(query)
 
 
-async def _detail(store: Store, record: Record) -> RecordDetail:
-    chain = await store.history(record.id)
-    return RecordDetail(
-        id=record.id,
-        type=record.type,
-        title=record.title,
-        body=record.body,
-        scope=record.scope,
-        confidence=record.confidence,
-        source=record.source,
-        current=record.is_current,
-        valid_from=record.valid_from,
-        recorded_at=record.recorded_at,
-        superseded_at=record.superseded_at,
-        superseded_by=record.superseded_by,
-        supersedes=[r.id for r in chain if r.superseded_by == record.id],
-        rationale=record.rationale,
-        key=record.key,
-        keywords=record.keywords,
-        pinned=record.pinned,
-        access_count=record.access_count,
-        last_accessed=record.last_accessed,
-        session_id=record.session_id,
-    )
-
-
-# -- files and the graph -------------------------------------------------------------------------
-
-
-def _file_names(state: ServerState, path: str) -> list[str]:
-    """The node names a path may be stored under: relative to the project root, as capture stores it.
-
-    A relative path is read against the project folder and against the root (they differ when
-    Claude Code runs in a subfolder of the repository); an absolute one outside the root keeps its
-    absolute form, as capture keeps it.
-    """
-    raw = path.strip()
-    if not raw:
-        raise ValidationError("file is empty: give a path relative to the project root")
-    root = state.project.root
-    if os.path.isabs(raw):
-        fulls = [raw]
-    else:
-        fulls = [os.path.join(state.project_dir, raw), os.path.join(root, raw)]
-    names: list[str] = []
-    for full in fulls:
-        for variant in (os.path.normpath(full), os.path.realpath(full)):
-            try:
-                rel = os.path.relpath(variant, root)
-            except ValueError:  # another drive on Windows
-                rel = variant
-            name = variant if rel.startswith("..") else rel
-            if name not in names:
-                names.append(name)
-    return names
-
-
-def _anchor_sql(names: list[str]) -> str:
-    marks = ", ".join("?" * len(names))
-    return f"SELECT id FROM nodes WHERE project_id = ? AND kind = 'file' AND name IN ({marks})"
-
-
-def _related_rows(
-    conn: Any, project_id: str, allowed: tuple[str, ...], names: list[str]
-) -> tuple[bool, list[Any]]:
-    """(whether the file is known, current records within RELATED_HOPS links of it, with ``hops``).
-
-    The walk goes both ways along ``record_entities`` and ``edges`` (so through sessions and through
-    superseded versions too); ``UNION`` drops repeated (id, hops) pairs and the depth guard ends it.
-    """
-    anchor = _anchor_sql(names)
-    if conn.execute(anchor, (project_id, *names)).fetchone() is None:
-        return False, []
-    step = "SELECT {col}, w.hops + 1 FROM walk w JOIN {table} ON {on} = w.id WHERE w.hops < ?"
-    sql = f"""
-        WITH RECURSIVE walk(id, hops) AS (
-          SELECT id, 0 FROM ({anchor})
-          UNION {step.format(col="e.to_id", table="edges e", on="e.from_id")}
-          UNION {step.format(col="e.from_id", table="edges e", on="e.to_id")}
-          UNION {step.format(col="l.record_id", table="record_entities l", on="l.entity_id")}
-          UNION {step.format(col="l.entity_id", table="record_entities l", on="l.record_id")}
-        )
-        SELECT {", ".join(f"r.{c}" for c in COLUMNS)}, min(w.hops) AS hops
-        FROM walk w JOIN records r ON r.id = w.id
-        WHERE r.superseded_at IS NULL AND r.project_id IN ({", ".join("?" * len(allowed))})
-        GROUP BY r.id
-    """
-    params = (project_id, *names, *[RELATED_HOPS] * 4, *allowed)
-    return True, list(conn.execute(sql, params).fetchall())
-
-
-def _linked_ids(conn: Any, project_id: str, names: list[str]) -> set[str]:
-    """Ids of records linked directly to the file, with every version of each (for ``as_of``)."""
-    anchor = _anchor_sql(names)
-    sql = f"""
-        WITH RECURSIVE
-          anchor(id) AS ({anchor}),
-          linked(id, depth) AS (
-            SELECT l.record_id, 0 FROM record_entities l JOIN anchor a ON l.entity_id = a.id
-            UNION SELECT e.from_id, 0 FROM edges e JOIN anchor a ON e.to_id = a.id
-            UNION SELECT e.to_id, 0 FROM edges e JOIN anchor a ON e.from_id = a.id
-            UNION SELECT e.from_id, k.depth + 1 FROM linked k JOIN edges e
-              ON e.to_id = k.id AND e.rel_type = 'supersedes' WHERE k.depth < {HISTORY_MAX_DEPTH}
-            UNION SELECT e.to_id, k.depth + 1 FROM linked k JOIN edges e
-              ON e.from_id = k.id AND e.rel_type = 'supersedes' WHERE k.depth < {HISTORY_MAX_DEPTH}
-          )
-        SELECT DISTINCT r.id FROM linked k JOIN records r ON r.id = k.id
-    """
-    return {str(row[0]) for row in conn.execute(sql, (project_id, *names)).fetchall()}
-
-
 # -- the tools -------------------------------------------------------------------------------------
 
 TypeArg = Annotated[RecordType | None, Field(description="Only records of this type.")]
@@ -484,9 +232,9 @@ async def ctx_search(
     moment = _parse_as_of(as_of)
     linked: set[str] | None = None
     if file is not None:
-        names = _file_names(state, file)
+        names = mcp_graph.file_names(state.project_dir, state.project.root, file)
         pid = state.project.project_id
-        linked = await _read(store, lambda conn: _linked_ids(conn, pid, names))
+        linked = await _read(store, lambda conn: mcp_graph.linked_ids(conn, pid, names))
         if not linked:
             return SearchResults(results=[], note=f"no records are linked to {names[0]}")
     search = SearchQuery(
@@ -583,7 +331,7 @@ async def ctx_get(
             f"no record with id {', '.join(missing)} in this project or the global records: "
             "find ids with ctx_search"
         )
-    return Records(records=[await _detail(store, r) for r in found], missing=missing)
+    return Records(records=[await record_detail(store, r) for r in found], missing=missing)
 
 
 async def ctx_record(
@@ -618,7 +366,7 @@ async def ctx_record(
         )
     )
     await store.touch_project(state.project)
-    return await _detail(store, created)
+    return await record_detail(store, created)
 
 
 async def ctx_supersede(
@@ -696,10 +444,10 @@ async def ctx_related(
     3 links away), nearest first. Use before editing a file; read bodies with ctx_get."""
     state = _state(ctx)
     store = state.require_store()
-    names = _file_names(state, file)
+    names = mcp_graph.file_names(state.project_dir, state.project.root, file)
     pid = state.project.project_id
     allowed = retrieval.scope_projects(pid, "all")
-    known, rows = await _read(store, lambda conn: _related_rows(conn, pid, allowed, names))
+    known, rows = await _read(store, lambda conn: mcp_graph.related_rows(conn, pid, allowed, names))
     found = [(Record.from_row(row), int(row["hops"])) for row in rows]
     found.sort(key=lambda item: item[0].valid_from, reverse=True)
     found.sort(key=lambda item: (item[1], -retrieval.TYPE_WEIGHT.get(item[0].type, 1.0)))
