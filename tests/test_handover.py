@@ -16,6 +16,12 @@ from agentctx.store import Store
 from tests.messages_server import MessagesServer
 from tests.test_extract import SID, Transcript, extraction, records, run
 
+
+@pytest.fixture
+def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key")
+
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -25,26 +31,14 @@ OPEN_TASK = "Handover: Migrating the billing service to gRPC"
 
 
 @pytest.fixture
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key")
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    path = tmp_path / "shop"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def transcript(tmp_path: Path, project: Path) -> Transcript:
-    script = Transcript(tmp_path / f"{SID}.jsonl", project)
+def transcript(tmp_path: Path, project_dir: Path) -> Transcript:
+    script = Transcript(tmp_path / f"{SID}.jsonl", project_dir)
     script.add("user", "The billing client stubs are generated and the invoices proto is merged.")
     script.add("assistant", "Done: the billing service now talks gRPC end to end.")
     return script
 
 
-async def open_handover(project: Path, *, session_id: str = "earlier-session") -> Record:
+async def open_handover(project_dir: Path, *, session_id: str = "earlier-session") -> Record:
     async with await Store.open() as store:
         return await store.add(
             NewRecord(
@@ -52,7 +46,7 @@ async def open_handover(project: Path, *, session_id: str = "earlier-session") -
                 title=OPEN_TASK,
                 body="Current task: Migrating the billing service to gRPC\n"
                 "Next steps:\n- generate client stubs",
-                project_id=identify(str(project)).project_id,
+                project_id=identify(str(project_dir)).project_id,
                 source="llm_extraction",
                 session_id=session_id,
             )
@@ -66,9 +60,9 @@ async def current_handover() -> Record:
 
 
 async def test_the_model_is_shown_the_open_handover_and_closes_it(
-    transcript: Transcript, project: Path
+    transcript: Transcript, project_dir: Path
 ) -> None:
-    old = await open_handover(project)
+    old = await open_handover(project_dir)
     with MessagesServer(default=extraction(handover_done=True)) as server:
         report = await run(server, transcript)
     (request,) = server.messages_requests()
@@ -85,12 +79,14 @@ async def test_the_model_is_shown_the_open_handover_and_closes_it(
     # the next session's digest hands over no finished task
     conn, _ = db.connect(home.db_path(), load_vec=False)
     with closing(conn):
-        text = str(digest.build(conn, identify(str(project)).project_id, "shop")["text"])
+        text = str(digest.build(conn, identify(str(project_dir)).project_id, "shop")["text"])
     assert "Nothing is left open" in text and "generate client stubs" not in text
 
 
-async def test_a_closed_handover_is_not_shown_again(transcript: Transcript, project: Path) -> None:
-    await open_handover(project)
+async def test_a_closed_handover_is_not_shown_again(
+    transcript: Transcript, project_dir: Path
+) -> None:
+    await open_handover(project_dir)
     with MessagesServer(default=extraction(handover_done=True)) as server:
         await run(server, transcript)
         transcript.add("user", "Now let us look at the orders service.")
@@ -102,9 +98,9 @@ async def test_a_closed_handover_is_not_shown_again(transcript: Transcript, proj
 
 
 async def test_work_left_open_is_a_new_handover_not_a_closed_one(
-    transcript: Transcript, project: Path
+    transcript: Transcript, project_dir: Path
 ) -> None:
-    old = await open_handover(project)
+    old = await open_handover(project_dir)
     work = {"current_task": "Moving invoices to the new proto", "next_steps": ["backfill"]}
     with MessagesServer(default=extraction(handover_done=True, active_work=work)) as server:
         report = await run(server, transcript)
@@ -116,25 +112,25 @@ async def test_work_left_open_is_a_new_handover_not_a_closed_one(
 
 
 async def test_without_handover_done_the_open_handover_stays(
-    transcript: Transcript, project: Path
+    transcript: Transcript, project_dir: Path
 ) -> None:
-    old = await open_handover(project)
+    old = await open_handover(project_dir)
     with MessagesServer(default=extraction()) as server:  # empty active_work, nothing said
         report = await run(server, transcript)
     assert report.closed_handover is None and (await current_handover()).id == old.id
 
 
 async def test_a_trivial_session_that_finished_the_work_still_closes_it(
-    transcript: Transcript, project: Path
+    transcript: Transcript, project_dir: Path
 ) -> None:
-    old = await open_handover(project)
+    old = await open_handover(project_dir)
     reply = extraction(handover_done=True, flush_ok=True)
     with MessagesServer(default=reply) as server:
         report = await run(server, transcript)
     assert report.status == "flush_ok" and report.closed_handover == old.id
 
 
-async def test_no_open_handover_nothing_to_close(transcript: Transcript, project: Path) -> None:
+async def test_no_open_handover_nothing_to_close(transcript: Transcript, project_dir: Path) -> None:
     with MessagesServer(default=extraction(handover_done=True)) as server:
         report = await run(server, transcript)
     assert "Open handover" not in json.dumps(server.messages_requests()[0].body)
@@ -142,12 +138,12 @@ async def test_no_open_handover_nothing_to_close(transcript: Transcript, project
 
 
 async def test_a_handover_written_meanwhile_by_another_session_is_left_alone(
-    project: Path,
+    project_dir: Path,
 ) -> None:
-    shown = await open_handover(project)
-    newer = await open_handover(project, session_id="parallel-session")  # supersedes `shown`
+    shown = await open_handover(project_dir)
+    newer = await open_handover(project_dir, session_id="parallel-session")  # supersedes `shown`
     parsed = apply.parse({"flush_ok": False, "handover_done": True})
-    pid = identify(str(project)).project_id
+    pid = identify(str(project_dir)).project_id
     async with await Store.open() as store, store.transaction() as tx:
         applied = await apply.write(
             tx, parsed, project_id=pid, session_id=SID, threshold=3, open_handover=shown.id
