@@ -16,18 +16,17 @@ from agentctx.store import Store
 from tests.messages_server import MessagesServer
 from tests.test_extract import SID, Transcript, extraction, records, run
 
-
-@pytest.fixture
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key")
-
-
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("api_key")]
 
 OPEN_TASK = "Handover: Migrating the billing service to gRPC"
+
+
+@pytest.fixture
+def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key")
 
 
 @pytest.fixture
