@@ -39,7 +39,7 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
-    """Hook latency, extraction, the MCP server and consolidation -> benchmarks/results/*.md.
+    """Hook latency, extraction, the MCP server, consolidation, the dashboard -> benchmarks/results/*.md.
 
     Not a default session. Options after ``--`` go to the hook benchmark, e.g.
     ``nox -s bench -- --sizes 1000,10000 --runs 20``.
@@ -50,6 +50,7 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/extraction.py")
     session.run("python", "benchmarks/mcp_server.py")
     session.run("python", "benchmarks/consolidate.py")
+    session.run("python", "benchmarks/web.py")
 
 
 @nox.session(python=PYTHON, default=False)
