@@ -105,3 +105,18 @@ def test_a_decision_line_says_what_the_body_adds_to_the_title() -> None:
     assert repeated == "- [convention] Postgres over MySQL: Rationale: JSONB and CTEs. (id 01X)"
     plain = line("Short", "A body that says more.", "inferred")
     assert plain == "- [convention] Short: A body that says more. (inferred, unconfirmed) (id 01X)"
+
+
+def test_a_preference_line_says_what_the_body_adds_to_the_title() -> None:
+    def line(title: str, body: str) -> str:
+        return digest._preference_line({"id": "01P", "title": title, "body": body})
+
+    rule = "Tests are plain pytest functions, never TestCase classes"
+    assert line(rule, f"{rule}\n(category: style)") == f"- {rule}"
+    assert (
+        line("Use pnpm", "Use pnpm. npm breaks the lockfile.")
+        == "- Use pnpm: npm breaks the lockfile."
+    )
+    assert (
+        line("Small commits", "One change per commit.") == "- Small commits: One change per commit."
+    )

@@ -139,7 +139,7 @@ def render(
         section(heading, [(body, handover["id"])] if body else [], BUDGETS["handover"])
     section(
         "## Developer preferences (all projects)",
-        [(f"- {row['title']}: {_one_line(row['body'], 160)}", row["id"]) for row in preferences],
+        [(_preference_line(row), row["id"]) for row in preferences],
         BUDGETS["preferences"],
     )
     if not sections:
@@ -201,6 +201,11 @@ def _decision_line(row: Any) -> str:
     body = _one_line(_without_title(row["title"], row["body"]), _ITEM_BODY_CHARS)
     said = f": {body}" if body else ""
     return f"- [{row['type']}]{pin} {row['title']}{said}{unconfirmed} (id {row['id']})"
+
+
+def _preference_line(row: Any) -> str:
+    body = _one_line(_without_title(row["title"], row["body"]), 160)
+    return f"- {row['title']}: {body}" if body else f"- {row['title']}"
 
 
 def _without_title(title: str, body: str) -> str:
