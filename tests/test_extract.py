@@ -367,6 +367,7 @@ async def test_preferences_global_namespace_and_reinforcement(
 
 @pytest.mark.usefixtures("api_key")
 async def test_bugfix_enriches_the_sessions_stub(transcript: Transcript, project: Path) -> None:
+    from agentctx.hooks.capture import STUB_NOTE_FIX
     from agentctx.hooks.observe import apply
     from agentctx.hooks.storage import WRITE_BUSY_MS
 
@@ -377,7 +378,7 @@ async def test_bugfix_enriches_the_sessions_stub(transcript: Transcript, project
 
     conn, _ = db.connect(home.db_path(), busy_timeout_ms=WRITE_BUSY_MS)
     apply(conn, [{"kind": "stub", "project_id": pid, "session_id": SID, "at": clock.now(),
-                  "title": "Test failure: pytest -q", "body": "failed",
+                  "title": "Test failure: pytest -q", "body": f"failed\n{STUB_NOTE_FIX}",
                   "files": ["tests/test_auth.py"]}])  # fmt: skip
     conn.close()
     transcript.add("user", "The refresh test fails, fix the interceptor.")
@@ -388,6 +389,7 @@ async def test_bugfix_enriches_the_sessions_stub(transcript: Transcript, project
     assert report.enriched == 1 and report.written == {}
     (stub,) = await records(type="bugfix")
     assert "refresh in the interceptor" in stub.body and stub.title == "Test failure: pytest -q"
+    assert stub.body.endswith("\n\nObserved: failed")  # the stub's "extraction may add…" is gone
 
 
 @pytest.mark.usefixtures("api_key")

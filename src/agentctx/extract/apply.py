@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentctx.hooks.capture import STUB_NOTE, STUB_NOTE_FIX
 from agentctx.records import NewRecord
 from agentctx.redact import redact
 from agentctx.schema import BODY_MAX, GLOBAL_PROJECT_ID, TITLE_MAX
@@ -227,7 +228,8 @@ async def _enrich_stub(tx: Transaction, entry: Entry, project_id: str, session_i
     for stub in stubs:
         files = {f.strip("./") for f in (stub["files"] or "").split("\n") if f}
         if wanted & files or (not wanted and len(stubs) == 1):
-            body = f"{entry.body}\n\nObserved: {stub['body']}"[:2000]
+            observed = str(stub["body"]).removesuffix(STUB_NOTE_FIX).removesuffix(STUB_NOTE)
+            body = f"{entry.body}\n\nObserved: {observed.rstrip()}"[:2000]
             await tx.update_body(stub["id"], body, " ".join(entry.keywords))
             return True
     return False

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
     from agentctx.hooks.runner import HookContext
 
+#: The last line of a stub's body; extraction drops it when it explains the stub.
+STUB_NOTE = "(Captured by the PostToolUse hook.)"
+STUB_NOTE_FIX = "(Captured by the PostToolUse hook; extraction may add the cause and fix.)"
+
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 OUTPUT_TAIL_CHARS = 64_000
 TRANSCRIPT_TAIL_BYTES = 512 * 1024
@@ -126,7 +130,7 @@ def tool_use(ctx: HookContext) -> list[dict[str, Any]]:
                 f"A test run failed in this session: `{short}`."
                 + (f"\nFailing: {', '.join(files)}." if files else "")
                 + (f"\nOutput:\n{summary}" if summary else "")
-                + "\n(Captured by the PostToolUse hook; extraction may add the cause and fix.)"
+                + f"\n{STUB_NOTE_FIX}"
             )
             found.append(_stub(base, f"Test failure: {short}", body, files, "test failure"))
     elif _HARD_ERROR.search(output) and (failed or "Traceback" in output or "panic:" in output):
@@ -134,7 +138,7 @@ def tool_use(ctx: HookContext) -> list[dict[str, Any]]:
         body = (
             f"A command failed with an error in this session: `{short}`."
             + (f"\nOutput:\n{summary}" if summary else "")
-            + "\n(Captured by the PostToolUse hook.)"
+            + f"\n{STUB_NOTE}"
         )
         found.append(
             _stub(base, f"Error observed: {short}", body, _failing_files(ctx, output), "error")
