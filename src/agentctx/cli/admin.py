@@ -96,7 +96,7 @@ async def status(*, json: Json = False) -> int:
         store_info = info["store"]
         _out(
             f"store     {store_info['path']}: {store_info['records']} records, "
-            f"{store_info['projects']} projects"
+            f"{store_info['projects']} project{'' if store_info['projects'] == 1 else 's'}"
         )
         _out("current   " + ", ".join(f"{t} {n}" for t, n in info["counts"].items()))
         _out(f"history   {info['superseded']} superseded records, {info['archived']} archived")
