@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentctx import clock, digest
-from agentctx.hooks import prompt
+from agentctx.hooks import fastjson, prompt
 from agentctx.schema import BODY_MAX, RECORD_TYPES, TITLE_MAX
 from agentctx.tokens import estimate_tokens
 
@@ -33,20 +33,30 @@ def rows(draw: st.DrawFn, kinds: tuple[str, ...] = RECORD_TYPES) -> dict[str, An
     }
 
 
+CHECKOUTS = ("/src/shop", "/src/shop-wt-a", "/src/shop-wt-b")
+
+
+@st.composite
+def handovers(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Current handovers of a project, newest first: at most one per checkout (None = legacy)."""
+    keys = draw(st.lists(st.sampled_from([None, *CHECKOUTS]), unique=True, max_size=4))
+    return [{**draw(rows(("handover",))), "key": key} for key in keys]
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     profile=st.lists(rows(("profile",)), max_size=15),
     decisions=st.lists(rows(("decision", "convention")), max_size=40),
-    handover=st.none() | rows(("handover",)),
+    current=handovers(),
     preferences=st.lists(rows(("preference",)), max_size=15),
     counts=st.dictionaries(st.sampled_from(RECORD_TYPES), st.integers(0, 10**6)),
     drift=st.integers(0, 50),
     name=st.text(max_size=200),
 )
-def test_digest_stays_within_both_caps(
+def test_digest_stays_within_both_caps_in_every_checkout(
     profile: list[dict[str, Any]],
     decisions: list[dict[str, Any]],
-    handover: dict[str, Any] | None,
+    current: list[dict[str, Any]],
     preferences: list[dict[str, Any]],
     counts: dict[str, int],
     drift: int,
@@ -57,28 +67,45 @@ def test_digest_stays_within_both_caps(
         project_name=name,
         profile=profile,
         decisions=decisions,
-        handover=handover,
+        handovers=current,
         preferences=preferences,
         counts=counts,
         drift_candidates=drift,
     )
-    text = result["text"]
-    assert estimate_tokens(text) <= digest.MAX_TOKENS
-    assert len(text) <= digest.MAX_CHARS
-    given_ids = {r["id"] for r in [*profile, *decisions, *preferences]} | (
-        {handover["id"]} if handover else set()
-    )
-    assert set(result["ids"]) <= given_ids
-    # a shown record is visible: decision lines and the handover heading print the id, profile
-    # and preference lines the title
+    by_key = {h["key"]: h for h in current}
     titled = [(str(r["id"]), str(r["title"])) for r in [*profile, *preferences]]
+    base_ids = {r["id"] for r in [*profile, *decisions, *preferences]}
+    # the file's parts go through JSON (the hook reads them back with fastjson)
+    parts = fastjson.loads(fastjson.dumps(result["parts"]))
+    for checkout in (None, *CHECKOUTS, "/elsewhere"):
+        text, shown = digest.assemble(parts, checkout)
+        if checkout is None:
+            assert (text, shown) == (result["text"], result["ids"])
+        assert estimate_tokens(text) <= digest.MAX_TOKENS
+        assert len(text) <= digest.MAX_CHARS
+        # its own handover, else the legacy one, never another checkout's
+        # (no checkout: the newest one)
+        newest = current[0] if current else None
+        mine = (by_key.get(checkout) or by_key.get(None)) if checkout else newest
+        allowed = base_ids | ({mine["id"]} if mine else set())
+        assert set(shown) <= allowed
+        # (ids drawn for other records may repeat a handover's: those say nothing here)
+        taken = base_ids | {(mine or {}).get("id")}
+        others = [h for h in current if h is not mine and h["id"] not in taken]
+        assert not any(f"id {h['id']})" in text for h in others)
 
-    def visible(record_id: str) -> bool:
-        return record_id in text or any(j == record_id and t in text for j, t in titled)
+        # a shown record is visible: decision lines and the handover heading print the id,
+        # profile and preference lines the title
+        def visible(record_id: str, text: str = text) -> bool:
+            return record_id in text or any(j == record_id and t in text for j, t in titled)
 
-    assert all(visible(i) for i in result["ids"])
-    if not (profile or decisions or handover or preferences):
-        assert text == ""
+        assert all(visible(i) for i in shown)
+        assert len(set(shown)) == len(shown)
+        if not (profile or decisions or mine or preferences):
+            assert text == ""
+        if mine and mine["body"].strip():
+            assert f"## Last handover ({mine['valid_from'][:10]}, id {mine['id']})" in text
+            assert mine["id"] in shown
 
 
 @settings(max_examples=150, deadline=None)

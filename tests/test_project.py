@@ -13,6 +13,7 @@ import pytest
 from agentctx.project import (
     GLOBAL_PROJECT_ID,
     ProjectIdentity,
+    checkout_key,
     find_git_dir,
     identify,
     normalize_remote,
@@ -194,6 +195,18 @@ def test_linked_worktree_shares_id(git: Git, tmp_path: Path, remote: str | None)
     assert a.name == ("Repo" if remote else "main")
     expected = sha("remote:" + GH) if remote else path_id(main)
     assert a.project_id == expected
+
+
+def test_checkout_is_the_worktree_the_cwd_is_in(git: Git, tmp_path: Path) -> None:
+    main = make_repo(git, tmp_path / "main")
+    git("worktree", "add", "-q", "-b", "feature", tmp_path / "wt", cwd=main)
+    (tmp_path / "wt" / "pkg").mkdir()
+    (tmp_path / "plain").mkdir()
+    assert identify(str(main)).checkout == os.path.realpath(main)
+    assert identify(str(tmp_path / "wt" / "pkg")).checkout == os.path.realpath(tmp_path / "wt")
+    assert checkout_key(str(tmp_path / "wt")) == os.path.realpath(tmp_path / "wt")
+    assert checkout_key(str(tmp_path / "plain")) == os.path.realpath(tmp_path / "plain")
+    assert identify(str(tmp_path / "wt")) == identify(str(main))  # still one project
 
 
 def test_find_git_dir_matches_git(git: Git, tmp_path: Path) -> None:

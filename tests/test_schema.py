@@ -8,6 +8,7 @@ from contextlib import closing
 from typing import TYPE_CHECKING
 
 import pytest
+import sqlean
 
 from agentctx import db, schema
 from agentctx.errors import DatabaseError, SchemaVersionError
@@ -17,8 +18,6 @@ from agentctx.store import SearchQuery, Store
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
-
-    import sqlean
 
 # (name, declared type, notnull, default as PRAGMA table_info reports it, pk position)
 Column = tuple[str, str, int, str | None, int]
@@ -431,3 +430,61 @@ def test_sql_statement_splitter_keeps_trigger_bodies_whole() -> None:
     assert statements[1].startswith("CREATE TRIGGER records_fts_insert")
     assert statements[1].endswith("END;")
     assert statements[3].count("INSERT INTO records_fts") == 2
+
+
+# -- 0004: handovers per checkout --------------------------------------------------------------------
+
+
+def _legacy_handover(conn: sqlean.Connection, record_id: str, superseded: bool = False) -> None:
+    values = {name: None for name in schema.RECORD_COLUMNS} | {
+        "id": record_id, "project_id": "p" * 64, "type": "handover", "title": f"Handover {record_id}",
+        "body": "old work", "scope": "project", "confidence": "inferred", "source": "hook_observation",
+        "valid_from": f"2026-01-0{record_id[-1]}T00:00:00Z", "recorded_at": "2026-01-01T00:00:00Z",
+        "keywords": "", "pinned": 0, "reinforce_count": 0, "access_count": 0, "score": 1.0,
+        "claudemd_drift_score": 0.0, "pending_embedding": 1,
+        "superseded_at": "2026-01-05T00:00:00Z" if superseded else None,
+    }  # fmt: skip
+    conn.execute(schema.INSERT_RECORD_SQL, [values[n] for n in schema.RECORD_COLUMNS])
+
+
+@pytest.mark.anyio
+async def test_0004_keeps_legacy_handovers_until_a_keyed_one_supersedes_them(
+    db_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as patch:  # a store as 0.1 left it: three migrations
+        patch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:3])
+        assert migrated(db_path)[:3] == [name for name, _ in schema.MIGRATIONS[:3]]
+    conn, _ = db.connect(db_path)
+    with closing(conn):
+        assert schema.schema_version(conn) == 3
+        _legacy_handover(conn, "H1", superseded=True)
+        _legacy_handover(conn, "H2")
+
+    assert migrated(db_path) == ["0004_handover_per_checkout"]
+    conn, _ = db.connect(db_path)
+    with closing(conn):
+        assert schema.schema_version(conn) == schema.SCHEMA_VERSION == 4
+        rows = conn.execute("SELECT id, key, superseded_at FROM records ORDER BY id").fetchall()
+        assert [(r[0], r[1], r[2] is None) for r in rows] == [
+            ("H1", None, False),
+            ("H2", None, True),
+        ]
+        assert "coalesce(key, '')" in table_sql(conn, "records_one_current_handover")
+    async with await Store.open(db_path) as store:
+        assert (await store.current_handover("p" * 64, "/wt/a")).id == "H2"  # type: ignore[union-attr]
+        a = await store.add(
+            NewRecord(type="handover", title="A's task", body="a", project_id="p" * 64, key="/wt/a")
+        )
+        b = await store.add(
+            NewRecord(type="handover", title="B's task", body="b", project_id="p" * 64, key="/wt/b")
+        )
+        legacy = await store.get("H2")
+        assert legacy.superseded_by == a.id  # the first keyed handover replaced the legacy one
+        current = await store.list_records("p" * 64, types=("handover",), include_superseded=False)
+        assert {(r.id, r.key) for r in current} == {(a.id, "/wt/a"), (b.id, "/wt/b")}
+    conn, _ = db.connect(db_path)
+    with closing(conn), pytest.raises(sqlean.IntegrityError):  # one current per checkout, enforced
+        conn.execute(
+            "UPDATE records SET superseded_at = NULL, superseded_by = NULL, key = '/wt/a' "
+            "WHERE id = 'H2'"
+        )

@@ -249,6 +249,26 @@ async def test_one_current_handover_per_project(store: Store) -> None:
     assert len(edges(store.path)) == 2
 
 
+async def test_one_current_handover_per_checkout(store: Store) -> None:
+    legacy = await store.add(new(type="handover", title="H", body="before worktrees"))
+    assert (await store.current_handover(P, "/wt/a")) == legacy  # shown to every checkout
+    a = await store.add(new(type="handover", title="H", body="A's task", key="/wt/a"))
+    b = await store.add(new(type="handover", title="H", body="B's task", key="/wt/b"))
+    assert (await store.get(legacy.id)).superseded_by == a.id  # the first keyed one replaced it
+    assert (await store.get(a.id)).is_current and (await store.get(b.id)).is_current
+    a2 = await store.add(new(type="handover", title="H", body="A's next task", key="/wt/a"))
+    assert (await store.get(a.id)).superseded_by == a2.id
+    assert (await store.get(b.id)).is_current  # another worktree's handover is left alone
+    assert (await store.current_handover(P, "/wt/a")) == a2
+    assert (await store.current_handover(P, "/wt/c")) is None  # no own one and no legacy one
+    # A handover of an unknown checkout is a legacy one: it replaces only the legacy one.
+    unknown = await store.add(new(type="handover", title="H", body="somewhere"))
+    assert (await store.current_handover(P, "/wt/c")) == unknown
+    assert (await store.current_handover(P, "/wt/b")).id == b.id  # type: ignore[union-attr]
+    with pytest.raises(ValidationError, match="handover key"):
+        await store.add(new(type="handover", title="H", body="x", key="  "))
+
+
 async def test_profile_records_with_the_same_key_supersede(store: Store) -> None:
     def profile(key: str, body: str) -> NewRecord:
         return new(type="profile", title=f"profile {key}", body=body, key=key, scope="global")

@@ -12,6 +12,13 @@ keyword and vector rank against what the project works on now, see
 :mod:`agentctx.consolidate.ranking`), unranked ones last by score. A line shows what the body adds to
 the title, cut to 160 characters, so that about eight fit the section's 500 tokens.
 
+Handovers are per checkout (worktree) while the rest is the project's, so the handover section
+depends on where the session runs. The digest is therefore rendered in parts: the text before the
+handover (``head``), the text after it (``tail``), both cut with the handover's 400 tokens reserved,
+and one pre-rendered handover section per current handover keyed by its checkout ("" for the legacy,
+key NULL, one). :func:`assemble` joins them for a checkout: its own handover, else the legacy one,
+else none; every such result is within both caps.
+
 The digest is pre-computed into ``digests/<project_id>.json`` so that the SessionStart hook reads a file
 and imports no SQLite at all. Any write that changes a project's records removes that file
 (:func:`invalidate`); the next SessionStart, or consolidation, rebuilds it. Standard library plus the
@@ -38,8 +45,15 @@ MAX_CHARS = 10_000
 BUDGETS = {"profile": 200, "decisions": 500, "handover": 400, "preferences": 200, "hint": 100}
 DRIFT_THRESHOLD = 0.5  # the partial index records_drift (schema.py) uses this same bound
 DRIFT_MIN_CANDIDATES = 2
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _ITEM_BODY_CHARS = 160
+#: Characters a handover section may take (a 2,000-character body plus its heading).
+_HANDOVER_CHARS = 2200
+#: Room kept for the handover section and its two separators when the rest is cut.
+_RESERVE_TOKENS = BUDGETS["handover"] + 4
+_RESERVE_CHARS = _HANDOVER_CHARS + 4
+#: How many current handovers (checkouts) of one project the digest file carries.
+_HANDOVERS_MAX = 64
 
 _DECISIONS_SQL = """
 SELECT id, type, title, body, confidence, pinned FROM records
@@ -52,10 +66,10 @@ SELECT id, title, body, key FROM records
 WHERE project_id = ? AND type = 'profile' AND superseded_at IS NULL
 ORDER BY pinned DESC, key, valid_from DESC LIMIT 40
 """
-_HANDOVER_SQL = """
-SELECT id, title, body, valid_from, confidence FROM records
+_HANDOVER_SQL = f"""
+SELECT id, title, body, valid_from, confidence, key FROM records
 WHERE project_id = ? AND type = 'handover' AND superseded_at IS NULL
-ORDER BY valid_from DESC LIMIT 1
+ORDER BY valid_from DESC, id DESC LIMIT {_HANDOVERS_MAX}
 """
 _PREFERENCES_SQL = f"""
 SELECT id, title, body FROM records
@@ -74,20 +88,31 @@ SELECT count(*) FROM records INDEXED BY records_drift WHERE project_id = ?
 """
 
 
-def build(conn: sqlean.Connection, project_id: str, project_name: str = "") -> dict[str, Any]:
-    """Compose the digest of a project from the store: ``{"text", "ids", "tokens", ...}``."""
+def build(
+    conn: sqlean.Connection,
+    project_id: str,
+    project_name: str = "",
+    checkout: str | None = None,
+) -> dict[str, Any]:
+    """Compose the digest of a project from the store: ``{"text", "ids", "tokens", "parts"}``.
+
+    ``text`` and ``ids`` are the digest as a session in ``checkout`` sees it; with no checkout,
+    the project's newest current handover is shown (a view for tools that run nowhere in
+    particular). ``parts`` serve every checkout (see :func:`assemble`).
+    """
     counts = dict(conn.execute(_COUNTS_SQL, (project_id, GLOBAL_PROJECT_ID)).fetchall())
     drift = conn.execute(_DRIFT_SQL, (project_id,)).fetchone()[0]
     return render(
         project_name=project_name,
         profile=conn.execute(_PROFILE_SQL, (project_id,)).fetchall(),
         decisions=conn.execute(_DECISIONS_SQL, (project_id,)).fetchall(),
-        handover=conn.execute(_HANDOVER_SQL, (project_id,)).fetchone(),
+        handovers=conn.execute(_HANDOVER_SQL, (project_id,)).fetchall(),
         preferences=conn.execute(_PREFERENCES_SQL).fetchall(),
         counts=counts,
         drift_candidates=int(drift),
         project_id=project_id,
         mcp=_mcp_available(),
+        checkout=checkout,
     )
 
 
@@ -103,47 +128,59 @@ def render(
     project_name: str,
     profile: Iterable[Any],
     decisions: Iterable[Any],
-    handover: Any,
+    handovers: Iterable[Any] = (),
     preferences: Iterable[Any],
     counts: dict[str, int],
     drift_candidates: int,
     mcp: bool = True,
+    checkout: str | None = None,
 ) -> dict[str, Any]:
-    """The digest text within every budget, and the ids of the records it shows.
+    """The digest within every budget, in parts per checkout, and the ids of the records it shows.
 
-    ``mcp`` says whether the MCP tools exist, so that the hint names something that works.
+    ``handovers`` are the project's current handovers (rows with ``key``: the checkout, None for
+    the legacy one), newest first. ``mcp`` says whether the MCP tools exist, so that the hint
+    names something that works. ``text``/``ids`` are :func:`assemble` for ``checkout``.
     """
-    sections: list[str] = []
+    head: list[str] = []
+    tail: list[str] = []
     shown: list[tuple[str, str]] = []  # (line, id) of every record line kept
 
-    def section(heading: str, lines: list[tuple[str, str | None]], budget: int) -> None:
+    def section(
+        into: list[str], heading: str, lines: list[tuple[str, str | None]], budget: int
+    ) -> None:
         text, ids = _fit(heading, lines, budget)
         if text:
-            sections.append(text)
+            into.append(text)
             shown.extend(ids)
 
     section(
+        head,
         "## Project profile",
         [(f"- {row['title']}: {_one_line(row['body'], 160)}", row["id"]) for row in profile],
         BUDGETS["profile"],
     )
     section(
+        head,
         "## Active decisions and conventions",
         [(_decision_line(row), row["id"]) for row in decisions],
         BUDGETS["decisions"],
     )
-    if handover is not None:
-        heading = f"## Last handover ({handover['valid_from'][:10]}, id {handover['id']})"
-        room = BUDGETS["handover"] - estimate_tokens(heading) - 2
-        body = truncate_to_tokens(handover["body"], max(room, 0), 2000)
-        section(heading, [(body, handover["id"])] if body else [], BUDGETS["handover"])
     section(
+        tail,
         "## Developer preferences (all projects)",
         [(_preference_line(row), row["id"]) for row in preferences],
         BUDGETS["preferences"],
     )
-    if not sections:
-        return _result(project_id, "", [])
+    sections: dict[str, list[str]] = {}
+    for row in handovers:
+        key = row["key"] or ""
+        if key not in sections:  # newest first: an older current one of a key is not shown
+            sections[key] = _handover_section(row)
+    sections = {key: value for key, value in sections.items() if value[0]}
+    empty = not head and not tail  # then a checkout without a handover is given nothing
+    if empty and not sections:
+        parts: dict[str, Any] = {"head": "", "tail": "", "ids": [], "empty": True}
+        return _result(project_id, parts, checkout)
     searchable = ", ".join(f"{n} {t}" for t, n in sorted(counts.items()) if n)
     hint = (
         f"More in the agentctx store ({searchable}): call the ctx_search tool with keywords, "
@@ -151,25 +188,82 @@ def render(
         if mcp
         else f"More in the agentctx store ({searchable}): `agentctx search <words>` finds it."
     )
-    sections.append(truncate_to_tokens(hint, BUDGETS["hint"], 600))
+    tail.append(truncate_to_tokens(hint, BUDGETS["hint"], 600))
     if drift_candidates >= DRIFT_MIN_CANDIDATES:
-        sections.append(
+        tail.append(
             f"Note: {drift_candidates} decisions or conventions in the store are not reflected in "
             "CLAUDE.md; the developer can review them with `agentctx sync`."
         )
     title = f"# agentctx: context for {project_name}" if project_name else "# agentctx: context"
-    text = truncate_to_tokens("\n\n".join([title, *sections]), MAX_TOKENS, MAX_CHARS)
-    # A record counts as shown when its line survived the final cut (not every line prints its id).
-    return _result(project_id, text, list(dict.fromkeys(i for line, i in shown if line in text)))
+    head_text = "\n\n".join([title, *head])
+    tail_text = "\n\n".join(tail)
+    # The rest is cut first, with the handover's room kept, so that every checkout's result fits.
+    whole = truncate_to_tokens(
+        f"{head_text}\n\n{tail_text}", MAX_TOKENS - _RESERVE_TOKENS, MAX_CHARS - _RESERVE_CHARS
+    )
+    if whole.startswith(head_text + "\n\n"):
+        tail_text = whole[len(head_text) + 2 :]
+    else:
+        head_text, tail_text = whole, ""
+    # A record counts as shown when its line survived the cut (not every line prints its id).
+    head_ids = list(dict.fromkeys(i for line, i in shown if line in head_text))
+    tail_ids = [i for line, i in shown if line in tail_text and i not in head_ids]
+    parts = {
+        "head": head_text,
+        "tail": tail_text,
+        "ids": list(dict.fromkeys(head_ids + tail_ids)),
+        "head_ids": len(head_ids),  # the handover's id goes after these: the order shown
+        "empty": empty,
+        "handovers": sections,
+    }
+    return _result(project_id, parts, checkout)
 
 
-def _result(project_id: str, text: str, ids: list[str]) -> dict[str, Any]:
+def _handover_section(row: Any) -> list[str]:
+    """``[section text, record id]`` of one handover (the text is "" when nothing of it fits)."""
+    heading = f"## Last handover ({row['valid_from'][:10]}, id {row['id']})"
+    room = BUDGETS["handover"] - estimate_tokens(heading) - 2
+    body = truncate_to_tokens(row["body"], max(room, 0), 2000)
+    text, _ids = _fit(heading, [(body, row["id"])] if body else [], BUDGETS["handover"])
+    return [truncate_to_tokens(text, BUDGETS["handover"], _HANDOVER_CHARS), str(row["id"])]
+
+
+def assemble(parts: dict[str, Any], checkout: str | None) -> tuple[str, list[str]]:
+    """The digest text a session in ``checkout`` is given, and the ids of the records it shows.
+
+    Its own checkout's handover, else the legacy one (key ""), else none; ``checkout`` None picks
+    the newest handover. Hook path: plain dict and string work only.
+    """
+    sections = parts.get("handovers")
+    chosen: Any = None
+    if isinstance(sections, dict) and sections:
+        if checkout is None:
+            chosen = next(iter(sections.values()))
+        else:
+            chosen = sections.get(checkout) or sections.get("")
+    head, tail = str(parts.get("head") or ""), str(parts.get("tail") or "")
+    ids = [i for i in parts.get("ids") or () if isinstance(i, str)]
+    if not (isinstance(chosen, list) and len(chosen) == 2 and chosen[0]):
+        if parts.get("empty"):
+            return "", []
+        return "\n\n".join(p for p in (head, tail) if p), ids
+    section, record_id = str(chosen[0]), str(chosen[1])
+    text = "\n\n".join(p for p in (head, section, tail) if p)
+    if record_id in section and record_id not in ids:
+        at = parts.get("head_ids")
+        ids.insert(at if isinstance(at, int) else len(ids), record_id)
+    return text, ids
+
+
+def _result(project_id: str, parts: dict[str, Any], checkout: str | None) -> dict[str, Any]:
+    text, ids = assemble(parts, checkout)
     return {
         "version": FORMAT_VERSION,
         "project_id": project_id,
         "text": text,
         "ids": ids,
         "tokens": estimate_tokens(text) if text else 0,
+        "parts": parts,
     }
 
 
@@ -304,6 +398,7 @@ def read(project_id: str) -> dict[str, Any] | None:
         or data.get("version") != FORMAT_VERSION
         or not isinstance(data.get("text"), str)
         or not isinstance(data.get("ids"), list)
+        or not isinstance(data.get("parts"), dict)
     ):
         return None
     return data

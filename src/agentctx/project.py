@@ -11,6 +11,10 @@ memory: clones on other machines, linked worktrees and subfolders all map to the
 * Otherwise ``sha256("path:" + root)`` where ``root`` is the top-level of the MAIN worktree, so
   linked worktrees share the id; outside git, ``root`` is the realpath of ``cwd`` itself.
 
+The *checkout* is where, not which project: the realpath of the top-level of the worktree ``cwd`` is
+in (a linked worktree's own top-level, not the main one's; outside git the same root as above). It
+keys the handovers, which are per checkout while everything else is shared (docs/spec.md, 5.3).
+
 This runs in latency-critical hook processes: standard library only, cheap imports (no
 ``typing``, ``pathlib``, ``subprocess``...), and git is never spawned; the few files under
 ``.git`` that matter are read directly. Not read: global/system config, ``include`` files,
@@ -34,20 +38,33 @@ _ESCAPES = {"n": "\n", "t": "\t", "b": "\b"}
 
 
 class ProjectIdentity:
-    """A project's stable id plus its human name, root folder and normalized remote."""
+    """A project's stable id plus its human name, root folder, normalized remote and checkout.
 
-    __slots__ = ("name", "project_id", "remote", "root")
+    ``checkout`` (the worktree top-level the cwd is in, :func:`checkout_key`) is not part of the
+    equality: two worktrees of one repository are one project.
+    """
+
+    __slots__ = ("checkout", "name", "project_id", "remote", "root")
 
     project_id: str
     name: str
     root: str
     remote: str | None
+    checkout: str
 
-    def __init__(self, project_id: str, name: str, root: str, remote: str | None) -> None:
+    def __init__(
+        self,
+        project_id: str,
+        name: str,
+        root: str,
+        remote: str | None,
+        checkout: str | None = None,
+    ) -> None:
         self.project_id = project_id
         self.name = name
         self.root = root
         self.remote = remote
+        self.checkout = root if checkout is None else checkout
 
     def __repr__(self) -> str:
         return (
@@ -280,12 +297,13 @@ def identify(cwd: str) -> ProjectIdentity:
     """The identity of the project that ``cwd`` belongs to; never raises."""
     path = _real(cwd)
     root, remote, url = path, None, ""
+    checkout = path
     try:
         found = _locate(path) if os.path.isdir(path) else None
         if found is not None:
             top, gitdir, common = found
             config = _read_config(os.path.join(common, "config"))
-            root = top
+            root = checkout = top
             if gitdir != common:  # linked worktree: name the main worktree instead
                 worktree = config.get("core.worktree")
                 if os.path.basename(common) == ".git":
@@ -298,12 +316,17 @@ def identify(cwd: str) -> ProjectIdentity:
             url = urls[0] if urls else ""  # git fetches from the first url
             remote = _normalize(url, root) if url else None
     except (OSError, ValueError):
-        root, remote = path, None
+        root, remote, checkout = path, None, path
     if remote is not None:
         name = _remote_name(url) or remote.rpartition("/")[2]
-        return ProjectIdentity(_hash("remote:" + remote), name, root, remote)
+        return ProjectIdentity(_hash("remote:" + remote), name, root, remote, checkout)
     key = "path:" + os.path.normcase(root)  # case-insensitive on Windows, as its paths are
-    return ProjectIdentity(_hash(key), os.path.basename(root) or root, root, None)
+    return ProjectIdentity(_hash(key), os.path.basename(root) or root, root, None, checkout)
+
+
+def checkout_key(cwd: str) -> str:
+    """The checkout ``cwd`` is in: its worktree's top-level (realpath), else ``identify``'s root."""
+    return identify(cwd).checkout
 
 
 def sha256_hex(text: str) -> str:

@@ -138,8 +138,8 @@ class NewRecord:
                 valid_from = clock.parse_time(valid_from)
             except ValueError:
                 problems.append(f"valid_from {self.valid_from!r} is not an ISO-8601 time")
-        if self.type == "profile" and self.key is not None and not self.key.strip():
-            problems.append("a profile key, when given, must not be blank")
+        if self.type in ("profile", "handover") and self.key is not None and not self.key.strip():
+            problems.append(f"a {self.type} key, when given, must not be blank")
         if problems:
             raise ValidationError("invalid record: " + "; ".join(problems))
         return NewRecord(
@@ -152,7 +152,8 @@ class NewRecord:
             source=self.source,
             pinned=bool(self.pinned),
             keywords=normalize_keywords(self.keywords),
-            key=self.key.strip() if self.key else None,
+            # a handover's key is a checkout path, kept exactly (a folder name may end in a space)
+            key=(self.key if self.type == "handover" else self.key.strip()) if self.key else None,
             rationale=(self.rationale or "").strip() or None,
             session_id=self.session_id,
             valid_from=valid_from,

@@ -155,8 +155,11 @@ SUPERSEDE_SQL = (
 INSERT_EDGE_SQL = (
     "INSERT OR IGNORE INTO edges(id, from_id, to_id, rel_type, created_at) VALUES (?, ?, ?, ?, ?)"
 )
+#: The current handovers a new one with key ``?`` (a checkout, or NULL) replaces: the one of the same
+#: checkout and the legacy one (key NULL, written before handovers were per checkout).
 CURRENT_HANDOVER_SQL = (
-    "SELECT id FROM records WHERE project_id = ? AND type = 'handover' AND superseded_at IS NULL"
+    "SELECT id FROM records WHERE project_id = ? AND type = 'handover' AND superseded_at IS NULL "
+    "AND (key IS NULL OR key = ?) ORDER BY key IS NULL, valid_from DESC"
 )
 CURRENT_PROFILE_KEY_SQL = (
     "SELECT id FROM records WHERE project_id = ? AND type = 'profile' AND key = ? "
@@ -229,10 +232,20 @@ CREATE TABLE merge_checks (
 ) WITHOUT ROWID;
 """
 
+#: Handovers per checkout (worktree): a handover's ``key`` names the checkout it belongs to, and
+#: the one-current rule holds per (project, key). Existing handovers keep key NULL ("legacy"), which
+#: counts as a key of its own here; the first keyed handover of the project supersedes it (store.py).
+_HANDOVER_PER_CHECKOUT = """
+DROP INDEX records_one_current_handover;
+CREATE UNIQUE INDEX records_one_current_handover
+  ON records(project_id, coalesce(key, '')) WHERE type = 'handover' AND superseded_at IS NULL;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_extraction_state", _EXTRACTION_STATE),
     ("0003_consolidation", _CONSOLIDATION),
+    ("0004_handover_per_checkout", _HANDOVER_PER_CHECKOUT),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

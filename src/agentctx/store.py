@@ -3,9 +3,9 @@
 ``Store.open()`` applies pending migrations, then every adapter (CLI, MCP server, workers, dashboard)
 awaits its methods. Writes run in ``BEGIN IMMEDIATE`` transactions serialized by a per-store lock, so a
 failed write leaves nothing behind and concurrent processes queue on SQLite's busy timeout rather than
-failing. Supersession and the keyed rules (one current handover per project, one current profile record
-per key) happen inside the same transaction as the insert; partial unique indexes make them hold even
-against a racing writer. Nothing here deletes a record. Whole-store operations are free functions
+failing. Supersession and the keyed rules (one current handover per checkout of a project, one current
+profile record per key) happen inside the same transaction as the insert; partial unique indexes make
+them hold even against a racing writer. Nothing here deletes a record. Whole-store operations are free functions
 over a ``Store`` in their own modules: ``inventory`` (status, sessions), ``transfer`` (export, import)
 and ``deletion`` (reset, the one deletion).
 """
@@ -257,9 +257,9 @@ class Store:
                     f"record {old.id} is a {old.type}; a {record.type} cannot supersede it"
                 )
             to_supersede.append(old.id)
-        keyed = await self._keyed_current(record)
-        if keyed is not None and keyed not in to_supersede:
-            to_supersede.append(keyed)
+        for keyed in await self._keyed_current(record):
+            if keyed not in to_supersede:
+                to_supersede.append(keyed)
         await conn.execute("PRAGMA defer_foreign_keys = ON")
         for old_id in to_supersede:
             cursor = await conn.execute(schema.SUPERSEDE_SQL, (now, record.id, old_id))
@@ -294,14 +294,28 @@ class Store:
             )
         return old
 
-    async def _keyed_current(self, record: Record) -> str | None:
+    async def _keyed_current(self, record: Record) -> list[str]:
         if record.type == "handover":
-            row = await self._one(schema.CURRENT_HANDOVER_SQL, (record.project_id,))
-        elif record.type == "profile" and record.key:
+            # the same checkout's current handover, plus the legacy (key NULL) one it replaces too
+            rows = await self._rows(schema.CURRENT_HANDOVER_SQL, (record.project_id, record.key))
+            return [str(row["id"]) for row in rows]
+        if record.type == "profile" and record.key:
             row = await self._one(schema.CURRENT_PROFILE_KEY_SQL, (record.project_id, record.key))
-        else:
-            return None
-        return None if row is None else str(row["id"])
+            return [] if row is None else [str(row["id"])]
+        return []
+
+    async def current_handover(self, project_id: str, checkout: str | None) -> Record | None:
+        """The handover a session in ``checkout`` is handed: its own current one, else the legacy.
+
+        ``checkout`` is :attr:`ProjectIdentity.checkout` (None: only the legacy, key NULL, one).
+        """
+        row = await self._one(
+            f"SELECT {_COLS} FROM records WHERE project_id = ? AND type = 'handover' "
+            "AND superseded_at IS NULL AND (key IS NULL OR key = ?) "
+            "ORDER BY key IS NULL, valid_from DESC LIMIT 1",
+            (project_id, checkout),
+        )
+        return None if row is None else Record.from_row(row)
 
     async def supersede(
         self,
@@ -571,10 +585,11 @@ class Transaction:
         """Note that this project's records changed (its digest is dropped after the commit)."""
         self._store._changed.add(project_id)
 
-    async def keyed_current(self, record: Record) -> str | None:
-        """The id of the current record a keyed rule makes ``record`` replace, if any.
+    async def keyed_current(self, record: Record) -> list[str]:
+        """The ids of the current records a keyed rule makes ``record`` replace (maybe none).
 
-        One current handover per project, one current profile record per key (docs/spec.md, 5.3).
+        One current handover per checkout (``key``), a keyed one replacing the legacy (key NULL)
+        one too; one current profile record per key (docs/spec.md, 5.3).
         """
         return await self._store._keyed_current(record)
 

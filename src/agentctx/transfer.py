@@ -136,7 +136,8 @@ async def import_data(store: Store, data: dict[str, Any]) -> ImportReport:
     Idempotent by id, and one transaction: an error leaves the store as it was. A current handover
     or keyed profile record that collides with a current one already here is resolved by time: the
     later ``valid_from`` stays current and the other is marked superseded by it, so the keyed rules
-    still hold.
+    still hold. Handovers collide per checkout (``key``): current ones of different checkouts
+    coexist, and a keyed one also meets the legacy (key NULL) one.
     """
     report = ImportReport()
     records = [_record_from_data(item) for item in data.get("records", [])]
@@ -190,21 +191,24 @@ async def _import_record(
         report.skipped["records"] = report.skipped.get("records", 0) + 1
         return
     if record.superseded_at is None:
-        rival = await tx.keyed_current(record)
-        if rival is not None:
+        # A keyed handover meets its checkout's current one and the legacy (key NULL) one.
+        for rival in await tx.keyed_current(record):
             other = await store.get(rival)
             newer, older = (
                 (record, other) if record.valid_from >= other.valid_from else (other, record)
             )
-            if older is other:
-                await tx.execute(schema.SUPERSEDE_SQL, (newer.valid_from, newer.id, older.id))
-            else:
+            lost = older is record
+            if lost:
                 record = replace(record, superseded_at=newer.valid_from, superseded_by=newer.id)
+            else:
+                await tx.execute(schema.SUPERSEDE_SQL, (newer.valid_from, newer.id, older.id))
             await tx.execute(
                 schema.INSERT_EDGE_SQL,
                 (clock.ulid(), newer.id, older.id, "supersedes", newer.valid_from),
             )
             report.superseded_on_conflict.append(older.id)
+            if lost:
+                break  # the record lost: the other rivals are not its to resolve
     await tx.execute(schema.INSERT_RECORD_SQL, [getattr(record, n) for n in COLUMNS])
     tx.mark_project_changed(record.project_id)
     report.added["records"] = report.added.get("records", 0) + 1

@@ -18,7 +18,10 @@ from agentctx.records import NewRecord, Record
 from agentctx.store import SearchQuery, Store
 
 _TYPES_HELP = "decision, convention, preference, discovery, bugfix, handover, profile"
-_KEY_HELP = "Profile key (a new profile record supersedes the current one with the same key)."
+_KEY_HELP = (
+    "Profile key (a new profile record supersedes the current one with the same key). "
+    "A handover's key is the checkout (worktree) it belongs to: the current one by default."
+)
 
 
 @app.command
@@ -47,7 +50,8 @@ async def record(
         source="cli",
         pinned=pin,
         supersedes=supersedes,
-        key=key,
+        # handovers are per checkout: this worktree's, so the other worktrees keep theirs
+        key=key if key is not None or type != "handover" else project.checkout,
         keywords=keywords,
     )
 

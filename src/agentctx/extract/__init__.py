@@ -144,7 +144,7 @@ async def _run(
     after = (session or {}).get("extracted_uuid")
     parsed = await anyio.to_thread.run_sync(lambda: read_transcript(path, after_uuid=after))
     report.lines_skipped = dict(parsed.skipped)
-    project_id, project_name = await _project_of(store, session, path)
+    project_id, project_name, checkout = await _project_of(store, session, path)
     if not any(turn.role == "developer" for turn in parsed.turns):
         report.status = "nothing_new"
         if not dry_run and parsed.last_uuid:
@@ -155,7 +155,7 @@ async def _run(
     tier, parts = prompt.plan(text)
     report.tier = tier
     current = await _current_ids(store, project_id)
-    handover = await _open_handover(store, project_id)
+    handover = await _open_handover(store, project_id, checkout)
     context = prompt.context_block(project_name, current, handover)
     messages = [f"{context}\n\nTranscript:\n{part}" for part in parts]
     if dry_run:
@@ -196,6 +196,7 @@ async def _run(
             session_id=report.session_id,
             threshold=threshold,
             open_handover=None if handover is None else handover[0],
+            checkout=checkout,
         )
         await _advance_in(
             tx,
@@ -252,13 +253,18 @@ def find_transcript(session_id: str) -> str | None:
     return found[0] if found else None
 
 
-async def _project_of(store: Store, session: dict[str, Any] | None, path: str) -> tuple[str, str]:
+async def _project_of(
+    store: Store, session: dict[str, Any] | None, path: str
+) -> tuple[str, str, str | None]:
+    """(project id, name, checkout): the checkout keys the session's handover (None: unknown)."""
     from agentctx.project import identify
 
     cwd = (session or {}).get("cwd") or await anyio.to_thread.run_sync(_cwd_in_transcript, path)
     identity = identify(cwd or os.getcwd())
-    project_id = (session or {}).get("project_id") or identity.project_id
-    return str(project_id), identity.name
+    project_id = str((session or {}).get("project_id") or identity.project_id)
+    # A cwd of another project says nothing about where in this one the session ran.
+    checkout = identity.checkout if identity.project_id == project_id else None
+    return project_id, identity.name, checkout
 
 
 def _cwd_in_transcript(path: str) -> str | None:
@@ -276,12 +282,15 @@ def _cwd_in_transcript(path: str) -> str | None:
     return None
 
 
-async def _open_handover(store: Store, project_id: str) -> tuple[str, str, str] | None:
-    """The project's current handover (id, title, body), unless it says nothing is open."""
-    records = await store.list_records(project_id, types=("handover",), include_superseded=False)
-    if not records or records[-1].title == apply.CLOSED_HANDOVER_TITLE:
+async def _open_handover(
+    store: Store, project_id: str, checkout: str | None
+) -> tuple[str, str, str] | None:
+    """The checkout's current handover, else the legacy one: (id, title, body), unless it says
+    nothing is open. Another worktree's handover is its own session's business."""
+    record = await store.current_handover(project_id, checkout)
+    if record is None or record.title == apply.CLOSED_HANDOVER_TITLE:
         return None
-    return records[-1].id, records[-1].title, records[-1].body
+    return record.id, record.title, record.body
 
 
 async def _current_ids(store: Store, project_id: str) -> list[tuple[str, str, str]]:

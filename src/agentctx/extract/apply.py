@@ -3,11 +3,12 @@
 Each entry is checked on its own; a bad one is dropped and counted, the rest are kept. Mapping:
 decisions → ``decision``, preferences → ``preference`` (scope project, or global into the global
 namespace), conventions → ``convention``, gotchas → ``discovery``, bugfixes → ``bugfix`` (enriching
-the session's PostToolUse stub when one matches), active_work → the project's ``handover``
-(superseding the previous one). ``handover_done`` with no active work closes the open handover the
-model was shown: a short "no open work" handover supersedes it, so the next session is not handed a
-finished task (history keeps the old one; a handover written meanwhile by another session is left
-alone). An entry identical (type and title) to a current record is not
+the session's PostToolUse stub when one matches), active_work → the ``handover`` of the session's
+checkout (its worktree, the record's ``key``), superseding that checkout's previous one and the
+legacy (key NULL) one, never another worktree's. ``handover_done`` with no active work closes the
+open handover the model was shown: a short "no open work" handover of the checkout supersedes it, so
+the next session is not handed a finished task (history keeps the old one; a handover written
+meanwhile by another session is left alone). An entry identical (type and title) to a current record is not
 added again: from the same session it is dropped; from another session it reinforces the record.
 A ``supersedes`` id must name a current record of the same project and type, else the entry is
 added plainly and the id logged.
@@ -119,10 +120,12 @@ async def write(
     session_id: str,
     threshold: int,
     open_handover: str | None = None,
+    checkout: str | None = None,
 ) -> Applied:
     """Write the parsed entries inside the caller's transaction.
 
-    ``open_handover`` is the id of the handover the model was shown, the only one it may close.
+    ``open_handover`` is the id of the handover the model was shown, the only one it may close;
+    ``checkout`` keys the handovers written (None: a legacy one, for an unknown checkout).
     """
     applied = Applied()
     for entry in parsed.entries:
@@ -159,13 +162,16 @@ async def write(
                 keywords=entry.keywords,
                 session_id=session_id,
                 supersedes=supersedes,
+                key=checkout if entry.type == "handover" else None,
             )
         )
         applied.added[entry.type] = applied.added.get(entry.type, 0) + 1
         applied.superseded += supersedes is not None
     work_left = any(entry.type == "handover" for entry in parsed.entries)
     if parsed.handover_done and open_handover is not None and not work_left:
-        applied.closed_handover = await _close_handover(tx, open_handover, project_id, session_id)
+        applied.closed_handover = await _close_handover(
+            tx, open_handover, project_id, session_id, checkout
+        )
     return applied
 
 
@@ -173,15 +179,17 @@ CLOSED_HANDOVER_TITLE = "Handover: no open work"
 
 
 async def _close_handover(
-    tx: Transaction, handover_id: str, project_id: str, session_id: str
+    tx: Transaction, handover_id: str, project_id: str, session_id: str, checkout: str | None
 ) -> str | None:
-    """Supersede the open handover by a "no open work" one, if it is still the current one."""
+    """Supersede the open handover by a "no open work" one of the checkout, if it is still the
+    one this checkout is handed (its own current one, else the legacy one)."""
     rows = await tx.rows(
-        "SELECT title FROM records WHERE id = ? AND project_id = ? AND type = 'handover' "
-        "AND superseded_at IS NULL",
-        (handover_id, project_id),
+        "SELECT id, title FROM records WHERE project_id = ? AND type = 'handover' "
+        "AND superseded_at IS NULL AND (key IS NULL OR key = ?) "
+        "ORDER BY key IS NULL, valid_from DESC LIMIT 1",
+        (project_id, checkout),
     )
-    if not rows or rows[0]["title"] == CLOSED_HANDOVER_TITLE:
+    if not rows or rows[0]["id"] != handover_id or rows[0]["title"] == CLOSED_HANDOVER_TITLE:
         return None
     task = str(rows[0]["title"]).removeprefix("Handover: ")
     await tx.add(
@@ -193,6 +201,7 @@ async def _close_handover(
             source="llm_extraction",
             session_id=session_id,
             supersedes=handover_id,
+            key=checkout,
         )
     )
     return handover_id

@@ -6,7 +6,8 @@
   inferred bugfix stub "Test failure: <command>" linked to the failing file; other hard errors in Bash
   output → "Error observed: <command>". Clean runs record nothing.
 * PreCompact → a handover snapshot of the working state (the newest real user request and the files
-  touched, read from the transcript tail) that supersedes the previous handover.
+  touched, read from the transcript tail) that supersedes the previous handover of this checkout
+  (worktree); the other worktrees of the project keep theirs.
 
 All text is redacted before it is stored. Writes that cannot happen now are spooled, not lost.
 """
@@ -164,6 +165,7 @@ def pre_compact(ctx: HookContext) -> list[dict[str, Any]]:
         {
             **_base(ctx),
             "kind": "handover",
+            "checkout": ctx.project.checkout,
             "title": redact(title),
             "body": redact("\n".join(lines)),
             "files": [_relative(ctx, f) for f in files],

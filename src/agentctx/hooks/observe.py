@@ -7,7 +7,10 @@ the spool when the database is busy or missing); :func:`apply` writes them. Kind
 * ``branch``: a branch the session created or switched to → a ``branch`` node, same edge.
 * ``stub``: an inferred ``bugfix`` record ("Test failure: <command>", "Error observed: <command>"),
   deduplicated by title against the project's current records, linked to the files it names.
-* ``handover``: an inferred ``handover`` that supersedes the project's current one.
+* ``handover``: an inferred ``handover`` of the session's checkout (``checkout``: its worktree
+  top-level, the record's ``key``) that supersedes that checkout's current one and the legacy (key
+  NULL) one; other worktrees' handovers are left alone. An observation spooled without a checkout
+  writes a legacy handover.
 """
 
 from __future__ import annotations
@@ -75,11 +78,13 @@ def _record(
         if row is not None:  # stubs dedupe by title: the files still get linked
             return str(row[0])
     record_id = clock.ulid()
+    key = None
     if record_type == "handover":
-        current = conn.execute(schema.CURRENT_HANDOVER_SQL, (project_id,)).fetchone()
-        if current is not None:
-            conn.execute(schema.SUPERSEDE_SQL, (at, record_id, current[0]))
-            _edge(conn, record_id, str(current[0]), "supersedes", at)
+        key = obs.get("checkout") or None
+        current = conn.execute(schema.CURRENT_HANDOVER_SQL, (project_id, key)).fetchall()
+        for (old_id,) in current:
+            conn.execute(schema.SUPERSEDE_SQL, (at, record_id, old_id))
+            _edge(conn, record_id, str(old_id), "supersedes", at)
     values = {
         "id": record_id,
         "project_id": project_id,
@@ -92,7 +97,7 @@ def _record(
         "valid_from": at,
         "recorded_at": clock.now(),
         "keywords": str(obs.get("keywords") or ""),
-        "key": None,
+        "key": key,
         "rationale": None,
         "pinned": 0,
         "reinforce_count": 0,

@@ -2,7 +2,8 @@
 
 The fast path reads ``digests/<project>.json`` and imports neither SQLite nor ``json``. When the file
 is missing or corrupt (first session, or a write made it stale) the digest is built from the store
-within the same budget and saved for the next session.
+within the same budget and saved for the next session. The file holds the digest in parts; this
+session's checkout (worktree) picks its own handover, else the legacy one (:func:`digest.assemble`).
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ def handle(ctx: HookContext) -> str | None:
     data = digest.read(project.project_id) or _build(ctx)
     if data is None:
         return None
-    text = truncate_to_tokens(str(data["text"]), digest.MAX_TOKENS, digest.MAX_CHARS)
+    whole, ids = digest.assemble(data["parts"], project.checkout)
+    text = truncate_to_tokens(whole, digest.MAX_TOKENS, digest.MAX_CHARS)
     if not text.strip():
         return None
-    ids = [i for i in data["ids"] if isinstance(i, str)]
-    if text != data["text"]:  # cut again here (a hand-edited file): keep the ids still visible
+    if text != whole:  # cut again here (a hand-edited file): keep the ids still visible
         ids = [i for i in ids if i in text]
     if ctx.session_id:
         with Ledger(ctx.session_id) as ledger:
@@ -57,7 +58,7 @@ def _build(ctx: HookContext) -> dict[str, Any] | None:
     if conn is None:
         return None
     try:
-        data = digest.build(conn, ctx.project.project_id, ctx.project.name)
+        data = digest.build(conn, ctx.project.project_id, ctx.project.name, ctx.project.checkout)
     finally:
         conn.close()
     try:
