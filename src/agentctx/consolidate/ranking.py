@@ -1,7 +1,8 @@
 """The digest's order of decisions and conventions: reciprocal rank fusion of keyword and vector rank.
 
 A digest has no query, so the ranking asks what the project is working on now: its **focus** is the
-current handover and the :data:`FOCUS_RECENT` most recent other records of the project. Two rankings
+project's current handovers (one per checkout: parallel worktrees each add their task) and the
+:data:`FOCUS_RECENT` most recent other records of the project. Two rankings
 of the current decisions and conventions are fused with :func:`agentctx.retrieval.rrf`:
 
 - keyword rank: FTS5 BM25 of each decision against the focus's terms (``retrieval.query_terms``);
