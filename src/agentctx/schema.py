@@ -1,7 +1,7 @@
 """The schema, as an ordered list of named migrations, and the objects that depend on capabilities.
 
-Each migration runs with its bookkeeping row in one ``BEGIN IMMEDIATE`` transaction, so concurrent
-openers apply it once and a crash leaves either all of it or none. ``PRAGMA user_version`` mirrors the
+The pending migrations run, each with its bookkeeping row, in one ``BEGIN IMMEDIATE`` transaction,
+so concurrent openers apply them once and a crash leaves either all of them or none. ``PRAGMA user_version`` mirrors the
 number of applied migrations: the hooks compare it with :data:`SCHEMA_VERSION` without reading the table,
 and a database whose version is higher than ours was written by a newer agentctx and is refused.
 
@@ -304,15 +304,18 @@ def migrate(conn: sqlean.Connection, caps: Capabilities, path: str) -> list[str]
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
     )
-    for index, (name, script) in enumerate(MIGRATIONS, start=1):
-        if schema_version(conn) >= index:
-            continue
+    if schema_version(conn) < SCHEMA_VERSION:
+        # All pending migrations in one transaction: a page several of them change (the schema,
+        # page 1, the bookkeeping) goes to the WAL once, which keeps a new store's first WAL
+        # about the size of the file (it matters on a nearly full disk).
         conn.execute("BEGIN IMMEDIATE")
         try:
-            # Re-check under the write lock: a concurrent opener may have applied it meanwhile.
+            # Re-check under the write lock: a concurrent opener may have applied them meanwhile.
             version = schema_version(conn)
             check_not_newer(version, path)
-            if version < index:
+            for index, (name, script) in enumerate(MIGRATIONS, start=1):
+                if version >= index:
+                    continue
                 for statement in iter_sql_statements(script):
                     conn.execute(statement)
                 conn.execute(
