@@ -5,26 +5,37 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))  # own_eval, minilm
 
+from agentctx import embed
 from agentctx.consolidate import merge_check
 from agentctx.extract import prompt as extract_prompt
+from agentctx.project import identify
+from agentctx.records import NewRecord
 from agentctx.redact import redact
+from agentctx.store import SearchQuery
 from agentctx.transcript import read_transcript, render
-from own_eval import author, replay, report, scoring
+from own_eval import author, floors, replay, report, scoring
 from own_eval import figures as own_eval_figures
 from own_eval import run as own_eval
 from tests.messages_server import ErrorReply, MessagesServer, Recorded, ToolUseReply
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from agentctx.embed import Embedder
+    from agentctx.store import Store
 
 HERE = Path(__file__).resolve().parents[1] / "benchmarks" / "own_eval"
 
@@ -399,3 +410,129 @@ async def test_live_mode_captures_what_the_endpoint_answered(
     assert len(run.matchings[0].matched) == 5
     text, _payload = report.render(run, meta, k=own_eval.K)
     assert text.startswith("# Own eval") and "(LIVE)" in text
+
+
+# -- the ctx_search floor rules (floors.py) ------------------------------------------------------
+
+#: Notes of one project, on unrelated topics, for a background of real MiniLM cosines.
+NOTES = [
+    "Login sessions expire after 30 minutes of inactivity",
+    "The CI pipeline caches Docker layers between runs",
+    "Invoices are rendered to PDF with WeasyPrint",
+    "Postgres is the only database; no SQLite in production",
+    "Frontend state lives in a Zustand store per page",
+    "API errors are returned as RFC 9457 problem details",
+    "Feature flags are read from LaunchDarkly at start-up",
+    "Emails go out through Postmark with templates in emails/",
+    "Uploads are streamed to S3 with multipart uploads",
+    "The search index is rebuilt nightly from the events table",
+    "Timezones are stored as UTC and converted in the browser",
+    "Rate limits are 100 requests a minute per API key",
+    "Background jobs run on Celery with Redis as the broker",
+    "Tests use factory_boy fixtures, never the production data",
+    "Logs are JSON lines shipped to Loki",
+    "Passwords are hashed with argon2id",
+    "The mobile clients pin the TLS certificate",
+    "Translations live in locale/*.po and are compiled at build",
+    "Migrations are written by hand in migrations/ as SQL",
+    "Images are resized on upload into three sizes",
+    "Webhooks are retried five times with exponential backoff",
+    "Admin pages require a hardware security key",
+    "Metrics are exported to Prometheus on /metrics",
+    "The release branch is cut every second Tuesday",
+]
+
+
+def candidate(
+    similarity: float | None, background: tuple[float, ...], relevance: float = 0.0
+) -> floors.SearchCandidate:
+    return floors.SearchCandidate(f"r{similarity}", similarity, relevance, background)
+
+
+def test_the_background_floor_stands_k_deviations_above_the_mean() -> None:
+    background = tuple(float(i % 5) / 10 for i in range(20))  # mean 0.2, spread √0.02
+    floor = floors.background_floor(background, 2.0)
+    assert floor is not None and abs(floor - (0.2 + 2 * 0.02**0.5)) < 1e-12
+    assert floors.background_floor(background[:19], 2.0) is None  # too few vectors
+    assert floors.background_floor((0.3,) * 30, 2.0) is None  # no spread: cannot tell
+    rule = floors.SearchRule("background", 2.0, 0.4)
+    hits = [
+        candidate(0.6, background),
+        candidate(0.4, background),
+        candidate(None, background, 0.5),
+    ]
+    assert floors.search_kept(hits, rule) == ["r0.6", "rNone"]
+    # a store under BACKGROUND_MIN vectors: no floor, every hit kept
+    small = [candidate(0.1, background[:19]), candidate(None, background[:19])]
+    assert floors.search_kept(small, rule) == ["r0.1", "rNone"]
+
+
+def test_rule_names_are_the_reports() -> None:
+    assert floors.MINILM_RULE.name == "cosine ≥ 0.32 or relevance ≥ 0.4"
+    assert floors.RELATIVE_RULE.name == "background z ≥ 2.2 or relevance ≥ 0.4"
+    squeezed = floors.SearchRule("cosine", 0.32, 0.4, squeeze=True)
+    assert squeezed.name == "cosine ≥ 0.32 or relevance ≥ 0.4, cosines squeezed (0.55 + 0.45·s)"
+    assert floors.SearchRule("none").name == "no floor"
+
+
+@given(
+    st.lists(st.floats(-1, 1), min_size=20, max_size=60),
+    st.lists(st.floats(-1, 1) | st.none(), min_size=1, max_size=20),
+    st.floats(-0.5, 0.9),
+    st.floats(0.05, 1.5),
+    st.sampled_from([1.8, 2.2, 3.0]),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_relative_rule_ignores_an_affine_rescaling_of_the_cosines(
+    background: list[float], sims: list[float | None], a: float, b: float, z: float
+) -> None:
+    floor = floors.background_floor(background, z)
+    assume(floor is not None and statistics.pstdev(background) > 1e-3)
+    assert floor is not None
+    # a hit within rounding of the floor may go either way; the property is about the others
+    assume(all(s is None or abs(s - floor) > 1e-9 for s in sims))
+    hits = [floors.SearchCandidate(str(i), s, 0.0, tuple(background)) for i, s in enumerate(sims)]
+    moved = [
+        floors.SearchCandidate(
+            h.id,
+            None if h.similarity is None else a + b * h.similarity,
+            0.0,
+            tuple(a + b * x for x in background),
+        )
+        for h in hits
+    ]
+    rule = floors.SearchRule("background", z, 0.4)
+    assert floors.search_kept(moved, rule) == floors.search_kept(hits, rule)
+
+
+@pytest.mark.anyio
+async def test_on_real_cosines_squeezing_moves_the_absolute_floor_not_the_relative_one(
+    store: Store, project_dir: Path, embedder: Embedder
+) -> None:
+    project_id = identify(str(project_dir)).project_id
+    for title in NOTES[: floors.BACKGROUND_MIN - 1]:
+        await store.add(NewRecord(type="discovery", title=title, body=title, project_id=project_id))
+    await embed.embed_pending(store, embedder)
+    query = SearchQuery("How do we keep user passwords safe?", project_id, limit=5)
+    few = await floors.search_candidates(store, query, embedder)
+    assert len(few[0].background) == floors.BACKGROUND_MIN - 1
+    every = [c.id for c in few]
+    assert floors.search_kept(few, floors.RELATIVE_RULE) == every  # too few vectors: no floor
+
+    for title in NOTES[floors.BACKGROUND_MIN - 1 :]:
+        await store.add(NewRecord(type="discovery", title=title, body=title, project_id=project_id))
+    await embed.embed_pending(store, embedder)
+    found = await floors.search_candidates(store, query, embedder)
+    assert len(found[0].background) == len(NOTES)
+    kept = floors.search_kept(found, floors.RELATIVE_RULE)
+    passwords = next(c.id for c in found if c.similarity == max(c.similarity or -1 for c in found))
+    assert passwords in kept and len(kept) < len(found)
+    for z in (1.8, 2.2, 3.0):
+        rule = floors.SearchRule("background", z, 0.4)
+        assert floors.search_kept(found, replace(rule, squeeze=True)) == floors.search_kept(
+            found, rule
+        )
+    # MiniLM's absolute floor on bge-like cosines keeps every hit
+    squeezed = replace(floors.MINILM_RULE, squeeze=True)
+    assert floors.search_kept(found, squeezed) == [c.id for c in found]
+    assert len(floors.search_kept(found, floors.MINILM_RULE)) < len(found)

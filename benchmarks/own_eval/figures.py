@@ -319,11 +319,9 @@ def _calibration(run: Run, k: int) -> dict[str, list[dict[str, Any]]]:
         kept = {_key(a): floors.hook_kept(a.hook_candidates, rule) for a in run.asked}
         hook.append({"rule": rule[0], **figures(kept)})
     search = []
-    for similarity, keyword in floors.SEARCH_RULES:
-        kept = {
-            _key(a): floors.search_kept(a.search_candidates, similarity, keyword) for a in run.asked
-        }
-        search.append({"rule": floors.search_rule_name(similarity, keyword), **figures(kept)})
+    for search_rule in floors.SEARCH_RULES:
+        kept = {_key(a): floors.search_kept(a.search_candidates, search_rule) for a in run.asked}
+        search.append({"rule": search_rule.name, **figures(kept)})
     return {"hook": finish(hook), "search": finish(search)}
 
 

@@ -9,16 +9,26 @@ Hook candidates (keywords only, the UserPromptSubmit ranking: its best 12, no fl
 relevance the hook uses (:func:`agentctx.retrieval.relevance`, the prompt's ten heaviest terms as
 denominator), the same share over all the prompt's terms, the number of distinct terms matched, the
 matched weight in units of the store's rarest term, and the BM25 relevance. ``ctx_search``
-candidates (the hybrid ranking, no floor) carry their cosine similarity to the query and their
-keyword relevance. Rule names are the ones the reports print.
+candidates (the hybrid ranking, no floor) carry their cosine similarity to the query, their
+keyword relevance and the query's *background*: its cosine similarity to every stored vector.
+
+Two kinds of cosine rule are tried for ``ctx_search``: an absolute floor (what ``hybrid`` applies:
+a threshold measured per model) and a relative one, meant for a model without a measured floor:
+a hit stands out from the query's background when its similarity is at least ``k`` standard
+deviations above the background's mean (no floor for a store of fewer than
+:data:`BACKGROUND_MIN` vectors). A relative rule is invariant to an affine rescaling of a
+model's cosines; each rule is also tried on cosines squeezed into a bge-like range
+(:func:`squeezed`: ``0.55 + 0.45·s``), where an absolute threshold no longer means what it did.
+Rule names are the ones the reports print.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from agentctx import hybrid, retrieval
+from agentctx import embed, hybrid, retrieval
 from agentctx.hooks import prompt
 
 if TYPE_CHECKING:
@@ -26,7 +36,6 @@ if TYPE_CHECKING:
 
     import sqlean
 
-    from agentctx.embed import Embedder
     from agentctx.hooks.runner import HookContext
     from agentctx.store import SearchQuery, Store
 
@@ -45,11 +54,13 @@ class HookCandidate:
 
 @dataclass(frozen=True, slots=True)
 class SearchCandidate:
-    """One hit of ``ctx_search``'s hybrid ranking: cosine similarity and keyword relevance."""
+    """One hit of ``ctx_search``'s hybrid ranking: cosine similarity, keyword relevance and the
+    query's background (one tuple shared by the query's candidates)."""
 
     id: str
     similarity: float | None  #: None when the record is outside the vector ranking
     relevance: float
+    background: tuple[float, ...] = ()  #: the query's cosine similarity to every stored vector
 
 
 HookRule = tuple[str, "Callable[[HookCandidate], bool]"]
@@ -72,18 +83,73 @@ HOOK_RULES: list[HookRule] = [
     *[(f"BM25 ≥ {t:g}", _at_least("bm25", t)) for t in (3.0, 5.0)],
 ]
 
-#: ``ctx_search`` floors tried: (cosine floor or None, keyword relevance that keeps a hit below it).
-SEARCH_RULES: list[tuple[float | None, float]] = [
-    (None, 0.0),
-    *[(s, k) for s in (0.25, 0.28, 0.3, 0.32, 0.35) for k in (0.3, 0.4, 0.5, 0.6)],
+#: Fewer stored vectors than this make no background: the relative rule keeps every hit.
+BACKGROUND_MIN = 20
+#: The affine squeeze that mimics a bge-like cosine range: ``s -> SQUEEZE[0] + SQUEEZE[1]·s``.
+SQUEEZE = (0.55, 0.45)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRule:
+    """A ``ctx_search`` floor under test: a hit is kept when its cosine similarity passes the
+    ``kind`` test at ``threshold`` or its keyword relevance reaches ``keyword``.
+
+    ``cosine``: similarity ≥ threshold; ``background``: similarity ≥ the background's mean plus
+    ``threshold`` standard deviations; ``none``: every hit. ``squeeze``: judged on squeezed cosines.
+    """
+
+    kind: Literal["none", "cosine", "background"]
+    threshold: float = 0.0
+    keyword: float = 0.0
+    squeeze: bool = False
+
+    @property
+    def name(self) -> str:
+        """How the reports name the rule."""
+        if self.kind == "none":
+            return "no floor"
+        test = f"cosine ≥ {self.threshold:g}"
+        if self.kind == "background":
+            test = f"background z ≥ {self.threshold:g}"
+        squeezed = f", cosines squeezed ({SQUEEZE[0]:g} + {SQUEEZE[1]:g}·s)" if self.squeeze else ""
+        return f"{test} or relevance ≥ {self.keyword:g}{squeezed}"
+
+
+#: The chosen rule (MiniLM's measured floor) is ``MINILM_RULE``; the others were tried.
+MINILM_RULE = SearchRule("cosine", 0.32, 0.4)
+#: The relative rule the reports discuss (the best of its kind on both evals).
+RELATIVE_RULE = SearchRule("background", 2.2, 0.4)
+SEARCH_RULES: list[SearchRule] = [
+    SearchRule("none"),
+    *[
+        SearchRule("cosine", s, k)
+        for s in (0.25, 0.28, 0.3, 0.32, 0.35)
+        for k in (0.3, 0.4, 0.5, 0.6)
+    ],
+    *[SearchRule("background", z, 0.4) for z in (1.8, 2.0, 2.2, 2.4, 2.6, 3.0, 3.5, 4.0)],
+    replace(MINILM_RULE, squeeze=True),
+    replace(RELATIVE_RULE, squeeze=True),
 ]
 
 
-def search_rule_name(similarity: float | None, keyword: float) -> str:
-    """How the reports name a ``ctx_search`` rule."""
-    if similarity is None:
-        return "no floor"
-    return f"cosine ≥ {similarity:g} or relevance ≥ {keyword:g}"
+def squeezed(candidate: SearchCandidate) -> SearchCandidate:
+    """The candidate with its cosines (similarity and background) mapped by :data:`SQUEEZE`."""
+    a, b = SQUEEZE
+    sim = None if candidate.similarity is None else a + b * candidate.similarity
+    return replace(
+        candidate, similarity=sim, background=tuple(a + b * x for x in candidate.background)
+    )
+
+
+def background_floor(background: Sequence[float], z: float) -> float | None:
+    """The cosine a hit must reach to stand ``z`` standard deviations above the background's mean;
+    None (no floor) below :data:`BACKGROUND_MIN` vectors or for a background without spread."""
+    if len(background) < BACKGROUND_MIN:
+        return None
+    spread = statistics.pstdev(background)
+    if spread <= 0:
+        return None
+    return statistics.fmean(background) + z * spread
 
 
 def hook_candidates(ctx: HookContext, conn: sqlean.Connection, text: str) -> list[HookCandidate]:
@@ -127,7 +193,7 @@ def hook_kept(candidates: Sequence[HookCandidate], rule: HookRule) -> list[str]:
 
 
 async def search_candidates(
-    store: Store, query: SearchQuery, embedder: Embedder
+    store: Store, query: SearchQuery, embedder: embed.Embedder
 ) -> list[SearchCandidate]:
     """``ctx_search``'s hybrid ranking without a floor (every fused hit), with its features."""
     ranked = await hybrid.hybrid_search(store, query, embedder, floor=None)
@@ -137,19 +203,25 @@ async def search_candidates(
     vector = await embedder.embed_query(query.text)
     nearest = await hybrid.vector_ranking(store, vector, query, hybrid.VECTOR_MAX)
     similarity = {record.id: sim for record, sim in nearest}
+    background = tuple(sim for _, sim in await embed.nearest(store, vector, hybrid.VECTOR_MAX))
     ids = [hit.record.id for hit in every.hits]
     relevance = await hybrid.KeywordJudge(store, query.text).relevance(ids)
-    return [SearchCandidate(i, similarity.get(i), relevance.get(i, 0.0)) for i in ids]
+    return [SearchCandidate(i, similarity.get(i), relevance.get(i, 0.0), background) for i in ids]
 
 
-def search_kept(
-    candidates: Sequence[SearchCandidate], similarity: float | None, keyword: float
-) -> list[str]:
-    """The ids a ``ctx_search`` rule keeps, in rank order."""
-    if similarity is None:
+def search_kept(candidates: Sequence[SearchCandidate], rule: SearchRule) -> list[str]:
+    """The ids a ``ctx_search`` rule keeps (the candidates of one query), in rank order."""
+    if rule.kind == "none":
         return [c.id for c in candidates]
+    judged = [squeezed(c) for c in candidates] if rule.squeeze else list(candidates)
+    floor = rule.threshold
+    if rule.kind == "background":
+        relative = background_floor(judged[0].background, rule.threshold) if judged else None
+        if relative is None:
+            return [c.id for c in judged]
+        floor = relative
     return [
         c.id
-        for c in candidates
-        if (c.similarity is not None and c.similarity >= similarity) or c.relevance >= keyword
+        for c in judged
+        if (c.similarity is not None and c.similarity >= floor) or c.relevance >= rule.keyword
     ]

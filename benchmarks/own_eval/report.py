@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agentctx.consolidate.dedupe import SIMILARITY_MIN
-from own_eval import figures, scoring
+from own_eval import figures, floors, scoring
 
 if TYPE_CHECKING:
     from own_eval.run import Run
@@ -406,8 +406,10 @@ def _floor_sections(f: dict[str, Any]) -> list[str]:
         "`benchmarks/own_eval/floors.py` then keeps or drops each one. *Answered*: answerable "
         f"questions (of {ret['positive']}) whose expected items are all in the rule's top 3; "
         f"*negatives*: questions nothing answers (of {ret['negative']}) that still get a record; "
-        "*lost*: answered without a floor and not with the rule. DevBench's tables and the "
-        "choice: eval.md.",
+        "*lost*: answered without a floor and not with the rule. *Background z* (the relative "
+        "rule tried for a model without a measured floor, no floor under "
+        f"{floors.BACKGROUND_MIN} stored vectors) and *cosines squeezed* (a bge-like range): "
+        "eval.md. DevBench's tables and the choice: eval.md.",
         "",
         "| hook rule | answered | negatives answered | lost |",
         "|---|--:|--:|---|",
@@ -444,7 +446,8 @@ def _floor_commentary(f: dict[str, Any]) -> list[str]:
     ret, tok, cal = f["retrieval"], f["tokens"], f["calibration"]
     s = ret["summary"]
     chosen = next(r for r in cal["hook"] if r["rule"] == "relevance ≥ 0.15")
-    search = next(r for r in cal["search"] if r["rule"] == "cosine ≥ 0.32 or relevance ≥ 0.4")
+    search = next(r for r in cal["search"] if r["rule"] == floors.MINILM_RULE.name)
+    relative = next(r for r in cal["search"] if r["rule"] == floors.RELATIVE_RULE.name)
     saved = 1 - tok["prompts"] / tok["prompts_unfloored"] if tok["prompts_unfloored"] else 0.0
     return [
         f"- **The relevance floor, hook:** the sessions' prompts got {tok['prompts']} tokens of "
@@ -466,6 +469,13 @@ def _floor_commentary(f: dict[str, Any]) -> list[str]:
         f"{', '.join(search['lost']) or 'none'}; a question about where the work stopped, "
         "whose handover shares only *next* with it, and which the SessionStart digest's "
         "*Last handover* section answers in every session).",
+        f"- **The relative rule** (background z ≥ {floors.RELATIVE_RULE.threshold:g}, for a "
+        f"model without a measured floor) answers {relative['answered']} questions here and "
+        f"{relative['negatives']} of {ret['negative']} negatives (lost: "
+        f"{', '.join(relative['lost']) or 'none'}): the stores are small (12 to 30 vectors; "
+        f"below {floors.BACKGROUND_MIN} it applies no floor, which keeps a4-next). eval.md shows "
+        "why it was not adopted: in a larger project (500 more notes) it lets noise through for "
+        "questions nothing answers.",
     ]
 
 
