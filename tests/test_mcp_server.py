@@ -430,6 +430,17 @@ async def test_record_writes_an_explicit_mcp_record(
     assert (await store.get(global_pref["id"])).project_id == schema.GLOBAL_PROJECT_ID
 
 
+async def test_a_recorded_handover_belongs_to_the_servers_checkout(
+    client: Client, store: Store, project_dir: Path
+) -> None:
+    args = {"type": "handover", "title": "Handover: the importer", "body": "Next: dates."}
+    data = ok(await client.call_tool("ctx_record", args))
+    project = identify(str(project_dir))
+    assert (await store.get(data["id"])).key == project.checkout is not None
+    current = await store.current_handover(project.project_id, project.checkout)
+    assert current is not None and current.id == data["id"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

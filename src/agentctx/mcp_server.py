@@ -363,6 +363,7 @@ async def ctx_record(
             confidence="explicit",
             source="mcp_tool",
             supersedes=(supersedes or "").strip() or None,
+            key=state.project.checkout if type == "handover" else None,
         )
     )
     await store.touch_project(state.project)
