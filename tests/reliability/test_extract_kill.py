@@ -81,6 +81,8 @@ def _state() -> tuple[list[str], str | None]:
     """The current decisions' titles and the session's extraction position."""
     conn = sqlean.connect(home.db_path())
     with closing(conn):
+        if not conn.execute("PRAGMA user_version").fetchone()[0]:
+            return [], None  # killed while creating the store: the migrations rolled back
         titles = [r[0] for r in conn.execute("SELECT title FROM records WHERE type = 'decision'")]
         row = conn.execute(
             "SELECT extracted_uuid FROM sessions WHERE session_id = ?", (SID,)
