@@ -42,6 +42,8 @@ from tests.reliability.procs import run_timed, wait_for_workers
 STREAMS = 16
 EVENTS_EACH = 50
 HOOK_BUDGET_S = 1.0
+#: Claude Code gives all SessionEnd hooks together 1.5 s (docs/spec.md, SessionEnd).
+SESSION_END_BUDGET_S = 1.5
 WORKER_DEADLINE_S = 120.0
 CLI_NAMES = {
     "SessionStart": "session-start",
@@ -412,8 +414,9 @@ def test_a_busy_store_costs_one_timeout_and_loses_nothing(
                           ("session-end", event("SessionEnd", reason="other"))):  # fmt: skip
             out, err, own = run_timed(cli, data, project_dir)
             assert out == err == b"", (cli, out, err)
-            # one busy timeout (400 ms) at most, within SessionEnd's 1.5 s budget
-            assert own < HOOK_BUDGET_S, (cli, own)
+            # one busy timeout (400 ms) at most: within 1 s, and SessionEnd within its 1.5 s
+            budget = SESSION_END_BUDGET_S if cli == "session-end" else HOOK_BUDGET_S
+            assert own < budget, (cli, own)
     finally:
         holder.execute("ROLLBACK")
         holder.close()
