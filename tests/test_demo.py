@@ -81,8 +81,7 @@ def test_demo_shows_the_whole_loop_and_leaves_nothing(tmp_path: Path, agentctx_h
     # ctx_search ranks the decision first
     hits = [line for line in part[6].splitlines() if re.match(r"  [0-9A-Z]{26}  ", line)]
     assert hits and "decision" in hits[0] and DECISION in hits[0]
-    seconds = float(re.findall(r"Done in ([\d.]+) s\.", stdout)[0])
-    assert seconds < 30
+    assert re.search(r"Done in [\d.]+ s\.", stdout)  # how long it takes: docs/demo.md
     assert "Removed " in stdout
     assert list(scratch.iterdir()) == []  # no temporary folder left behind
     assert not agentctx_home.exists()  # the caller's home was never created

@@ -711,25 +711,31 @@ HOSTILE = {
 }
 
 
+#: CPU seconds within which a linear scan of the inputs below ends by a wide margin.
+LINEAR_CPU_S = 3.0
+
+
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_input_stays_linear(name: str) -> None:
     text = HOSTILE[name]
-    start = time.perf_counter()
+    start = time.process_time()
     out = redact(text)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0, f"{elapsed:.2f}s for {len(text):,} characters"
+    elapsed = time.process_time() - start
+    # A guard against catastrophic backtracking, not a speed figure: this process's CPU time (a
+    # busy machine does not count), typically 0.1-0.4 s; a superlinear pattern takes minutes.
+    assert elapsed < LINEAR_CPU_S, f"{elapsed:.2f}s CPU for {len(text):,} characters"
     assert redact(out) == out
 
 
-def test_a_megabyte_of_transcript_in_well_under_a_second(transcripts: list[Path]) -> None:
+def test_a_megabyte_of_transcript_in_linear_time(transcripts: list[Path]) -> None:
     text = "\n".join(_transcript_text(transcripts))
     plants = "\n".join(PLANTED)
     while len(text) < 1_000_000:
         text += "\n" + plants + "\n" + text[:200_000]
     text = text[:1_000_000]
-    start = time.perf_counter()
+    start = time.process_time()
     out = redact(text)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert ENV_SECRET not in out
-    assert elapsed < 1.0, f"{elapsed:.2f}s for 1 MB"
+    assert elapsed < LINEAR_CPU_S, f"{elapsed:.2f}s CPU for 1 MB"  # typically 0.2 s
     assert MARKER_PATTERN.search(out)
