@@ -157,10 +157,12 @@ INSERT_EDGE_SQL = (
 )
 #: The current handovers a new one with key ``?`` (a checkout, or NULL) replaces: the one of the same
 #: checkout and the legacy one (key NULL, written before handovers were per checkout).
-CURRENT_HANDOVER_SQL = (
-    "SELECT id FROM records WHERE project_id = ? AND type = 'handover' AND superseded_at IS NULL "
+#: The first row is the handover a session in that checkout is handed.
+CHECKOUT_HANDOVERS = (
+    "FROM records WHERE project_id = ? AND type = 'handover' AND superseded_at IS NULL "
     "AND (key IS NULL OR key = ?) ORDER BY key IS NULL, valid_from DESC"
 )
+CURRENT_HANDOVER_SQL = f"SELECT id {CHECKOUT_HANDOVERS}"
 CURRENT_PROFILE_KEY_SQL = (
     "SELECT id FROM records WHERE project_id = ? AND type = 'profile' AND key = ? "
     "AND superseded_at IS NULL"

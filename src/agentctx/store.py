@@ -310,9 +310,7 @@ class Store:
         ``checkout`` is :attr:`ProjectIdentity.checkout` (None: only the legacy, key NULL, one).
         """
         row = await self._one(
-            f"SELECT {_COLS} FROM records WHERE project_id = ? AND type = 'handover' "
-            "AND superseded_at IS NULL AND (key IS NULL OR key = ?) "
-            "ORDER BY key IS NULL, valid_from DESC LIMIT 1",
+            f"SELECT {_COLS} {schema.CHECKOUT_HANDOVERS} LIMIT 1",
             (project_id, checkout),
         )
         return None if row is None else Record.from_row(row)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from agentctx.hooks.capture import STUB_NOTE, STUB_NOTE_FIX
 from agentctx.records import NewRecord
 from agentctx.redact import redact
-from agentctx.schema import BODY_MAX, GLOBAL_PROJECT_ID, TITLE_MAX
+from agentctx.schema import BODY_MAX, CHECKOUT_HANDOVERS, GLOBAL_PROJECT_ID, TITLE_MAX
 
 if TYPE_CHECKING:
     from agentctx.store import Transaction
@@ -183,12 +183,7 @@ async def _close_handover(
 ) -> str | None:
     """Supersede the open handover by a "no open work" one of the checkout, if it is still the
     one this checkout is handed (its own current one, else the legacy one)."""
-    rows = await tx.rows(
-        "SELECT id, title FROM records WHERE project_id = ? AND type = 'handover' "
-        "AND superseded_at IS NULL AND (key IS NULL OR key = ?) "
-        "ORDER BY key IS NULL, valid_from DESC LIMIT 1",
-        (project_id, checkout),
-    )
+    rows = await tx.rows(f"SELECT id, title {CHECKOUT_HANDOVERS} LIMIT 1", (project_id, checkout))
     if not rows or rows[0]["id"] != handover_id or rows[0]["title"] == CLOSED_HANDOVER_TITLE:
         return None
     task = str(rows[0]["title"]).removeprefix("Handover: ")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from agentctx.errors import ConfigError
-from agentctx.install.jsonfile import Change, JSONObject, edit, kind, plural_s, same
+from agentctx.install.jsonfile import Change, JSONObject, edit, kind, member_object, plural_s, same
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -114,12 +114,7 @@ def group_handlers(group: object) -> list[Any] | None:
 
 def hooks_object(data: JSONObject, path: Path) -> JSONObject | None:
     """The ``hooks`` object of a settings file, None when absent; ConfigError when not an object."""
-    hooks = data.get("hooks")
-    if "hooks" in data and not isinstance(hooks, dict):
-        raise ConfigError(
-            f"{path}: 'hooks' is a JSON {kind(hooks)}, not an object; fix it, then run again"
-        )
-    return hooks
+    return member_object(data, "hooks", path)
 
 
 def install_hooks_into(data: JSONObject, path: Path) -> list[str]:

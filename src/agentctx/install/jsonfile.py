@@ -54,6 +54,16 @@ def kind(value: object) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
+def member_object(data: JSONObject, name: str, path: Path) -> JSONObject | None:
+    """The object ``data[name]``, None when absent; ConfigError when it is not an object."""
+    value = data.get(name)
+    if name in data and not isinstance(value, dict):
+        raise ConfigError(
+            f"{path}: '{name}' is a JSON {kind(value)}, not an object; fix it, then run again"
+        )
+    return value
+
+
 def plural_s(n: int) -> str:
     """The plural suffix: "s" unless ``n`` is 1."""
     return "" if n == 1 else "s"

@@ -10,8 +10,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any, Final
 
-from agentctx.errors import ConfigError
-from agentctx.install.jsonfile import Change, JSONObject, edit, kind, same
+from agentctx.install.jsonfile import Change, JSONObject, edit, member_object, same
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -43,12 +42,7 @@ def uninstall_mcp(path: Path, *, project: bool) -> Change:
 
 def servers_object(data: JSONObject, path: Path) -> JSONObject | None:
     """The ``mcpServers`` object, None when absent; ConfigError when not an object."""
-    servers = data.get("mcpServers")
-    if "mcpServers" in data and not isinstance(servers, dict):
-        raise ConfigError(
-            f"{path}: 'mcpServers' is a JSON {kind(servers)}, not an object; fix it, then run again"
-        )
-    return servers
+    return member_object(data, "mcpServers", path)
 
 
 def canonical_mcp_entry(existing: object) -> JSONObject:
