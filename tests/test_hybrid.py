@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -110,6 +111,18 @@ def ready_model(embedder: embed.Embedder, settings: Mapping[str, Any]) -> hybrid
     return hybrid.QueryModel(settings, load=lambda _settings: embedder)
 
 
+@asynccontextmanager
+async def ready_client(
+    project_dir: Path, embedder: embed.Embedder, settings: Mapping[str, Any]
+) -> AsyncIterator[Client]:
+    """A client of a server whose model is ready before the first call."""
+    model = ready_model(embedder, settings)
+    with anyio.fail_after(DEADLINE):
+        async with Client(create_server(str(project_dir), model=model)) as connected:
+            assert await model.wait() is embedder
+            yield connected
+
+
 @pytest.fixture
 async def hybrid_client(
     project_dir: Path,
@@ -118,11 +131,8 @@ async def hybrid_client(
     minilm_settings: dict[str, Any],
 ) -> AsyncIterator[Client]:
     """A server whose model is ready before the first call."""
-    model = ready_model(embedder, minilm_settings)
-    with anyio.fail_after(DEADLINE):
-        async with Client(create_server(str(project_dir), model=model)) as connected:
-            assert await model.wait() is embedder
-            yield connected
+    async with ready_client(project_dir, embedder, minilm_settings) as connected:
+        yield connected
 
 
 @pytest.fixture
@@ -133,11 +143,9 @@ async def unfloored_client(
     minilm_settings: dict[str, Any],
 ) -> AsyncIterator[Client]:
     """A ready server without a relevance floor: every ranked hit, for the filters' tests."""
-    model = ready_model(embedder, {**minilm_settings, "retrieval.min_relevance": 0.0})
-    with anyio.fail_after(DEADLINE):
-        async with Client(create_server(str(project_dir), model=model)) as connected:
-            assert await model.wait() is embedder
-            yield connected
+    settings = {**minilm_settings, "retrieval.min_relevance": 0.0}
+    async with ready_client(project_dir, embedder, settings) as connected:
+        yield connected
 
 
 def ok(result: CallToolResult) -> dict[str, Any]:
