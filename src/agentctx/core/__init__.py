@@ -1,0 +1,8 @@
+"""The core: the store's rules, written once, importable with the standard library alone.
+
+The hooks (synchronous, a few milliseconds) and the async library (:class:`agentctx.store.Store`)
+both run the rules here. A rule that reads or writes the database is a *plan* (:mod:`.plan`): a
+generator that yields SQL steps and decides from their results; :func:`.plan.run` executes it on a
+sync connection and :func:`.plan.run_async` on an aiosqlite one. Nothing in this package imports
+anything heavier than the SQLite driver (checked by the import contract in ``pyproject.toml``).
+"""
