@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from agentctx.core.plan import Plan
+    from agentctx.store import Store
 
 pytestmark = pytest.mark.anyio
 
@@ -67,3 +68,30 @@ async def test_sync_and_async_executors_agree(tmp_path: Path) -> None:
     assert synced == asynced == (0, 3, ["x", "x2", "x3"], 3)
     assert sync_fallback == async_fallback
     assert sync_fallback.startswith("fell back: no such table")
+
+
+def _touch(project_id: str, fail: bool) -> Plan[int]:
+    changed = yield plan.execute(
+        "INSERT INTO projects(project_id, name, root, remote, created_at, last_seen_at) "
+        "VALUES (?, 'p', NULL, NULL, '2026-01-01', '2026-01-01')",
+        (project_id,),
+    )
+    if fail:
+        raise ValueError("the rule refused")
+    return int(changed)
+
+
+async def test_store_runs_plans_and_rolls_a_failed_write_back(store: Store) -> None:
+    assert await store.write(_touch("p1", fail=False), changed=["p1"]) == 1
+    with pytest.raises(ValueError, match="refused"):
+        await store.write(_touch("p2", fail=True))
+    found = await store.run(_project_ids())
+    assert found == ["p1"]
+    async with store.transaction() as tx:
+        assert await tx.run(_touch("p3", fail=False)) == 1
+    assert await store.run(_project_ids()) == ["p1", "p3"]
+
+
+def _project_ids() -> Plan[list[str]]:
+    found = yield plan.rows("SELECT project_id FROM projects ORDER BY project_id")
+    return [str(row[0]) for row in found]

@@ -21,6 +21,7 @@ import anyio
 import sqlean
 
 from agentctx import clock, db, digest, home, retrieval, schema
+from agentctx.core import plan
 from agentctx.errors import ConflictError, DatabaseError, NotFoundError, ValidationError
 from agentctx.records import COLUMNS, NewRecord, Record
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
     import aiosqlite
 
+    from agentctx.core.plan import Plan
     from agentctx.project import ProjectIdentity
 
 T = TypeVar("T")
@@ -133,6 +135,27 @@ class Store:
     async def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         async with self._conn.execute(sql, params) as cursor:
             return await cursor.fetchone()
+
+    # -- the public surface for other modules -------------------------------------------------
+
+    async def run(self, rule: Plan[T]) -> T:
+        """Run a read plan of :mod:`agentctx.core` on the store's connection (outside a write)."""
+        return await plan.run_async(self._conn, rule)
+
+    async def write(self, rule: Plan[T], *, changed: Iterable[str] = ()) -> T:
+        """Run a plan in one write transaction; ``changed``: projects whose digests go stale."""
+        async with self._write() as conn:
+            result = await plan.run_async(conn, rule)
+            self._changed.update(changed)
+            return result
+
+    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Every row of a read-only query (``sqlean.Row``: by index or by column name)."""
+        return await self._rows(sql, params)
+
+    async def row(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """The first row of a read-only query, or None."""
+        return await self._one(sql, params)
 
     async def read_sync(self, query: Callable[[Any], T]) -> T:
         """Run sync ``query(conn)`` on a short read-only connection to this store, in a worker thread.
@@ -574,6 +597,10 @@ class Transaction:
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows of a query inside the transaction."""
         return await self._store._rows(sql, params)
+
+    async def run(self, rule: Plan[T]) -> T:
+        """Run a plan of :mod:`agentctx.core` inside the transaction."""
+        return await plan.run_async(self._conn, rule)
 
     async def mark_changed(self, record_id: str) -> None:
         """Note that this record's project changed (its digest is dropped after the commit)."""
