@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import UTC, datetime, timedelta
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from datetime import datetime
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _FMT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 def now() -> str:
-    """The current UTC time as stored text."""
-    return format_time(datetime.now(UTC))
+    """The current UTC time as stored text (without ``datetime``: the hooks do not import it)."""
+    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{nanos // 1000:06d}Z"
 
 
 def format_time(moment: datetime) -> str:
     """A datetime as stored text (naive datetimes are taken as UTC)."""
+    from datetime import UTC
+
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).strftime(_FMT)
@@ -32,6 +38,8 @@ def parse_time(text: str) -> str:
     Accepts ISO-8601 datetimes (``2026-04-01T12:00``, with ``Z`` or an offset; naive means UTC) and bare
     dates. A bare date means the end of that day, so ``--as-of 2026-04-01`` answers what was true on it.
     """
+    from datetime import UTC, datetime, timedelta
+
     value = text.strip()
     if not value:
         raise ValueError("empty time")
@@ -45,21 +53,34 @@ def parse_time(text: str) -> str:
 
 def age_days(stored: str, reference: float | None = None) -> float:
     """Days between a stored time and ``reference`` (epoch seconds, default now); never negative."""
-    try:  # by hand: datetime.strptime imports _strptime, re and locale (~6 ms on the hook path)
-        then = datetime(
-            int(stored[0:4]),
-            int(stored[5:7]),
-            int(stored[8:10]),
-            int(stored[11:13]),
-            int(stored[14:16]),
-            int(stored[17:19]),
-            int((stored[20:26] or "0").ljust(6, "0")),
-            tzinfo=UTC,
-        ).timestamp()
+    try:  # by hand: datetime costs the hook path its import, strptime also re and locale
+        year, month, day = int(stored[0:4]), int(stored[5:7]), int(stored[8:10])
+        hour, minute, second = int(stored[11:13]), int(stored[14:16]), int(stored[17:19])
+        micros = int((stored[20:26] or "0").ljust(6, "0"))
+        if year < 1 or not (1 <= month <= 12 and 1 <= day <= _month_days(year, month)):
+            return 0.0
+        if hour > 23 or minute > 59 or second > 59:
+            return 0.0
     except (TypeError, ValueError, IndexError):
         return 0.0
+    then = _epoch_days(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
     ref = time.time() if reference is None else reference
-    return max(0.0, (ref - then) / 86400.0)
+    return max(0.0, (ref - then - micros / 1e6) / 86400.0)
+
+
+def _month_days(year: int, month: int) -> int:
+    if month == 2:
+        return 29 if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0) else 28
+    return 30 if month in (4, 6, 9, 11) else 31
+
+
+def _epoch_days(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's days_from_civil)."""
+    year -= month <= 2
+    era = year // 400
+    of_era = year - era * 400
+    of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    return era * 146097 + of_era * 365 + of_era // 4 - of_era // 100 + of_year - 719468
 
 
 def age_label(stored: str) -> str:
