@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-import sqlean
-
+from agentctx.core.driver import sqlite
 from agentctx.errors import DatabaseError
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path; mypy reads this name as True
@@ -34,7 +33,7 @@ class Capabilities:
     __slots__ = ("fts5", "sqlite_version", "vec_error", "vec_version")
 
     def __init__(self) -> None:
-        self.sqlite_version: str = sqlean.sqlite_version
+        self.sqlite_version: str = sqlite.sqlite_version
         self.fts5: bool = False
         self.vec_version: str | None = None
         self.vec_error: str | None = None
@@ -59,7 +58,7 @@ def connect(
     immutable: bool = False,
     check_same_thread: bool = True,
     check_version: Callable[[int], object] | None = None,
-) -> tuple[sqlean.Connection, Capabilities]:
+) -> tuple[sqlite.Connection, Capabilities]:
     """Open ``path`` with the connection policy; raise :class:`DatabaseError` when it cannot be used.
 
     ``check_version`` is called with the file's ``user_version`` before anything is written to it
@@ -77,17 +76,17 @@ def connect(
         f"file:{_uri_path(path)}?{'immutable=1' if immutable else 'mode=ro'}" if readonly else path
     )
     try:
-        conn = sqlean.connect(
+        conn = sqlite.connect(
             uri,
             timeout=busy_timeout_ms / 1000,
             isolation_level=None,
             check_same_thread=check_same_thread,
             uri=readonly,
         )
-    except sqlean.Error as exc:
+    except sqlite.Error as exc:
         raise DatabaseError(explain(exc, path)) from exc
     try:
-        conn.row_factory = sqlean.Row
+        conn.row_factory = sqlite.Row
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         if check_version is not None:
             check_version(int(conn.execute("PRAGMA user_version").fetchone()[0]))
@@ -98,7 +97,7 @@ def connect(
             conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         caps.fts5 = _has_fts5(conn)
-    except sqlean.DatabaseError as exc:
+    except sqlite.DatabaseError as exc:
         conn.close()
         raise DatabaseError(explain(exc, path)) from exc
     except BaseException:
@@ -237,7 +236,7 @@ def explain(exc: BaseException, path: str) -> str:
     return f"the database at {path} is unreadable ({text}); see `agentctx doctor`"
 
 
-def _enable_wal(conn: sqlean.Connection, busy_timeout_ms: int) -> object:
+def _enable_wal(conn: sqlite.Connection, busy_timeout_ms: int) -> object:
     """``PRAGMA journal_mode = WAL``, retried within the busy timeout.
 
     Switching a new file to WAL needs an exclusive lock, and SQLite returns SQLITE_BUSY at once
@@ -249,26 +248,26 @@ def _enable_wal(conn: sqlean.Connection, busy_timeout_ms: int) -> object:
     while True:
         try:
             return conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        except sqlean.OperationalError as exc:
+        except sqlite.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() >= deadline:
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
 
 
-def _has_fts5(conn: sqlean.Connection) -> bool:
+def _has_fts5(conn: sqlite.Connection) -> bool:
     row = conn.execute("SELECT sqlite_compileoption_used('ENABLE_FTS5')").fetchone()
     if row and row[0]:
         return True
     try:  # FTS5 may also be present as a loaded extension
         conn.execute("CREATE VIRTUAL TABLE temp._fts5_probe USING fts5(x)")
         conn.execute("DROP TABLE temp._fts5_probe")
-    except sqlean.Error:
+    except sqlite.Error:
         return False
     return True
 
 
-def _load_vec(conn: sqlean.Connection, caps: Capabilities) -> None:
+def _load_vec(conn: sqlite.Connection, caps: Capabilities) -> None:
     try:
         conn.enable_load_extension(True)
         try:
@@ -320,7 +319,7 @@ async def connect_async(
     except BaseException:
         await _close_quietly(aconn)
         raise
-    aconn.row_factory = sqlean.Row
+    aconn.row_factory = sqlite.Row
     return aconn, holder[0]
 
 
@@ -332,11 +331,11 @@ async def _close_quietly(aconn: aiosqlite.Connection) -> None:
 
 
 def iter_sql_statements(script: str) -> Iterator[str]:
-    """Split a migration script into statements (``sqlean.complete_statement`` knows trigger bodies)."""
+    """Split a migration script into statements (``sqlite.complete_statement`` knows trigger bodies)."""
     buffer = ""
     for line in script.splitlines(keepends=True):
         buffer += line
-        if sqlean.complete_statement(buffer):
+        if sqlite.complete_statement(buffer):
             statement = buffer.strip()
             buffer = ""
             if statement:
