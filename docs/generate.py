@@ -18,11 +18,13 @@ import argparse
 import inspect
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
 
 SPEC = Path(__file__).with_name("spec.md")
 BEGIN = "<!-- generated:{name} -->"

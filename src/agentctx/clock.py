@@ -45,7 +45,7 @@ def parse_time(text: str) -> str:
 
 def age_days(stored: str, reference: float | None = None) -> float:
     """Days between a stored time and ``reference`` (epoch seconds, default now); never negative."""
-    try:  # by hand: datetime.strptime imports _strptime, re and locale (~6 ms on the hook path)
+    try:  # by hand: datetime.strptime imports _strptime, re and locale (milliseconds on the hook path)
         then = datetime(
             int(stored[0:4]),
             int(stored[5:7]),

@@ -2,8 +2,8 @@
 
 Standard library only, and no ``json`` module on the read path: hooks read it (Stop reads ``llm``
 to decide whether to start extraction, UserPromptSubmit ``retrieval.min_relevance``), and
-``import json`` costs the prompt hook about 5 ms, so the file is parsed by the hooks' json-free
-reader. Keys are flat and dotted; each has a kind and a default, so a bad key or value is refused
+``import json`` costs the prompt hook more than its query (benchmarks/results/hooks.md lists the
+import times), so the file is parsed by the hooks' json-free reader. Keys are flat and dotted; each has a kind and a default, so a bad key or value is refused
 before anything is written. Unknown keys found in the file are kept (a newer agentctx may have
 written them) but not used.
 """
