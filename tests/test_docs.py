@@ -6,6 +6,7 @@ changed and the spec did not: run ``nox -s docs`` (or ``python docs/generate.py`
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,30 @@ def test_missing_markers_are_an_error(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "lacks the markers <!-- generated:config -->" in result.stderr
     assert spec.read_text(encoding="utf-8") == "# spec without markers\n"
+
+
+def spec_sections() -> set[str]:
+    """The section numbers of spec.md's headings: ``5``, ``5.3``, …"""
+    return set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", SPEC.read_text("utf-8"), re.MULTILINE))
+
+
+def test_references_to_spec_sections_resolve() -> None:
+    """Every "§N" in spec.md, "spec §N" in the other docs and "docs/spec.md, N" in the code names a
+    section spec.md has, so renumbering the spec cannot leave a reference dangling."""
+    sections = spec_sections()
+    assert {"1", "5.3", "16"} <= sections
+    found: list[tuple[str, str]] = []
+    found += [("docs/spec.md", ref) for ref in re.findall(r"§(\d+(?:\.\d+)?)", SPEC.read_text())]
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        if path != SPEC:
+            text = path.read_text("utf-8")
+            found += [
+                (path.name, ref) for ref in re.findall(r"spec(?:\.md\))? §(\d+(?:\.\d+)?)", text)
+            ]
+    for path in sorted((ROOT / "src").rglob("*.py")):
+        text = path.read_text("utf-8")
+        refs = re.findall(r"spec §(\d+(?:\.\d+)?)|docs/spec\.md, (\d+(?:\.\d+)?)", text)
+        found += [(path.name, a or b) for a, b in refs]
+    assert len(found) > 20
+    dangling = [(where, ref) for where, ref in found if ref.rstrip(".") not in sections]
+    assert dangling == []
