@@ -81,32 +81,31 @@ def _tools() -> list[Any]:
     return list(anyio.run(server.list_tools))
 
 
+def _inputs(schema: Mapping[str, Any]) -> str:
+    """A tool's input fields for one table cell: ``name``* (type, default): meaning, one per line."""
+    required = set(schema.get("required", ()))
+    defs = schema.get("$defs", {})
+    fields: Mapping[str, Mapping[str, Any]] = schema.get("properties", {})
+    lines = []
+    for name, field in fields.items():
+        details = [_schema_type(field, defs)]
+        if "default" in field and field["default"] is not None:
+            details.append(f"default {_value(field['default'])}")
+        star = "\\*" if name in required else ""
+        meaning = _cell(str(field.get("description", "")))
+        lines.append(f"`{name}`{star} ({', '.join(details)})" + (f": {meaning}" if meaning else ""))
+    return "<br>".join(lines) or "—"
+
+
 def mcp_tools_table() -> str:
-    """The MCP tools: name, read-only annotation and description, then every input field."""
-    tools = _tools()
-    lines = ["| Tool | Read-only | Description |", "|---|---|---|"]
-    for tool in tools:
+    """The MCP tools: name, read-only annotation, description and input fields (``*`` required)."""
+    lines = ["| Tool | Read-only | Description | Inputs (`*` required) |", "|---|---|---|---|"]
+    for tool in _tools():
         read_only = "yes" if tool.annotations and tool.annotations.read_only_hint else "no"
-        lines.append(f"| `{tool.name}` | {read_only} | {_cell(tool.description or '')} |")
-    lines += [
-        "",
-        "| Tool | Input | Type | Required | Default | Meaning |",
-        "|---|---|---|---|---|---|",
-    ]
-    for tool in tools:
-        schema: Mapping[str, Any] = tool.input_schema
-        required = set(schema.get("required", ()))
-        defs = schema.get("$defs", {})
-        fields: Mapping[str, Mapping[str, Any]] = schema.get("properties", {})
-        if not fields:
-            lines.append(f"| `{tool.name}` | — | | | | no input |")
-        for name, field in fields.items():
-            default = _value(field["default"]) if "default" in field else ""
-            lines.append(
-                f"| `{tool.name}` | `{name}` | {_schema_type(field, defs)} | "
-                f"{'yes' if name in required else 'no'} | {default} | "
-                f"{_cell(str(field.get('description', '')))} |"
-            )
+        lines.append(
+            f"| `{tool.name}` | {read_only} | {_cell(tool.description or '')} | "
+            f"{_inputs(tool.input_schema)} |"
+        )
     return "\n".join(lines)
 
 
