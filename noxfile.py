@@ -25,8 +25,8 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff: lint rules and formatting."""
     session.install("--group", "lint")
-    session.run("ruff", "check", "src", "tests", "benchmarks", "noxfile.py")
-    session.run("ruff", "format", "--check", "src", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "benchmarks", "docs", "noxfile.py")
+    session.run("ruff", "format", "--check", "src", "tests", "benchmarks", "docs", "noxfile.py")
 
 
 @nox.session(python=PYTHON)
@@ -77,3 +77,13 @@ def e2e(session: nox.Session) -> None:
     session.install("-e", ".", "--group", "test")
     session.install(*TEST_MODEL)
     session.run("pytest", "-m", "e2e", "tests/e2e", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def docs(session: nox.Session) -> None:
+    """Rewrite the generated tables of docs/spec.md (settings, MCP tools) from the code.
+
+    tests/test_docs.py fails while they are out of date; ``-- --check`` only checks.
+    """
+    session.install("-e", ".")
+    session.run("python", "docs/generate.py", *session.posargs)

@@ -2,8 +2,8 @@
 
 Standard library only, and no ``json`` module on the read path: hooks read it (Stop reads ``llm``
 to decide whether to start extraction, UserPromptSubmit ``retrieval.min_relevance``), and
-``import json`` costs the prompt hook about 5 ms, so the file is parsed by the hooks' json-free
-reader. Keys are flat and dotted; each has a kind and a default, so a bad key or value is refused
+``import json`` costs the prompt hook more than its query (benchmarks/results/hooks.md lists the
+import times), so the file is parsed by the hooks' json-free reader. Keys are flat and dotted; each has a kind and a default, so a bad key or value is refused
 before anything is written. Unknown keys found in the file are kept (a newer agentctx may have
 written them) but not used.
 """
@@ -23,15 +23,24 @@ if TYPE_CHECKING:
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
 
-#: key -> (kind, default, help)
+#: key -> (kind, default, meaning). docs/generate.py writes the settings table of docs/spec.md (§2)
+#: from this, so the meaning is the documentation: one line, no trailing period.
 SETTINGS: dict[str, tuple[str, Any, str]] = {
     "llm": ("bool", True, "LLM extraction of records from transcripts (Claude Haiku)"),
     "llm.model": ("str", "claude-haiku-4-5", "model used for extraction and merge checks"),
     "embeddings": ("bool", True, "local embeddings for consolidation and hybrid search"),
     "embedding.model": ("str", "BAAI/bge-small-en-v1.5", "fastembed model name"),
     "embedding.path": ("str", "", "a local model folder to load instead of downloading"),
-    "reinforcement_threshold": ("int", 3, "sessions before an inferred preference is reinforced"),
-    "team_export": ("bool", False, "maintain .agentctx/context.md in each project"),
+    "reinforcement_threshold": (
+        "int",
+        3,
+        "distinct sessions an inferred preference must appear in before it counts as reinforced",
+    ),
+    "team_export": (
+        "bool",
+        False,
+        "keep `.agentctx/context.md` (the shareable records) in each project's root",
+    ),
     "retrieval.min_relevance": (
         "float",
         0.15,

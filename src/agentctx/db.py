@@ -282,7 +282,7 @@ def _load_vec(conn: sqlite.Connection, caps: Capabilities) -> None:
 def _vec_path() -> str:
     """The sqlite-vec extension's path, found without importing the package.
 
-    ``import sqlite_vec`` imports numpy (for helpers we do not use): ~0.1 s of CPU on every
+    ``import sqlite_vec`` imports numpy (for helpers we do not use), a large import on every
     command, worker and server start. The package keeps the library beside its ``__init__``.
     """
     import importlib.util

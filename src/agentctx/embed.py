@@ -139,7 +139,7 @@ def _cached_or_downloaded(
 ) -> Any | None:
     """The model from the cache folder, else downloaded once (with a one-line notice).
 
-    Offline, fastembed's download retries take ~40 s before they give up, so the hub is probed
+    Offline, fastembed's download retries take tens of seconds before they give up, so the hub is probed
     first (a TCP connection, :data:`PROBE_TIMEOUT` seconds): unreachable means keyword-only now, and
     another try at the next run.
     """
@@ -318,7 +318,7 @@ async def load_vectors(store: Store, record_ids: Collection[str]) -> dict[str, N
 
     From ``records_vec`` when the store has sqlite-vec, else from ``records_vec_blob``. vec0 answers
     an ``IN`` list by scanning its whole table, so a large set is read in one streamed scan instead
-    (about 11 µs a stored vector) rather than one scan per chunk of ids.
+    rather than one scan per chunk of ids.
     """
     wanted = set(record_ids)
     if not wanted:

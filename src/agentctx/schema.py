@@ -185,7 +185,7 @@ CREATE TABLE session_injections (
 ) WITHOUT ROWID;
 """
 
-#: Consolidation (issue 5): the cold partition of long-superseded records (same columns as
+#: Consolidation: the cold partition of long-superseded records (same columns as
 #: ``records`` but ``seq``, plus when they moved), when a record's score first fell below the prune
 #: bound, a decision's place in the digest's ranking, and the near-duplicate pairs already judged so
 #: that no pair is asked about twice.

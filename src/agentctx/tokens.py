@@ -17,19 +17,15 @@ Where the constants come from: a linear program that minimises the mean overcoun
 (softly) never undercounting, fitted on ~4,200 text chunks from 23 real Claude Code transcripts
 (prose, code, shell output, file listings, JSON) plus adversarial strings (hashes, base64, numbers,
 emoji, space-aligned tables), against the per-text token counts of BOTH Claude tokenizer families:
-v3 (Claude 3 .. Opus 4.6) and v4.7 (Opus 4.7 and later, ~1.2-1.4x more tokens for the same text).
+v3 (Claude 3 .. Opus 4.6) and v4.7 (Opus 4.7 and later, which needs more tokens for the same text).
 The counts come from ``ctok``, an offline reconstruction of Claude's tokenizers, which reproduces
 the real API ``usage`` of the transcripts exactly (up to a constant wrapper overhead per message
 shape); the weights were then rounded up. Non-ASCII is priced per UTF-8 length: Latin accents,
-Cyrillic, Greek, Hebrew, Arabic cost <= 1 token per char; CJK ~1.1; emoji byte-fall back to up to
-4 tokens plus a word marker.
+Cyrillic, Greek, Hebrew, Arabic cost <= 1 token per char; CJK a little more; emoji byte-fall back
+to up to 4 tokens plus a word marker.
 
-Measured error, estimate / true (tables: docs/token-estimate.md). Against real API usage of Claude
-Sonnet 4, Sonnet 4.5, Haiku 4.5 and Opus 4.6 (1,211 samples from 23 transcripts): aggregate
-1.58-2.11 per category (prose, code, JSON, shell output, mixed), never below 1; 8 tiny samples
-(<= 93 tokens, wrapper-overhead noise) fall to 0.83-0.99, none of >= 50 tokens below 0.989.
-Against the v4.7 vocabulary (reconstruction only): aggregate 1.23-1.45, <= 1 % of chunks under,
-worst 0.90; non-English Latin-script prose can go to ~0.88 there.
+The measured error (estimate / true, per model family and kind of text, and the rare undercounts)
+is in docs/token-estimate.md; it is not repeated here, so that it has one place to change.
 """
 
 from __future__ import annotations

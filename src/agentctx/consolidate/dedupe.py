@@ -1,4 +1,4 @@
-"""Near-duplicates (issue 5 step 2, seed ADR-012): one current record per fact, history kept.
+"""Near-duplicates (consolidation step 2, seed ADR-012): one current record per fact, history kept.
 
 **Candidates.** Within each type, the project's current records that have a stored vector
 (``pending_embedding = 0``) are compared by cosine similarity; pairs above :data:`SIMILARITY_MIN`
@@ -38,10 +38,9 @@ survivor whose text did not change (llm off) stays in, and A~C is judged in the 
 
 **Growth.** Per type, the unit vectors form an n × d float32 matrix (d = 384) multiplied block by
 block against itself (:data:`BLOCK` rows at a time, upper triangle only) in a worker thread: time
-grows as n², memory as n·d + BLOCK·n. Measured on the reference machine (2 cores; unit vectors, 1 in
-50 a planted duplicate): 1,000 records of a type 10 ms, 5,000 0.2 s, 10,000 about 1 s, 20,000 about
-3.5 s. Reading 10,000 stored vectors out of 30,000 takes 0.15 s from the BLOB table and 0.4–0.7 s
-from vec0 (one streamed scan, :func:`agentctx.embed.load_vectors`). At most :data:`MAX_CANDIDATES`
+grows as n², memory as n·d + BLOCK·n (the times: benchmarks/results/consolidate.md, ``nox -s
+bench``). The stored vectors are read in one streamed scan (:func:`agentctx.embed.load_vectors`).
+At most :data:`MAX_CANDIDATES`
 candidates are kept per run (the most similar); the rest wait for the next run.
 """
 

@@ -8,7 +8,7 @@ rather than optional because strict schemas require every property. The answer i
 defensively, pair by pair: a pair without a usable answer is left for the next run.
 
 No ``temperature`` is sent: ``messages.create`` of the installed ``anthropic`` 2.14 has no such
-parameter (spec §15.5), so the API default applies; the low variance the seed asks for rests on
+parameter (spec §15.2), so the API default applies; the low variance the seed asks for rests on
 the forced tool, the strict schema and a prompt that answers "distinct" when unsure. Record text is
 redacted when it is stored; the merged text is redacted again before it is returned, as extraction
 does with its output. The system prompt is far below the size the API caches, so it carries no

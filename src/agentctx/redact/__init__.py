@@ -18,7 +18,7 @@ measurements, and why these are our own rules rather than a secret-scanner libra
   placeholder); names that are only weakly secret (``cache_key``, ``signature``…) need high entropy.
 
 Every pattern starts with a literal so that ``re`` can skip ahead (a leading look-behind or ``\\b``
-makes a scan 20-40x slower); case-insensitive rules run on an ASCII-lowercased copy of the text,
+makes a scan many times slower; docs/redaction.md); case-insensitive rules run on an ASCII-lowercased copy of the text,
 which has the same length, so that offsets carry over. ``redact`` is idempotent: markers are never
 reported, and it re-applies the rules until nothing changes.
 

@@ -2,7 +2,7 @@
 
 Each pattern is a :class:`Lazy`, compiled with all the others on the first ``find_secrets`` call,
 so that importing stays cheap on the hook path. Every pattern starts with a literal so that ``re``
-can skip ahead (a leading look-behind or ``\\b`` makes a scan 20-40x slower); the ones marked "on
+can skip ahead (a leading look-behind or ``\\b`` makes a scan many times slower); the ones marked "on
 the lowercased text" run on an ASCII-lowercased copy of the text. Also here: the bounds that keep
 scans linear, and the priorities that decide the kind of overlapping findings. The words and shapes
 that judge an assigned name or value are in :mod:`agentctx.redact.assignments`.
@@ -50,8 +50,9 @@ P_ASSIGN = 500
 class Lazy:
     """A finder's pattern, compiled with all the others on the first ``find_secrets`` call.
 
-    Compiling them costs ~12 ms. The PostToolUse hook imports :mod:`agentctx.redact` on every tool
-    call but redacts only when it records something, so importing stays cheap (~1.5 ms).
+    Compiling them costs more than importing the package (docs/redaction.md has the times). The
+    PostToolUse hook imports :mod:`agentctx.redact` on every tool call but redacts only when it
+    records something, so the compilation is paid only then.
     """
 
     __slots__ = ("flags", "pattern", "source")
