@@ -66,6 +66,7 @@ from tests.messages_server import MessagesServer
 
 import minilm
 from agentctx import clock, config, digest, embed, hybrid, retrieval
+from agentctx.claude.transcript import read_transcript
 from agentctx.consolidate import consolidate
 from agentctx.extract import extract_session, llm
 from agentctx.hooks import ledger, session_start
@@ -77,7 +78,6 @@ from agentctx.records import Record
 from agentctx.schema import GLOBAL_PROJECT_ID
 from agentctx.store import SearchQuery, Store
 from agentctx.tokens import estimate_tokens
-from agentctx.transcript import read_transcript
 from own_eval import author, floors, replay, report, scoring
 
 if TYPE_CHECKING:

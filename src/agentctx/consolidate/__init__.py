@@ -288,7 +288,7 @@ async def _team(run: _Run, project_id: str, root: str | None) -> dict[str, Any]:
 
 
 async def _mirror(run: _Run) -> dict[str, Any]:
-    from agentctx import profile
+    from agentctx import preferences
 
-    await profile.sync_mirror(run.store)
+    await preferences.sync_mirror(run.store)
     return {"written": True}

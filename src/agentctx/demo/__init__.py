@@ -212,11 +212,11 @@ class _Demo:
     async def _setup_store(self, store: Store, project: ProjectIdentity) -> None:
         from pathlib import Path
 
-        from agentctx import profiling
+        from agentctx import detection
         from agentctx.records import NewRecord
 
         await store.touch_project(project)
-        facts = profiling.detect(Path(project.root))
+        facts = detection.detect(Path(project.root))
         for fact in facts:
             await store.add(
                 NewRecord(

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from agentctx.records import Record
     from agentctx.store import Store
 
-log = logging.getLogger("agentctx.profile")
+log = logging.getLogger("agentctx.preferences")
 
 MIRROR_DIR = "profile"
 MIRROR_NAME = "preferences.md"
