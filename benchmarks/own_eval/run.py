@@ -378,7 +378,7 @@ async def all_records(store: Store, project_id: str, *, include_superseded: bool
 
 async def produced_by(store: Store, session_id: str, n: int) -> list[scoring.Produced]:
     """The records extraction wrote for one session (project and global)."""
-    rows = await store._rows(
+    rows = await store.rows(
         "SELECT * FROM records WHERE session_id = ? AND source = 'llm_extraction' ORDER BY id",
         (session_id,),
     )

@@ -127,7 +127,7 @@ async def score_drift(
     seal = _fingerprint(files, records, embedder)
     if _last_seal(project_id) == seal:
         report.skipped = "CLAUDE.md and the records are unchanged since the last run"
-        rows = await store._rows(_CANDIDATES_SQL, (project_id,))
+        rows = await store.rows(_CANDIDATES_SQL, (project_id,))
         report.previous_candidates = report.candidates = int(rows[0][0])
         return report
     judged = await claudemd.evaluate(

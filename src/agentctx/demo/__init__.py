@@ -301,7 +301,7 @@ class _Demo:
         return int(tokens)
 
     async def _captured(self, store: Store, project: ProjectIdentity) -> None:
-        nodes = await store._rows(
+        nodes = await store.rows(
             "SELECT kind, name FROM nodes WHERE project_id = ? ORDER BY kind, name",
             (project.project_id,),
         )
