@@ -23,10 +23,12 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff: lint rules and formatting."""
+    """ruff: lint rules and formatting; import-linter: the layers (pyproject's contracts)."""
     session.install("--group", "lint")
     session.run("ruff", "check", "src", "tests", "benchmarks", "docs", "noxfile.py")
     session.run("ruff", "format", "--check", "src", "tests", "benchmarks", "docs", "noxfile.py")
+    # grimp reads the source: the package need not be installed, only found
+    session.run("lint-imports", env={"PYTHONPATH": "src"})
 
 
 @nox.session(python=PYTHON)

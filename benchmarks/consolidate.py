@@ -63,7 +63,7 @@ async def measure(size: int, model_dir: Path, work: Path) -> dict[str, object]:
     load_s = time.perf_counter() - started
     assert embedder is not None, "the test model did not load"
     async with await Store.open() as store:
-        rows = await store._rows(
+        rows = await store.rows(
             "SELECT r.*, p.name AS project_name FROM records r "
             "LEFT JOIN projects p ON p.project_id = r.project_id "
             "WHERE r.pending_embedding = 1 ORDER BY r.seq"
@@ -85,7 +85,7 @@ async def measure(size: int, model_dir: Path, work: Path) -> dict[str, object]:
         consolidate_s = time.perf_counter() - started
         after_s = baseline()
         baseline_s = (before_s + after_s) / 2
-        pending = (await store._one("SELECT count(*) FROM records WHERE pending_embedding = 1"))[0]
+        pending = (await store.row("SELECT count(*) FROM records WHERE pending_embedding = 1"))[0]
     report = reports[-1]
     assert report.status == "done", report.to_dict()
     assert pending == 0

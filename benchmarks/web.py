@@ -36,11 +36,11 @@ import anyio
 import httpx
 
 from agentctx import clock
-from agentctx import graph as graphs
 from agentctx.project import ProjectIdentity
 from agentctx.records import NewRecord
 from agentctx.store import Store
 from agentctx.web import forcelayout, server
+from agentctx.web import graph as graphs
 
 RESULTS = Path(__file__).parent / "results" / "web.md"
 PROJECT = "bench-web"

@@ -142,7 +142,7 @@ async def test_archived_history_stays_answerable(store: Store) -> None:
     ]
     assert {r[0] for r in rows(store, f"SELECT record_id FROM {BLOB_TABLE}")} == {current.id}
     if store.capabilities.vec_version:
-        vectors = await store._rows("SELECT record_id FROM records_vec")
+        vectors = await store.rows("SELECT record_id FROM records_vec")
         assert [r[0] for r in vectors] == [current.id]
     assert rows(store, "SELECT count(*) FROM record_entities") == [(0,)]
     assert rows(store, "SELECT count(*) FROM edges WHERE rel_type = 'supersedes'") == [(2,)]

@@ -81,11 +81,11 @@ async def _seed(store: Store, count: int, seed: int = 7) -> None:
 
 async def _snapshot(store: Store) -> dict[str, Any]:
     """Everything a run must neither lose nor double."""
-    rows = await store._rows("SELECT id, title, body, superseded_by FROM records ORDER BY id")
-    archived = await store._rows("SELECT id FROM records_archive ORDER BY id")
-    pending = await store._one("SELECT count(*) FROM records WHERE pending_embedding = 1")
+    rows = await store.rows("SELECT id, title, body, superseded_by FROM records ORDER BY id")
+    archived = await store.rows("SELECT id FROM records_archive ORDER BY id")
+    pending = await store.row("SELECT count(*) FROM records WHERE pending_embedding = 1")
     vec_table = "records_vec" if embed.uses_vec(store) else embed.BLOB_TABLE
-    vectors = await store._rows(f"SELECT record_id FROM {vec_table}")
+    vectors = await store.rows(f"SELECT record_id FROM {vec_table}")
     return {
         "ids": [r[0] for r in rows],
         "current": sorted((r[1], r[2]) for r in rows if r[3] is None),
@@ -181,7 +181,7 @@ async def test_the_digest_ranks_what_the_project_works_on_now(
 
 
 async def _id_of(store: Store, title: str) -> str:
-    row = await store._one("SELECT id FROM records WHERE title = ?", (title,))
+    row = await store.row("SELECT id FROM records WHERE title = ?", (title,))
     return str(row[0])
 
 

@@ -131,7 +131,7 @@ async def current(store: Store) -> dict[str, Record]:
 
 
 async def checks(store: Store) -> list[tuple[str, str, str]]:
-    rows = await store._rows("SELECT record_a, record_b, verdict FROM merge_checks ORDER BY 1, 2")
+    rows = await store.rows("SELECT record_a, record_b, verdict FROM merge_checks ORDER BY 1, 2")
     return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
 
 
@@ -354,11 +354,11 @@ async def test_a_merge_carries_counts_entities_edges_and_history(
     assert survivor.body == RUFF_B[1] and not survivor.pending_embedding
     assert loser.superseded_by == survivor.id and loser.superseded_at is not None
     assert [r.id for r in await store.history(loser.id)] == [older.id, newer.id]
-    rows = await store._rows(
+    rows = await store.rows(
         "SELECT entity_id FROM record_entities WHERE record_id = ?", (newer.id,)
     )
     assert [r[0] for r in rows] == ["n1"]
-    edges = await store._rows(
+    edges = await store.rows(
         "SELECT to_id, rel_type FROM edges WHERE from_id = ? ORDER BY rel_type, to_id", (newer.id,)
     )
     assert [tuple(e) for e in edges] == [
@@ -615,7 +615,7 @@ async def _invariants(store: Store) -> tuple[set[str], int]:
     for record in superseded:
         assert record.superseded_by is not None
         assert tuple(sorted((record.id, record.superseded_by))) in same
-        edge = await store._one(
+        edge = await store.row(
             "SELECT 1 FROM edges WHERE from_id = ? AND to_id = ? AND rel_type = 'supersedes'",
             (record.superseded_by, record.id),
         )

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentctx import claudemd, db, digest, embed, home
+from agentctx import db, digest, embed, home
+from agentctx.claude import claudemd
 from agentctx.consolidate.drift import DriftReport, score_drift
 from agentctx.consolidate.timebox import TimeBox
 from agentctx.project import identify

@@ -117,7 +117,7 @@ async def test_vec0_and_numpy_give_the_same_neighbours(
     async with await Store.open(str(tmp_path / "blob.db")) as blob_store:
         assert not embed.uses_vec(blob_store)
         with pytest.raises(Exception, match="no such function"):
-            await blob_store._rows("SELECT vec_version()")  # really no sqlite-vec here
+            await blob_store.rows("SELECT vec_version()")  # really no sqlite-vec here
         assert await embed.nearest(blob_store, query, 5) == []  # nothing embedded yet
         blob_ids = await _fill(blob_store)
         assert await embed.embed_pending(blob_store, embedder) == len(blob_ids)

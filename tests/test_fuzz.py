@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentctx import config, home
+from agentctx.claude.transcript import read_transcript, render
 from agentctx.hooks import lifecycle, runner
-from agentctx.transcript import read_transcript, render
 from tests.helpers import run_hook, seed, shared_dir
 from tests.reliability.procs import EVENTS, INJECTING, wait_for_workers
 

@@ -1,4 +1,4 @@
-"""Tests for agentctx.install: surgical, idempotent, reversible edits of Claude Code's JSON files.
+"""Tests for agentctx.claude.install: surgical, idempotent, reversible edits of Claude Code's JSON files.
 
 Every test edits real files in a tmp folder, starting from the fixtures in ``tests/data/settings``.
 """
@@ -18,9 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentctx.errors import ConfigError
-from agentctx.hooks.runner import EVENTS as RUNNER_EVENTS
-from agentctx.install import (
+from agentctx.claude.install import (
     HOOK_EVENTS,
     KNOWN_HOOK_NAMES,
     ClaudePaths,
@@ -32,7 +30,9 @@ from agentctx.install import (
     uninstall_mcp,
     which_agentctx,
 )
-from agentctx.install.hooks import our_name
+from agentctx.claude.install.hooks import our_name
+from agentctx.errors import ConfigError
+from agentctx.hooks.runner import EVENTS as RUNNER_EVENTS
 
 DATA = Path(__file__).parent / "data" / "settings"
 SETTINGS_FIXTURES = ["empty", "other_keys", "foreign_hooks", "old_broken"]

@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))  # own_eval, minilm
 
 from agentctx import embed
+from agentctx.claude.transcript import read_transcript, render
 from agentctx.consolidate import merge_check
 from agentctx.extract import prompt as extract_prompt
 from agentctx.project import identify
 from agentctx.records import NewRecord
 from agentctx.redact import redact
 from agentctx.store import SearchQuery
-from agentctx.transcript import read_transcript, render
 from own_eval import author, floors, replay, report, scoring
 from own_eval import figures as own_eval_figures
 from own_eval import run as own_eval

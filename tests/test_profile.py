@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentctx import clock, db, digest, profile, transfer
+from agentctx import clock, db, digest, preferences, transfer
 from agentctx.errors import ConflictError, NotFoundError, ValidationError
 from agentctx.records import NewRecord, Record
 from agentctx.store import SearchQuery, Store
@@ -68,7 +68,7 @@ def digest_text(store: Store) -> str:
 
 
 def mirror_text() -> str:
-    with open(profile.mirror_path(), encoding="utf-8") as fh:
+    with open(preferences.mirror_path(), encoding="utf-8") as fh:
         return fh.read()
 
 
@@ -90,7 +90,7 @@ async def test_show_lists_current_global_preferences_with_confidence_and_evidenc
     old = await pref(store, "Dark theme", "Use a dark theme.", confidence="explicit")
     await store.supersede(old.id, "Use a light theme.", "changed mind", title="Light theme")
 
-    entries = await profile.show(store)
+    entries = await preferences.show(store)
 
     by_title = {e.title: e for e in entries}
     assert set(by_title) == {"Tabs over spaces", "Short commits", "Prefers pytest", "Light theme"}
@@ -131,10 +131,10 @@ async def test_show_lists_current_global_preferences_with_confidence_and_evidenc
 async def test_evidence_counts_every_version_of_the_preference(store: Store) -> None:
     first = await pref(store, "Tabs", "Indent with tabs.", session="s1")
     await seen_in(store, first.id, "s2")
-    edited = await profile.edit(store, first.id, body="Indent with tabs, width 4.")
+    edited = await preferences.edit(store, first.id, body="Indent with tabs, width 4.")
     await seen_in(store, edited.id, "s3", "s2")
 
-    (entry,) = await profile.show(store)
+    (entry,) = await preferences.show(store)
 
     assert entry.id == edited.id
     assert entry.evidence == 3  # s1 and s2 from the first version, s3 from the new one
@@ -147,7 +147,9 @@ async def test_evidence_counts_every_version_of_the_preference(store: Store) -> 
 async def test_edit_supersedes_with_source_cli_and_explicit_confidence(store: Store) -> None:
     old = await pref(store, "Tabs", "Indent with tabs.", session="s1")
 
-    new = await profile.edit(store, old.id, title="Tabs, width 4", body="Indent with 4-wide tabs.")
+    new = await preferences.edit(
+        store, old.id, title="Tabs, width 4", body="Indent with 4-wide tabs."
+    )
 
     assert (new.title, new.body) == ("Tabs, width 4", "Indent with 4-wide tabs.")
     assert (new.source, new.confidence, new.scope, new.project_id) == (
@@ -156,16 +158,16 @@ async def test_edit_supersedes_with_source_cli_and_explicit_confidence(store: St
         "global",
         "global",
     )
-    assert new.rationale == profile.EDIT_RATIONALE
+    assert new.rationale == preferences.EDIT_RATIONALE
     history = await store.history(new.id)
     assert [r.id for r in history] == [old.id, new.id]
     assert history[0].superseded_by == new.id
-    assert [e.id for e in await profile.show(store)] == [new.id]
+    assert [e.id for e in await preferences.show(store)] == [new.id]
     text = mirror_text()
     assert "### Tabs, width 4" in text
     assert "Indent with tabs." not in text
 
-    only_body = await profile.edit(store, new.id, body="Tabs.")
+    only_body = await preferences.edit(store, new.id, body="Tabs.")
     assert (only_body.title, only_body.body) == ("Tabs, width 4", "Tabs.")
 
 
@@ -179,19 +181,19 @@ async def test_edit_refuses_what_is_not_a_current_global_preference(store: Store
     before = await transfer.export_data(store)
 
     with pytest.raises(ValidationError, match="is a project preference, not a global preference"):
-        await profile.edit(store, local.id, body="x")
+        await preferences.edit(store, local.id, body="x")
     with pytest.raises(ValidationError, match="is a global convention, not a global preference"):
-        await profile.edit(store, convention.id, body="x")
+        await preferences.edit(store, convention.id, body="x")
     with pytest.raises(NotFoundError, match="no record with id"):
-        await profile.edit(store, "01NOSUCHRECORD0000000000000", body="x")
+        await preferences.edit(store, "01NOSUCHRECORD0000000000000", body="x")
     with pytest.raises(ConflictError, match=f"was replaced by {successor.id}"):
-        await profile.edit(store, old.id, body="x")
+        await preferences.edit(store, old.id, body="x")
     with pytest.raises(ValidationError, match="nothing to change"):
-        await profile.edit(store, current.id, title=" Current ", body="Current text.\n")
+        await preferences.edit(store, current.id, title=" Current ", body="Current text.\n")
     with pytest.raises(ValidationError, match="give a new title, a new body, or both"):
-        await profile.edit(store, current.id)
+        await preferences.edit(store, current.id)
     with pytest.raises(ValidationError, match="body is empty"):
-        await profile.edit(store, current.id, body="   ")
+        await preferences.edit(store, current.id, body="   ")
 
     assert await transfer.export_data(store) == before
 
@@ -203,15 +205,15 @@ async def test_edit_refuses_what_is_not_a_current_global_preference(store: Store
 async def test_clear_retires_the_preference_from_profile_mirror_and_digest(store: Store) -> None:
     keep = await pref(store, "Short commits", "One change per commit.", confidence="explicit")
     gone = await pref(store, "Vim keys", "Uses vim keybindings everywhere.", confidence="explicit")
-    await profile.sync_mirror(store)
+    await preferences.sync_mirror(store)
     assert "Vim keys" in mirror_text()
     assert "Vim keys" in digest_text(store)
     before_clear = clock.now()
 
-    cleared = await profile.clear(store, gone.id)
+    cleared = await preferences.clear(store, gone.id)
 
     assert cleared.superseded_at is not None and cleared.superseded_by is None
-    assert [e.id for e in await profile.show(store)] == [keep.id]
+    assert [e.id for e in await preferences.show(store)] == [keep.id]
     assert "Vim keys" not in mirror_text()
     assert "Short commits" in mirror_text()
     text = digest_text(store)
@@ -226,7 +228,7 @@ async def test_clear_retires_the_preference_from_profile_mirror_and_digest(store
     )
     assert [h.record.id for h in then.hits] == [gone.id]
     with pytest.raises(ConflictError, match="already cleared from the profile"):
-        await profile.clear(store, gone.id)
+        await preferences.clear(store, gone.id)
 
 
 @pytest.mark.anyio
@@ -239,7 +241,7 @@ async def test_clear_invalidates_the_precomputed_digests(store: Store) -> None:
     written = digest.write(built, clock.now(), started)
     assert written is not None and "Vim keys" in digest.read(P)["text"]  # type: ignore[index]
 
-    await profile.clear(store, gone.id)
+    await preferences.clear(store, gone.id)
 
     assert digest.read(P) is None  # the file is gone
 
@@ -251,7 +253,7 @@ async def test_clear_invalidates_the_precomputed_digests(store: Store) -> None:
 async def test_mirror_is_private_atomic_and_stable(store: Store, agentctx_home: Path) -> None:
     folder = agentctx_home / "profile"
     path = folder / "preferences.md"
-    empty = await profile.sync_mirror(store)
+    empty = await preferences.sync_mirror(store)
     assert empty == str(path)
     assert path.read_text() == (
         "# Developer profile\n\n"
@@ -265,7 +267,7 @@ async def test_mirror_is_private_atomic_and_stable(store: Store, agentctx_home: 
     pinned = await pref(store, "Short commits", "One change per commit.", confidence="explicit")
     await store.set_pinned(pinned.id, True)
 
-    await profile.sync_mirror(store)
+    await preferences.sync_mirror(store)
 
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
@@ -280,7 +282,7 @@ async def test_mirror_is_private_atomic_and_stable(store: Store, agentctx_home: 
         f"_inferred · 2 sessions · id `{tabs.id}`_\n"
     )
     stamp = path.stat().st_mtime_ns
-    await profile.sync_mirror(store)
+    await preferences.sync_mirror(store)
     assert path.stat().st_mtime_ns == stamp  # unchanged profile: the file is not rewritten
     assert [p.name for p in folder.iterdir()] == ["preferences.md"]  # no temporary left
 

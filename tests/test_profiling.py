@@ -1,4 +1,4 @@
-"""Tests for agentctx.profiling: rule-based detection on small repositories in tmp folders."""
+"""Tests for agentctx.detection: rule-based detection on small repositories in tmp folders."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentctx import schema
-from agentctx.profiling import BODY_MAX, FACT_TITLES, TITLE_MAX, ProfileFact, detect
+from agentctx.detection import BODY_MAX, FACT_TITLES, TITLE_MAX, ProfileFact, detect
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> Path:

@@ -128,7 +128,7 @@ async def test_low_score_since_is_set_once_and_cleared(store: Store) -> None:
 
 
 async def low_since(store: Store, record_id: str) -> str | None:
-    row = await store._one("SELECT low_score_since FROM records WHERE id = ?", (record_id,))
+    row = await store.row("SELECT low_score_since FROM records WHERE id = ?", (record_id,))
     return None if row[0] is None else str(row[0])
 
 

@@ -1,4 +1,4 @@
-"""CLAUDE.md sync: ``agentctx sync`` through real subprocesses, and :mod:`agentctx.claudemd`.
+"""CLAUDE.md sync: ``agentctx sync`` through real subprocesses, and :mod:`agentctx.claude.claudemd`.
 
 The store is seeded through the library in the test's home (the subprocesses inherit
 AGENTCTX_HOME); the project is a plain folder, so its root is the folder itself.
@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentctx import claudemd, config
-from agentctx.claudemd import SYNC_BEGIN, SYNC_END
+from agentctx import config
+from agentctx.claude import claudemd
+from agentctx.claude.claudemd import SYNC_BEGIN, SYNC_END
 from agentctx.errors import ValidationError
 from agentctx.project import identify
 from agentctx.records import NewRecord

@@ -1,4 +1,4 @@
-"""agentctx.transcript on the four real Claude Code transcripts in shared/ and on synthetic files.
+"""agentctx.claude.transcript on the four real Claude Code transcripts in shared/ and on synthetic files.
 
 The real fixtures (shared/fixtures/transcripts, MIT, provenance in PROVENANCE.md there) cover
 v1.0.98 (inline sidechains, a summary line, a slash command) and v2.1.38/39 (progress lines,
@@ -20,8 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentctx.hooks.prompt import HEADER as PROMPT_HEADER
-from agentctx.transcript import (
+from agentctx.claude.transcript import (
     SUBAGENT_PREFIX,
     SUMMARY_PREFIX,
     TOOL_CALL_CHARS,
@@ -30,6 +29,7 @@ from agentctx.transcript import (
     read_transcript,
     render,
 )
+from agentctx.hooks.prompt import HEADER as PROMPT_HEADER
 
 DATA = Path(__file__).resolve().parent / "data" / "transcripts"
 KITCHEN = DATA / "kitchen-sink.jsonl"

@@ -24,10 +24,10 @@ import httpx
 import numpy as np
 import pytest
 
-from agentctx import clock, graph, profile
+from agentctx import clock, preferences
 from agentctx.project import ProjectIdentity
 from agentctx.records import NewRecord, Record
-from agentctx.web import forcelayout, server
+from agentctx.web import forcelayout, graph, server
 from agentctx.web.html import Safe, escape, tag
 from agentctx.web.security import CSP, TOKEN_HEADER
 
@@ -393,11 +393,11 @@ async def test_profile_edit_and_clear(store: Store) -> None:
             f"/api/records/{new_id}/edit", json={"title": "Prefer spaces"}, headers=headers
         )
         assert again.status_code == 200
-    entries = await profile.show(store)
+    entries = await preferences.show(store)
     assert [(e.title, e.body, e.confidence) for e in entries] == [
         ("Prefer spaces", "Indent with spaces.", "explicit")
     ]
-    assert "Prefer spaces" in Path(profile.mirror_path()).read_text()  # noqa: ASYNC240
+    assert "Prefer spaces" in Path(preferences.mirror_path()).read_text()  # noqa: ASYNC240
 
 
 # -- the other views ---------------------------------------------------------------------------------

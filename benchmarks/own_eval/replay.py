@@ -8,7 +8,7 @@ unchanged. A request is matched to its answer by the SHA-256 of the transcript p
 message (everything after ``Transcript:``; the part before it lists record ids, which change
 from run to run); when no hash matches, by the answer's *anchor*, a phrase that occurs in only
 one session's transcript; that fallback is reported as drift (the rendered transcript changed since
-the answers were written, e.g. after a change to ``agentctx.transcript``). A ``supersedes`` value
+the answers were written, e.g. after a change to ``agentctx.claude.transcript``). A ``supersedes`` value
 ``@title:<words>`` is resolved as the model would: the id of the first listed current record
 whose title contains those words (None when none does). A merge pair without a recorded verdict
 gets ``same: false`` and is reported.

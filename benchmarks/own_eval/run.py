@@ -66,6 +66,7 @@ from tests.messages_server import MessagesServer
 
 import minilm
 from agentctx import clock, config, digest, embed, hybrid, retrieval
+from agentctx.claude.transcript import read_transcript
 from agentctx.consolidate import consolidate
 from agentctx.extract import extract_session, llm
 from agentctx.hooks import ledger, session_start
@@ -77,7 +78,6 @@ from agentctx.records import Record
 from agentctx.schema import GLOBAL_PROJECT_ID
 from agentctx.store import SearchQuery, Store
 from agentctx.tokens import estimate_tokens
-from agentctx.transcript import read_transcript
 from own_eval import author, floors, replay, report, scoring
 
 if TYPE_CHECKING:
@@ -378,7 +378,7 @@ async def all_records(store: Store, project_id: str, *, include_superseded: bool
 
 async def produced_by(store: Store, session_id: str, n: int) -> list[scoring.Produced]:
     """The records extraction wrote for one session (project and global)."""
-    rows = await store._rows(
+    rows = await store.rows(
         "SELECT * FROM records WHERE session_id = ? AND source = 'llm_extraction' ORDER BY id",
         (session_id,),
     )

@@ -111,15 +111,8 @@ def build(
         counts=counts,
         drift_candidates=int(drift),
         project_id=project_id,
-        mcp=_mcp_available(),
         checkout=checkout,
     )
-
-
-def _mcp_available() -> bool:
-    from agentctx import features
-
-    return features.available(features.MCP_SERVER)
 
 
 def render(

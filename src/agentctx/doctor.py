@@ -40,7 +40,7 @@ def _check_claude_code() -> list[Check]:
     """Are the hooks and the MCP server registered, and do they point at a working agentctx?"""
     from pathlib import Path
 
-    from agentctx import install
+    from agentctx.claude import install
     from agentctx.project import identify
 
     project = identify(os.getcwd())
@@ -91,9 +91,6 @@ def _check_claude_code() -> list[Check]:
             Check("hooks", False, "not registered with Claude Code", "run `agentctx init`")
         )
     mcp = [n for n, s in scopes if s and s["mcp"] == "ok"]
-    if not install.mcp_available():
-        checks.append(Check("mcp", None, "this version has no MCP server yet (hooks only)"))
-        return checks
     checks.append(
         Check("mcp", True, "registered (" + ", ".join(mcp) + ")")
         if mcp

@@ -232,7 +232,7 @@ async def embed_pending(store: Store, embedder: Embedder, *, limit: int | None =
     last_seq = -1
     while limit is None or done < limit:
         size = BATCH_SIZE if limit is None else min(BATCH_SIZE, limit - done)
-        rows = await store._rows(
+        rows = await store.rows(
             "SELECT r.*, p.name AS project_name FROM records r "
             "LEFT JOIN projects p ON p.project_id = r.project_id "
             "WHERE r.pending_embedding = 1 AND r.seq > ? ORDER BY r.seq LIMIT ?",
@@ -292,7 +292,7 @@ async def nearest(
         return []
     query = _normalize(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
     if uses_vec(store):
-        rows = await store._rows(
+        rows = await store.rows(
             "SELECT record_id, distance FROM records_vec WHERE embedding MATCH ? AND k = ?",
             (query.tobytes(), k + len(skip)),
         )
@@ -300,7 +300,7 @@ async def nearest(
     else:
         if not await _has_blob_table(store):
             return []
-        rows = await store._rows(  # only records that still exist, and vectors of this size
+        rows = await store.rows(  # only records that still exist, and vectors of this size
             f"SELECT b.record_id, b.embedding FROM {BLOB_TABLE} b "
             "JOIN records r ON r.id = b.record_id WHERE length(b.embedding) = ?",
             (query.nbytes,),
@@ -328,11 +328,9 @@ async def load_vectors(store: Store, record_ids: Collection[str]) -> dict[str, N
         if len(wanted) <= _IN_MAX:
             found = await _blobs_in(store, "records_vec", sorted(wanted))
         else:
-            async with store._conn.execute(
-                "SELECT record_id, embedding FROM records_vec"
-            ) as cursor:
-                while batch := await cursor.fetchmany(_FETCH):
-                    found.update((str(r[0]), r[1]) for r in batch if r[0] in wanted)
+            scan = store.scan("SELECT record_id, embedding FROM records_vec", batch=_FETCH)
+            async for batch in scan:
+                found.update((str(r[0]), r[1]) for r in batch if r[0] in wanted)
     elif await _has_blob_table(store):
         ids = sorted(wanted)
         for start in range(0, len(ids), _IN_MAX):
@@ -353,7 +351,7 @@ _FETCH = 2048
 
 
 async def _blobs_in(store: Store, table: str, ids: Sequence[str]) -> dict[str, bytes]:
-    rows = await store._rows(
+    rows = await store.rows(
         f"SELECT record_id, embedding FROM {table} WHERE record_id IN ({', '.join('?' * len(ids))})",
         ids,
     )
@@ -361,7 +359,7 @@ async def _blobs_in(store: Store, table: str, ids: Sequence[str]) -> dict[str, b
 
 
 async def _has_blob_table(store: Store) -> bool:
-    rows = await store._rows(
+    rows = await store.rows(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (BLOB_TABLE,)
     )
     return bool(rows)

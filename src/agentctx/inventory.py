@@ -53,22 +53,22 @@ async def status(store: Store, project_id: str | None = None) -> dict[str, Any]:
     ids = retrieval.scope_projects(project_id, "all")
     marks = ", ".join("?" * len(ids))
     counts = {t: 0 for t in schema.RECORD_TYPES}
-    for row in await store._rows(
+    for row in await store.rows(
         f"SELECT type, count(*) AS n FROM records WHERE project_id IN ({marks}) "
         "AND superseded_at IS NULL GROUP BY type",
         ids,
     ):
         counts[row["type"]] = row["n"]
-    superseded = await store._one(
+    superseded = await store.row(
         f"SELECT count(*) FROM records WHERE project_id IN ({marks}) AND superseded_at IS NOT NULL",
         ids,
     )
     project_sessions = await sessions(store, project_id, limit=None)
     all_sessions = await sessions(store, None, limit=None)
-    totals = await store._one(
+    totals = await store.row(
         "SELECT (SELECT count(*) FROM records), (SELECT count(*) FROM projects)"
     )
-    archived = await store._one(
+    archived = await store.row(
         f"SELECT count(*) FROM records_archive WHERE project_id IN ({marks})", ids
     )
     candidates = await prune_candidates(store, project_id)
@@ -99,7 +99,7 @@ async def status(store: Store, project_id: str | None = None) -> dict[str, Any]:
 
 async def session(store: Store, session_id: str) -> dict[str, Any] | None:
     """The ``sessions`` row of one session, or None."""
-    row = await store._one("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
+    row = await store.row("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
     return None if row is None else dict(row)
 
 
@@ -117,7 +117,7 @@ async def sessions(
     params: list[Any] = [] if project_id is None else [project_id]
     rows = [
         dict(row)
-        for row in await store._rows(
+        for row in await store.rows(
             "SELECT session_id, project_id, cwd, started_at, ended_at, tokens_injected, "
             f"injections, extraction_cost_usd FROM sessions {where} "
             "ORDER BY coalesce(started_at, '') DESC, session_id",
@@ -171,7 +171,7 @@ async def prune_candidates(
     if limit is not None:
         sql += " LIMIT ?"
         params.append(limit)
-    return [PruneCandidate(**dict(row)) for row in await store._rows(sql, params)]
+    return [PruneCandidate(**dict(row)) for row in await store.rows(sql, params)]
 
 
 def _by_month(rows: list[dict[str, Any]]) -> dict[str, float]:

@@ -39,10 +39,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from agentctx import __version__, claudemd, clock, config, hybrid, inventory, mcp_graph, retrieval
-from agentctx.claudemd import SYNC_BEGIN as SYNC_BEGIN
-from agentctx.claudemd import SYNC_END as SYNC_END
-from agentctx.claudemd import SYNC_MAX as SYNC_MAX
+from agentctx import __version__, clock, config, hybrid, inventory, mcp_graph, retrieval
+from agentctx.claude import claudemd
+from agentctx.claude.claudemd import SYNC_BEGIN as SYNC_BEGIN
+from agentctx.claude.claudemd import SYNC_END as SYNC_END
+from agentctx.claude.claudemd import SYNC_MAX as SYNC_MAX
 from agentctx.errors import AgentctxError, NotFoundError, ValidationError
 from agentctx.mcp_models import (
     ClaudeMdReport,

@@ -527,6 +527,17 @@ class Store:
             raise DatabaseError("cannot search the archive: unexpected search SQL")
         return await self._rows(sql.replace(hot, "FROM records_archive AS r "), args)
 
+    async def scan(
+        self, sql: str, params: Sequence[Any] = (), *, batch: int = 1024
+    ) -> AsyncIterator[list[Any]]:
+        """The rows of a read-only query, streamed in lists of up to ``batch`` rows.
+
+        For a table too big to hold whole (every stored vector): the caller keeps what it needs.
+        """
+        async with self._conn.execute(sql, params) as cursor:
+            while rows := await cursor.fetchmany(batch):
+                yield list(rows)
+
 
 class Transaction:
     """An open write transaction of a :class:`Store` (see :meth:`Store.transaction`)."""

@@ -106,17 +106,17 @@ async def export_data(store: Store, project_id: str | None = None) -> dict[str, 
     projects = [p for p in await store.projects() if p["project_id"] in project_ids]
     edges = [
         dict(row)
-        for row in await store._rows("SELECT * FROM edges ORDER BY created_at, id")
+        for row in await store.rows("SELECT * FROM edges ORDER BY created_at, id")
         if row["from_id"] in ids or row["to_id"] in ids
     ]
     links = [
         dict(row)
-        for row in await store._rows("SELECT * FROM record_entities ORDER BY record_id, entity_id")
+        for row in await store.rows("SELECT * FROM record_entities ORDER BY record_id, entity_id")
         if row["record_id"] in ids
     ]
     nodes = [
         dict(row)
-        for row in await store._rows("SELECT * FROM nodes ORDER BY project_id, kind, name")
+        for row in await store.rows("SELECT * FROM nodes ORDER BY project_id, kind, name")
         if row["project_id"] in project_ids
     ]
     return {

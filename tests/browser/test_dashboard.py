@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentctx import clock, profile
+from agentctx import clock, preferences
 from agentctx.records import NewRecord
 from tests.browser.demo import API, XSS_BODY
 
@@ -275,11 +275,11 @@ async def test_profile_edit_and_clear_in_the_page(site: Site, demo: Demo, store:
     async with page.expect_navigation():
         await card.locator('form[data-api$="/edit"] button[type="submit"]').click()
     assert "Prefer ruff, always" in await page.locator("article.pref h2").all_inner_texts()
-    entries = await profile.show(store)
+    entries = await preferences.show(store)
     edited = next(e for e in entries if e.title == "Prefer ruff, always")
     card = page.locator(f'article.pref[data-id="{edited.id}"]')
     await card.locator("details:has(form[data-api$='/clear']) summary").click()
     async with page.expect_navigation():
         await card.locator("button.danger").click()
     assert await page.locator("article.pref").count() == 2
-    assert edited.id not in {e.id for e in await profile.show(store)}
+    assert edited.id not in {e.id for e in await preferences.show(store)}

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 import sqlean
 
 from agentctx import clock, home
+from agentctx.claude.transcript import read_transcript
 from agentctx.extract import prompt
 from agentctx.hooks.ledger import safe_session_id
 from agentctx.locks import ProcessLock
-from agentctx.transcript import read_transcript
 from tests.messages_server import MessagesServer, Recorded, ToolUseReply
 
 if TYPE_CHECKING:

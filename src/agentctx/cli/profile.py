@@ -1,4 +1,4 @@
-"""Profile commands: ``agentctx profile show|edit|clear``, over :mod:`agentctx.profile`.
+"""Profile commands: ``agentctx profile show|edit|clear``, over :mod:`agentctx.preferences`.
 
 ``edit`` needs ``--title`` and/or ``--body`` (``--body -`` reads the body from stdin); with neither it is
 a usage error (exit 2), since an editor session is what ``agentctx edit`` is for. ``clear`` asks on a
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import anyio
 from cyclopts import App, Parameter
 
-from agentctx import profile
+from agentctx import preferences
 from agentctx.cli import Json, _json, _out, _with_store, app
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ async def profile_show(*, json: Json = False) -> int:
     """List the current global preferences with confidence and evidence (sessions that showed it)."""
 
     async def action(store: Store) -> int:
-        entries = await profile.show(store)
+        entries = await preferences.show(store)
         if json:
             _json([entry.to_dict() for entry in entries])
             return 0
@@ -74,7 +74,7 @@ async def profile_edit(
 
     async def action(store: Store) -> int:
         old_id = record_id.strip()
-        new = await profile.edit(store, old_id, title=title, body=body)
+        new = await preferences.edit(store, old_id, title=title, body=body)
         if json:
             _json({"old": (await store.get(old_id)).to_dict(), "new": new.to_dict()})
         else:
@@ -98,7 +98,7 @@ def profile_clear(
         )
 
     async def look(store: Store) -> int:
-        found = await profile.preference(store, record_id)  # refuse a bad id before asking
+        found = await preferences.preference(store, record_id)  # refuse a bad id before asking
         titles.append(found.title)
         return 0
 
@@ -114,7 +114,7 @@ def profile_clear(
             return 1
 
     async def action(store: Store) -> int:
-        cleared = await profile.clear(store, record_id)
+        cleared = await preferences.clear(store, record_id)
         if json:
             _json(cleared.to_dict())
         else:

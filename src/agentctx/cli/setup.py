@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import Parameter
 
-from agentctx import config, home, install, profiling
+from agentctx import config, detection, home
+from agentctx.claude import install
 from agentctx.cli import Json, _json, _out, _project, app
 from agentctx.errors import ValidationError
 from agentctx.records import NewRecord
@@ -70,8 +71,6 @@ async def init(
     mcp_note = ""
     if no_mcp:
         mcp_note = "not registered (--no-mcp)"
-    elif not install.mcp_available():
-        mcp_note = "not registered: this version has no MCP server yet"
     else:
         changes.append(install.install_mcp(mcp_file, project=project))
     _remember_created([c.path for c in changes if c.action == "created"])
@@ -85,7 +84,7 @@ async def init(
             )
             if r.key
         }
-        for fact in profiling.detect(Path(identity.root)):
+        for fact in detection.detect(Path(identity.root)):
             existing = current.get(fact.key)
             if existing is not None and existing.body == fact.body.strip():
                 continue

@@ -3,7 +3,7 @@
 Stdout carries the proposed change as a unified diff (so it can be piped to ``patch``); the
 summary, one line per drift candidate, goes to stderr. With ``--json``, stdout carries one object.
 Nothing is written without ``--apply`` and a confirmation (interactive, or ``--yes``); the write
-appends or replaces only agentctx's own marked block (:mod:`agentctx.claudemd`).
+appends or replaces only agentctx's own marked block (:mod:`agentctx.claude.claudemd`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import Parameter
 
-from agentctx import claudemd
+from agentctx.claude import claudemd
 from agentctx.cli import Json, _json, _project, _with_store, app
 from agentctx.errors import ValidationError
 

@@ -213,7 +213,7 @@ def _plain(value: Any) -> Any:
 
 
 async def _project_root(store: Store, project_id: str) -> str | None:
-    row = await store._one("SELECT root FROM projects WHERE project_id = ?", (project_id,))
+    row = await store.row("SELECT root FROM projects WHERE project_id = ?", (project_id,))
     root = None if row is None else row[0]
     return str(root) if root else None
 
@@ -246,7 +246,7 @@ async def _embed(run: _Run) -> dict[str, Any]:
 
 
 async def _pending(store: Store) -> int:
-    row = await store._one("SELECT count(*) FROM records WHERE pending_embedding = 1")
+    row = await store.row("SELECT count(*) FROM records WHERE pending_embedding = 1")
     return int(row[0])
 
 
@@ -266,7 +266,7 @@ async def _dedupe(run: _Run, project_id: str) -> Any:
 async def _digest(run: _Run, project_id: str, ranking: Any) -> dict[str, Any]:
     store = run.store
     ranked = await ranking.rank_decisions(store, project_id)
-    name_row = await store._one("SELECT name FROM projects WHERE project_id = ?", (project_id,))
+    name_row = await store.row("SELECT name FROM projects WHERE project_id = ?", (project_id,))
     name = str(name_row[0]) if name_row is not None else ""
     started_ns = time.time_ns()
     data = await store.read_sync(lambda conn: digest.build(conn, project_id, name))
@@ -288,7 +288,7 @@ async def _team(run: _Run, project_id: str, root: str | None) -> dict[str, Any]:
 
 
 async def _mirror(run: _Run) -> dict[str, Any]:
-    from agentctx import profile
+    from agentctx import preferences
 
-    await profile.sync_mirror(run.store)
+    await preferences.sync_mirror(run.store)
     return {"written": True}

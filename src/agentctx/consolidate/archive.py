@@ -80,11 +80,11 @@ async def archive(
         params.append(project_id)
     eligible = {
         str(row["id"]): (row["superseded_by"], str(row["superseded_at"]))
-        for row in await store._rows(eligible_sql, params)
+        for row in await store.rows(eligible_sql, params)
     }
     predecessors = [
         (str(row["id"]), str(row["superseded_by"]))
-        for row in await store._rows(predecessors_sql, params)
+        for row in await store.rows(predecessors_sql, params)
     ]
     movable = _movable(eligible, predecessors)
     report = ArchiveReport(held=len(eligible) - len(movable))

@@ -161,7 +161,7 @@ async def find_candidates(
     Most similar first (ties by ids); at most ``limit`` of them.
     """
     types = ", ".join("?" * len(DEDUPED_TYPES))
-    rows = await store._rows(
+    rows = await store.rows(
         f"SELECT {_COLS} FROM records WHERE project_id = ? AND superseded_at IS NULL "
         f"AND pending_embedding = 0 AND type IN ({types})",
         (project_id, *DEDUPED_TYPES),
@@ -453,7 +453,7 @@ class _Run:
                 "(record_a, record_b, verdict, similarity, checked_at) VALUES (?, ?, 'same', ?, ?)",
                 (candidate.a, candidate.b, candidate.similarity, now),
             )
-            await self.store._mark_changed(survivor.id)  # its digest is stale at commit
+            await tx.mark_changed(survivor.id)  # its digest is stale at commit
         self.gone.add(loser.id)
         if changed:
             self.changed.add(survivor.id)
@@ -522,7 +522,7 @@ async def _absorb(
 
 async def _judged(store: Store, project_id: str) -> dict[tuple[str, str], float]:
     """The 'distinct' verdicts on this project's current records: pair → similarity then."""
-    rows = await store._rows(
+    rows = await store.rows(
         "SELECT m.record_a, m.record_b, m.similarity FROM merge_checks m "
         "JOIN records r ON r.id = m.record_a "
         "WHERE r.project_id = ? AND r.superseded_at IS NULL AND m.verdict = 'distinct'",

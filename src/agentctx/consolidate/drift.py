@@ -1,7 +1,7 @@
 """Consolidation step 6: each record's CLAUDE.md drift score, for the digest's drift note.
 
 For one project, the current explicit or reinforced decisions and conventions are judged against
-the root's ``CLAUDE.md`` and ``.claude/CLAUDE.md`` by :func:`agentctx.claudemd.evaluate` (keyword
+the root's ``CLAUDE.md`` and ``.claude/CLAUDE.md`` by :func:`agentctx.claude.claudemd.evaluate` (keyword
 coverage, plus embedding similarity when a model is loaded), the very judgement ``agentctx sync``
 and ``ctx_sync_claudemd`` make, and each gets ``records.claudemd_drift_score``:
 
@@ -35,13 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentctx import claudemd, home
+from agentctx import home
+from agentctx.claude import claudemd
 from agentctx.digest import DRIFT_THRESHOLD
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from agentctx.claudemd import StaleText
+    from agentctx.claude.claudemd import StaleText
     from agentctx.consolidate.timebox import TimeBox
     from agentctx.embed import Embedder
     from agentctx.records import Record, RecordType
@@ -126,7 +127,7 @@ async def score_drift(
     seal = _fingerprint(files, records, embedder)
     if _last_seal(project_id) == seal:
         report.skipped = "CLAUDE.md and the records are unchanged since the last run"
-        rows = await store._rows(_CANDIDATES_SQL, (project_id,))
+        rows = await store.rows(_CANDIDATES_SQL, (project_id,))
         report.previous_candidates = report.candidates = int(rows[0][0])
         return report
     judged = await claudemd.evaluate(

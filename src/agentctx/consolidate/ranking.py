@@ -48,8 +48,8 @@ SELECT id, title, body FROM records WHERE project_id = ? AND superseded_at IS NU
 
 async def rank_decisions(store: Store, project_id: str) -> list[str]:
     """Rank the project's current decisions and conventions; store and return the order."""
-    candidates = [str(r[0]) for r in await store._rows(_CANDIDATES_SQL, (project_id, CANDIDATES))]
-    focus = await store._rows(_FOCUS_SQL, (project_id, project_id, FOCUS_RECENT))
+    candidates = [str(r[0]) for r in await store.rows(_CANDIDATES_SQL, (project_id, CANDIDATES))]
+    focus = await store.rows(_FOCUS_SQL, (project_id, project_id, FOCUS_RECENT))
     rankings: list[list[str]] = []
     if candidates and focus:
         keyword = await _keyword_rank(store, project_id, focus)
@@ -77,7 +77,7 @@ async def _keyword_rank(store: Store, project_id: str, focus: list[Any]) -> list
     match = retrieval.fts_query(retrieval.query_terms(text))
     if match is None:
         return []
-    rows = await store._rows(
+    rows = await store.rows(
         "SELECT r.id FROM records_fts JOIN records r ON r.seq = records_fts.rowid "
         "WHERE records_fts MATCH ? AND r.project_id = ? AND r.superseded_at IS NULL "
         "AND r.type IN ('decision', 'convention') ORDER BY bm25(records_fts, ?, ?, ?), r.id "

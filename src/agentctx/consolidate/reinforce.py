@@ -22,50 +22,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentctx import config, retrieval
-from agentctx.store import HISTORY_MAX_DEPTH
+from agentctx.preferences import SESSIONS_BY_ROOT, evidence_sql
 
 if TYPE_CHECKING:
     from agentctx.store import Store
 
 
-def evidence_sql(live: str, select: str) -> str:
-    """A query counting each live record's distinct sessions: ``WITH live, chain, seen`` + ``select``.
-
-    ``live`` selects the ids to count for; the CTE walks every version of each (back along
-    superseded_by, archived versions too), then collects the distinct sessions of those versions:
-    their ``session_id`` and their ``derives_from`` edges that do not name a record. ``select`` reads
-    ``live``, and ``seen(root, session)`` grouped as it likes. One definition of "evidence" for
-    reinforcement and for ``agentctx profile show``.
-    """
-    return f"""
-WITH RECURSIVE
-  live(id) AS ({live}),
-  chain(root, id, depth) AS (
-    SELECT id, id, 0 FROM live
-    UNION
-    SELECT chain.root, r.id, chain.depth + 1 FROM records r JOIN chain ON r.superseded_by = chain.id
-    WHERE chain.depth < {HISTORY_MAX_DEPTH}
-    UNION
-    SELECT chain.root, a.id, chain.depth + 1 FROM records_archive a
-    JOIN chain ON a.superseded_by = chain.id WHERE chain.depth < {HISTORY_MAX_DEPTH}),
-  seen(root, session) AS (
-    SELECT chain.root, r.session_id FROM chain JOIN records r ON r.id = chain.id
-    WHERE coalesce(r.session_id, '') != ''
-    UNION
-    SELECT chain.root, a.session_id FROM chain JOIN records_archive a ON a.id = chain.id
-    WHERE coalesce(a.session_id, '') != ''
-    UNION
-    SELECT chain.root, e.to_id FROM chain JOIN edges e
-      ON e.from_id = chain.id AND e.rel_type = 'derives_from'
-    WHERE NOT EXISTS (SELECT 1 FROM records x WHERE x.id = e.to_id)
-      AND NOT EXISTS (SELECT 1 FROM records_archive x WHERE x.id = e.to_id))
-{select}"""
-
-
-SESSIONS_BY_ROOT = (
-    "LEFT JOIN (SELECT root, count(DISTINCT session) AS n FROM seen GROUP BY root) s "
-    "ON s.root = r.id"
-)
 _EVIDENCE_SQL = evidence_sql(
     "SELECT id FROM records WHERE type = 'preference' AND confidence = 'inferred' "
     "AND superseded_at IS NULL AND project_id IN ({marks})",
@@ -86,7 +48,7 @@ async def reinforce_preferences(
     """
     needed = int(config.get("reinforcement_threshold") if threshold is None else threshold)
     ids = retrieval.scope_projects(project_id, "all")
-    rows = await store._rows(_EVIDENCE_SQL.format(marks=", ".join("?" * len(ids))), ids)
+    rows = await store.rows(_EVIDENCE_SQL.format(marks=", ".join("?" * len(ids))), ids)
     due: list[tuple[int, str]] = []
     for row in rows:
         sessions = int(row["sessions"])

@@ -95,7 +95,7 @@ async def rescore(
     if project_id is not None:
         sql, params = f"{_SELECT} AND project_id = ?", [project_id]
     changes: list[tuple[float, str | None, int]] = []
-    for row in await store._rows(sql, params):
+    for row in await store.rows(sql, params):
         value = round(compute(row, reference), _PRECISION)
         low = (row["low_score_since"] or stamp) if value < LOW_SCORE else None
         if value != row["score"] or low != row["low_score_since"]:

@@ -212,11 +212,11 @@ class _Demo:
     async def _setup_store(self, store: Store, project: ProjectIdentity) -> None:
         from pathlib import Path
 
-        from agentctx import profiling
+        from agentctx import detection
         from agentctx.records import NewRecord
 
         await store.touch_project(project)
-        facts = profiling.detect(Path(project.root))
+        facts = detection.detect(Path(project.root))
         for fact in facts:
             await store.add(
                 NewRecord(
@@ -301,7 +301,7 @@ class _Demo:
         return int(tokens)
 
     async def _captured(self, store: Store, project: ProjectIdentity) -> None:
-        nodes = await store._rows(
+        nodes = await store.rows(
             "SELECT kind, name FROM nodes WHERE project_id = ? ORDER BY kind, name",
             (project.project_id,),
         )

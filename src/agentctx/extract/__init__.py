@@ -129,7 +129,7 @@ async def _run(
     settings: dict[str, Any],
     say: Callable[[str], None],
 ) -> Report:
-    from agentctx.transcript import read_transcript, render
+    from agentctx.claude.transcript import read_transcript, render
 
     session = await inventory.session(store, report.session_id)
     path = (

@@ -121,11 +121,11 @@ def _stop(ctx: HookContext, conn: sqlean.Connection) -> None:
         return
     if grown < EXTRACT_GROWTH_BYTES:
         return
-    if start_worker(ctx, ["extract", "--session-id", ctx.session_id, "--transcript", transcript]):
-        conn.execute(
-            "UPDATE sessions SET extract_requested_size = ? WHERE session_id = ?",
-            (size, ctx.session_id),
-        )
+    start_worker(ctx, ["extract", "--session-id", ctx.session_id, "--transcript", transcript])
+    conn.execute(
+        "UPDATE sessions SET extract_requested_size = ? WHERE session_id = ?",
+        (size, ctx.session_id),
+    )
 
 
 #: How user and assistant lines look in a transcript (Claude Code writes compact JSON).
@@ -295,18 +295,12 @@ def extraction_running(session_id: str) -> bool:
     return False
 
 
-def start_worker(ctx: HookContext, args: Sequence[str]) -> bool:
-    """Start ``agentctx <args>`` detached, if this agentctx has the workers; True when started."""
-    from agentctx import features
-
-    if not features.available(features.WORKERS):
-        ctx.log(f"background worker not available in this version; skipped: {' '.join(args[:2])}")
-        return False
+def start_worker(ctx: HookContext, args: Sequence[str]) -> None:
+    """Start ``agentctx <args>`` detached (its output goes to ``logs/workers.log``)."""
     spawn_detached(
         [sys.executable, "-m", "agentctx", *args],
         os.path.join(home.ensure_sub("logs"), "workers.log"),
     )
-    return True
 
 
 def spawn_detached(argv: Sequence[str], log_path: str) -> None:

@@ -9,5 +9,6 @@ third-party browser code, nothing to build. The modules:
 * :mod:`.app` holds the routes, thin adapters over the library (P-8);
 * :mod:`.queries` gathers what each view shows from the library;
 * :mod:`.views` renders pages from plain data, escaping through :mod:`.html`;
+* :mod:`.graph` reads the graph (records, files, branches, links) from the store;
 * :mod:`.forcelayout` lays the graph out on the server.
 """

@@ -23,9 +23,9 @@ from starlette.applications import Starlette
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from agentctx import graph as graphs
-from agentctx import profile, schema
+from agentctx import preferences, schema
 from agentctx.errors import AgentctxError, ConflictError, NotFoundError, ValidationError
+from agentctx.web import graph as graphs
 from agentctx.web import queries
 from agentctx.web.forcelayout import layout
 from agentctx.web.security import Guard
@@ -158,7 +158,7 @@ async def graph_page(request: Request) -> Response:
 
 async def profile_page(request: Request) -> Response:
     """Profile: the global preferences."""
-    entries = await profile.show(_store(request))
+    entries = await preferences.show(_store(request))
     return _html(profile_view.render(entries, token=_token(request)))
 
 
@@ -294,7 +294,7 @@ async def api_edit(request: Request) -> Response:
     title, body = _text(data, "title"), _text(data, "body")
     if record.project_id == schema.GLOBAL_PROJECT_ID and record.type == "preference":
         # the profile keeps its Markdown mirror in step with the store
-        new = await profile.edit(store, record.id, title=title, body=body)
+        new = await preferences.edit(store, record.id, title=title, body=body)
         return _changed(await store.get(record.id), new)
     old, new = await store.edit(record.id, title=title, body=body)
     return _changed(old, new)
@@ -327,7 +327,9 @@ async def api_profile_edit(request: Request) -> Response:
     store = _store(request)
     data = await _payload(request)
     old_id = request.path_params["record_id"]
-    new = await profile.edit(store, old_id, title=_text(data, "title"), body=_text(data, "body"))
+    new = await preferences.edit(
+        store, old_id, title=_text(data, "title"), body=_text(data, "body")
+    )
     old = await store.get(old_id)
     return _json({"old": old.to_dict(), "new": new.to_dict(), "url": "/profile"})
 
@@ -335,7 +337,7 @@ async def api_profile_edit(request: Request) -> Response:
 async def api_profile_clear(request: Request) -> Response:
     """POST /api/profile/{id}/clear: retire a global preference (history keeps it)."""
     await _payload(request)
-    cleared = await profile.clear(_store(request), request.path_params["record_id"])
+    cleared = await preferences.clear(_store(request), request.path_params["record_id"])
     return _json({"record": cleared.to_dict(), "url": "/profile"})
 
 

@@ -1,8 +1,8 @@
 """What each view shows, gathered from the library: plain data in, plain data out.
 
 The handlers in :mod:`agentctx.web.app` call these, and these call the same library API as the CLI
-and the MCP server (``Store``, :mod:`agentctx.profile`, :mod:`agentctx.claudemd`,
-:mod:`agentctx.graph`); nothing here writes or runs SQL of its own. Where the library answers one
+and the MCP server (``Store``, :mod:`agentctx.preferences`, :mod:`agentctx.claude.claudemd`,
+:mod:`agentctx.web.graph`); nothing here writes or runs SQL of its own. Where the library answers one
 question at a time (``Store.search`` covers one project and the global records), the answers are
 combined here.
 """
@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentctx import claudemd, inventory, schema
+from agentctx import inventory, schema
+from agentctx.claude import claudemd
 from agentctx.errors import ValidationError
 from agentctx.store import SearchQuery
 

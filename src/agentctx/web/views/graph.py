@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from agentctx.graph import Graph, GraphNode
+    from agentctx.web.graph import Graph, GraphNode
 
 #: Below this many nodes the labels show without zooming.
 LABELS_ALWAYS = 120

@@ -10,7 +10,7 @@ from agentctx.web.views.page import badge, empty, heading, page, when
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from agentctx.profile import ProfileEntry
+    from agentctx.preferences import ProfileEntry
 
 
 def _entry(e: ProfileEntry) -> Safe:

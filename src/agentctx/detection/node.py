@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from agentctx.profiling.readers import (
+from agentctx.detection.readers import (
     Finding,
     clean,
     exists,

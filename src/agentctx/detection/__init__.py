@@ -23,13 +23,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from agentctx.profiling import go, node, python, runners, rust
-from agentctx.profiling.readers import clip
+from agentctx.detection import go, node, python, runners, rust
+from agentctx.detection.readers import clip
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from agentctx.profiling.readers import Finding
+    from agentctx.detection.readers import Finding
 
 __all__ = ["FACT_TITLES", "ProfileFact", "detect"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any, Final
 
-from agentctx.install.jsonfile import Change, JSONObject, edit, member_object, same
+from agentctx.claude.install.jsonfile import Change, JSONObject, edit, member_object, same
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -20,13 +20,6 @@ MCP_SERVER_NAME: Final = "agentctx"
 #: The keys of ``mcpServers.agentctx`` we own; others found there (``env``, ``timeout``) are kept.
 MCP_ENTRY: Final[Mapping[str, Any]] = {"type": "stdio", "command": "agentctx", "args": ["mcp"]}
 _MCP_KEPT_KEYS = ("env", "timeout")
-
-
-def mcp_available() -> bool:
-    """True when this agentctx has the MCP server (``agentctx mcp``); init registers it only then."""
-    from agentctx import features
-
-    return features.available(features.MCP_SERVER)
 
 
 def install_mcp(path: Path, *, project: bool) -> Change:

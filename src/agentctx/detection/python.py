@@ -2,7 +2,7 @@
 
 The package manager comes from the lock file or the tool tables, and prefixes the commands
 (``uv run pytest``); pytest, ruff, flake8, black, mypy and pyright are found by their
-configuration; nox and tox sessions come from :mod:`agentctx.profiling.runners`.
+configuration; nox and tox sessions come from :mod:`agentctx.detection.runners`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Final
 
-from agentctx.profiling.readers import (
+from agentctx.detection.readers import (
     Finding,
     JSONObject,
     clean,
@@ -23,7 +23,7 @@ from agentctx.profiling.readers import (
     strings,
     table_at,
 )
-from agentctx.profiling.runners import nox, tox
+from agentctx.detection.runners import nox, tox
 
 if TYPE_CHECKING:
     import configparser

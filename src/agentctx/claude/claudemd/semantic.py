@@ -3,7 +3,7 @@
 :func:`chunks` cuts a CLAUDE.md into headings, list items, paragraphs, table rows, code blocks and
 their sentences; :func:`similarities` embeds them and the records' ``title — body``
 (:func:`semantic_text`) and keeps each record's best cosine. :func:`evaluate` runs
-:func:`~agentctx.claudemd.assessment.assess` with that signal for the records keywords leave
+:func:`~agentctx.claude.claudemd.assessment.assess` with that signal for the records keywords leave
 missing. numpy is imported only when embeddings run.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from agentctx.claudemd.assessment import Assessment, StaleText, assess
+from agentctx.claude.claudemd.assessment import Assessment, StaleText, assess
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from agentctx.profiling.readers import Finding, clean, exists, glob, listing, read_text
+from agentctx.detection.readers import Finding, clean, exists, glob, listing, read_text
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

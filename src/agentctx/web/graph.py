@@ -71,19 +71,19 @@ def _where(column: str, project_id: str | None) -> tuple[str, list[Any]]:
 async def load(store: Store, project_id: str | None = None, *, limit: int = LIMIT) -> Graph:
     """The graph of one project (``None``: every project), at most ``limit`` nodes."""
     where, params = _where("project_id", project_id)
-    records = await store._rows(
+    records = await store.rows(
         f"SELECT id, project_id, type, title, superseded_at FROM records {where} "
         "ORDER BY recorded_at DESC, id DESC",
         params,
     )
-    entities = await store._rows(
+    entities = await store.rows(
         "SELECT id, project_id, kind, name FROM nodes WHERE kind IN ('file', 'branch') "
         + ("" if project_id is None else "AND project_id = ? ")
         + "ORDER BY kind, name",
         params,
     )
     nwhere, nparams = _where("n.project_id", project_id)
-    links = await store._rows(
+    links = await store.rows(
         "SELECT l.record_id, l.entity_id FROM record_entities l "
         f"JOIN nodes n ON n.id = l.entity_id {nwhere}",
         nparams,
@@ -95,14 +95,14 @@ async def load(store: Store, project_id: str | None = None, *, limit: int = LIMI
         else "AND (e.from_id IN (SELECT id FROM records WHERE project_id = ?) "
         "OR e.from_id IN (SELECT id FROM nodes WHERE project_id = ?))"
     )
-    stored = await store._rows(
+    stored = await store.rows(
         f"SELECT e.from_id, e.to_id, e.rel_type FROM edges e WHERE e.rel_type IN ({rels}) {scope}",
         [] if project_id is None else [project_id, project_id],
     )
     swhere, sparams = _where("project_id", project_id)
     sessions = {
         row["session_id"]: row["started_at"]
-        for row in await store._rows(
+        for row in await store.rows(
             f"SELECT session_id, started_at FROM sessions {swhere}", sparams
         )
     }
@@ -157,7 +157,7 @@ def _cut(nodes: dict[str, GraphNode], edges: list[GraphEdge], limit: int) -> Gra
 
 async def entities(store: Store, record_id: str) -> list[dict[str, str]]:
     """The nodes a record is linked to (``record_entities``): id, kind and name, sorted."""
-    rows = await store._rows(
+    rows = await store.rows(
         "SELECT n.id, n.kind, n.name, n.project_id FROM record_entities l "
         "JOIN nodes n ON n.id = l.entity_id WHERE l.record_id = ? ORDER BY n.kind, n.name",
         (record_id,),

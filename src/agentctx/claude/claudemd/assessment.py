@@ -2,7 +2,7 @@
 
 A current explicit or reinforced decision or convention (:func:`checked`) is *missing* when
 CLAUDE.md holds less than :data:`COVERED` of its title's keywords and the meaning credit
-(:func:`meaning`, from a cosine :mod:`agentctx.claudemd.semantic` measures) does not make up for
+(:func:`meaning`, from a cosine :mod:`agentctx.claude.claudemd.semantic` measures) does not make up for
 it; it is *contradicted* when CLAUDE.md still contains text of a superseded predecessor.
 :func:`drift_score` puts both signals on one scale. Keywords and superseded text need no model:
 :func:`assess` is synchronous and cheap.
@@ -189,9 +189,9 @@ def assess(
     """Each checked record's assessment, and the superseded text ``files`` still contain.
 
     ``records`` is the project's history (superseded ones included, to find contradictions);
-    ``files`` are ``(path, text)`` pairs (:func:`~agentctx.claudemd.files.user_views`);
+    ``files`` are ``(path, text)`` pairs (:func:`~agentctx.claude.claudemd.files.user_views`);
     ``similarity`` maps record ids to their best cosine with a chunk
-    (:func:`~agentctx.claudemd.semantic.similarities`) by the embedding ``model``.
+    (:func:`~agentctx.claude.claudemd.semantic.similarities`) by the embedding ``model``.
     """
     bounds = similarity_bounds(model)
     words = {

@@ -14,16 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentctx.errors import ConfigError
-from agentctx.install.hooks import (
+from agentctx.claude.install.hooks import (
     HOOK_EVENTS,
     group_handlers,
     hooks_object,
     install_hooks_into,
     our_name,
 )
-from agentctx.install.jsonfile import load, same
-from agentctx.install.mcp import MCP_SERVER_NAME, canonical_mcp_entry, servers_object
+from agentctx.claude.install.jsonfile import load, same
+from agentctx.claude.install.mcp import MCP_SERVER_NAME, canonical_mcp_entry, servers_object
+from agentctx.errors import ConfigError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -4,7 +4,7 @@ A handler is ours when its ``command``, stripped, is ``agentctx hook <name>`` or
 ``/agentctx hook <name>`` (:func:`our_name`). Install brings ours to exactly the registrations of
 :data:`HOOK_EVENTS`, in place where it can; uninstall removes exactly our handlers and prunes
 only the containers that removal empties. The file itself is edited by
-:func:`agentctx.install.jsonfile.edit`.
+:func:`agentctx.claude.install.jsonfile.edit`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from agentctx.claude.install.jsonfile import (
+    Change,
+    JSONObject,
+    edit,
+    kind,
+    member_object,
+    plural_s,
+    same,
+)
 from agentctx.errors import ConfigError
-from agentctx.install.jsonfile import Change, JSONObject, edit, kind, member_object, plural_s, same
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -1,7 +1,7 @@
 """The proposed change to CLAUDE.md: our block, the new text, its diff, and writing it.
 
 :func:`report` judges the project's records against the files
-(:func:`~agentctx.claudemd.semantic.evaluate`) and returns a :class:`SyncReport`. The proposal
+(:func:`~agentctx.claude.claudemd.semantic.evaluate`) and returns a :class:`SyncReport`. The proposal
 never removes the user's text: it appends one block between ``SYNC_BEGIN`` and ``SYNC_END``, or
 replaces that block in place, so a second :func:`apply` with no store change leaves the file
 byte-identical. :func:`apply` writes atomically and refuses a file that changed since it was read.
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from agentctx.claudemd.assessment import (
+from agentctx.claude.claudemd.assessment import (
     METHOD,
     Assessment,
     StaleText,
@@ -24,7 +24,7 @@ from agentctx.claudemd.assessment import (
     method,
     one_line,
 )
-from agentctx.claudemd.files import (
+from agentctx.claude.claudemd.files import (
     CLAUDE_MD_MAX_BYTES,
     SYNC_BEGIN,
     SYNC_END,
@@ -33,7 +33,7 @@ from agentctx.claudemd.files import (
     read_sync,
     user_views,
 )
-from agentctx.claudemd.semantic import LIST_MARK, evaluate
+from agentctx.claude.claudemd.semantic import LIST_MARK, evaluate
 from agentctx.errors import ValidationError
 
 if TYPE_CHECKING:

@@ -51,22 +51,21 @@ user and project files are, and :func:`status`).
 
 from __future__ import annotations
 
-from agentctx.install.hooks import (
+from agentctx.claude.install.hooks import (
     HOOK_EVENTS,
     KNOWN_HOOK_NAMES,
     HookRegistration,
     install_hooks,
     uninstall_hooks,
 )
-from agentctx.install.jsonfile import Change
-from agentctx.install.mcp import (
+from agentctx.claude.install.jsonfile import Change
+from agentctx.claude.install.mcp import (
     MCP_ENTRY,
     MCP_SERVER_NAME,
     install_mcp,
-    mcp_available,
     uninstall_mcp,
 )
-from agentctx.install.scopes import ClaudePaths, settings_paths, status, which_agentctx
+from agentctx.claude.install.scopes import ClaudePaths, settings_paths, status, which_agentctx
 
 __all__ = [
     "HOOK_EVENTS",
@@ -78,7 +77,6 @@ __all__ = [
     "HookRegistration",
     "install_hooks",
     "install_mcp",
-    "mcp_available",
     "settings_paths",
     "status",
     "uninstall_hooks",

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agentctx import clock, digest, home, schema
-from agentctx.consolidate.reinforce import SESSIONS_BY_ROOT, evidence_sql
 from agentctx.errors import ConflictError, ValidationError
+from agentctx.store import HISTORY_MAX_DEPTH
 from agentctx.team import write_if_changed
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from agentctx.records import Record
     from agentctx.store import Store
 
-log = logging.getLogger("agentctx.profile")
+log = logging.getLogger("agentctx.preferences")
 
 MIRROR_DIR = "profile"
 MIRROR_NAME = "preferences.md"
@@ -46,6 +46,45 @@ MIRROR_NAME = "preferences.md"
 IN_DIGEST = ("explicit", "reinforced")
 EDIT_RATIONALE = "edited with agentctx profile edit"
 
+
+def evidence_sql(live: str, select: str) -> str:
+    """A query counting each live record's distinct sessions: ``WITH live, chain, seen`` + ``select``.
+
+    ``live`` selects the ids to count for; the CTE walks every version of each (back along
+    superseded_by, archived versions too), then collects the distinct sessions of those versions:
+    their ``session_id`` and their ``derives_from`` edges that do not name a record. ``select`` reads
+    ``live``, and ``seen(root, session)`` grouped as it likes. One definition of "evidence" for
+    reinforcement (:mod:`agentctx.consolidate.reinforce`) and for :func:`show`.
+    """
+    return f"""
+WITH RECURSIVE
+  live(id) AS ({live}),
+  chain(root, id, depth) AS (
+    SELECT id, id, 0 FROM live
+    UNION
+    SELECT chain.root, r.id, chain.depth + 1 FROM records r JOIN chain ON r.superseded_by = chain.id
+    WHERE chain.depth < {HISTORY_MAX_DEPTH}
+    UNION
+    SELECT chain.root, a.id, chain.depth + 1 FROM records_archive a
+    JOIN chain ON a.superseded_by = chain.id WHERE chain.depth < {HISTORY_MAX_DEPTH}),
+  seen(root, session) AS (
+    SELECT chain.root, r.session_id FROM chain JOIN records r ON r.id = chain.id
+    WHERE coalesce(r.session_id, '') != ''
+    UNION
+    SELECT chain.root, a.session_id FROM chain JOIN records_archive a ON a.id = chain.id
+    WHERE coalesce(a.session_id, '') != ''
+    UNION
+    SELECT chain.root, e.to_id FROM chain JOIN edges e
+      ON e.from_id = chain.id AND e.rel_type = 'derives_from'
+    WHERE NOT EXISTS (SELECT 1 FROM records x WHERE x.id = e.to_id)
+      AND NOT EXISTS (SELECT 1 FROM records_archive x WHERE x.id = e.to_id))
+{select}"""
+
+
+SESSIONS_BY_ROOT = (
+    "LEFT JOIN (SELECT root, count(DISTINCT session) AS n FROM seen GROUP BY root) s "
+    "ON s.root = r.id"
+)
 _FIELDS = (
     "r.id, r.title, r.body, r.confidence, r.source, r.pinned, r.reinforce_count, r.valid_from, "
     "r.recorded_at, r.keywords"
@@ -99,7 +138,7 @@ def _order(entry: ProfileEntry) -> tuple[Any, ...]:
 
 async def show(store: Store) -> list[ProfileEntry]:
     """The current global preferences with confidence and evidence, digest-bound ones first."""
-    rows = await store._rows(_SHOW_SQL)
+    rows = await store.rows(_SHOW_SQL)
     entries = [
         ProfileEntry(
             id=row["id"],

@@ -24,17 +24,17 @@ when it is already there, so a second :func:`apply` with no store change leaves 
 byte-identical. Text inside the block is ignored when coverage and superseded text are computed
 (the block is regenerated from the store).
 
-Layout: :mod:`~agentctx.claudemd.files` (reading CLAUDE.md, our marked block),
-:mod:`~agentctx.claudemd.assessment` (keywords, superseded text, the drift score),
-:mod:`~agentctx.claudemd.semantic` (chunks, embeddings, :func:`evaluate`) and
-:mod:`~agentctx.claudemd.proposal` (the block, the diff, :func:`report`, :func:`apply`). This
+Layout: :mod:`~agentctx.claude.claudemd.files` (reading CLAUDE.md, our marked block),
+:mod:`~agentctx.claude.claudemd.assessment` (keywords, superseded text, the drift score),
+:mod:`~agentctx.claude.claudemd.semantic` (chunks, embeddings, :func:`evaluate`) and
+:mod:`~agentctx.claude.claudemd.proposal` (the block, the diff, :func:`report`, :func:`apply`). This
 package exposes all of it. Plain dataclasses, no pydantic, numpy imported only when embeddings
 run: the command line imports this package.
 """
 
 from __future__ import annotations
 
-from agentctx.claudemd.assessment import (
+from agentctx.claude.claudemd.assessment import (
     CONTRADICTED,
     COVERED,
     COVERED_SCORE_MAX,
@@ -53,7 +53,7 @@ from agentctx.claudemd.assessment import (
     one_line,
     similarity_bounds,
 )
-from agentctx.claudemd.files import (
+from agentctx.claude.claudemd.files import (
     CLAUDE_MD_MAX_BYTES,
     SYNC_BEGIN,
     SYNC_END,
@@ -63,7 +63,7 @@ from agentctx.claudemd.files import (
     read,
     user_views,
 )
-from agentctx.claudemd.proposal import (
+from agentctx.claude.claudemd.proposal import (
     HEADING,
     SYNC_MAX,
     MissingRecord,
@@ -74,7 +74,7 @@ from agentctx.claudemd.proposal import (
     report,
     unified_diff,
 )
-from agentctx.claudemd.semantic import (
+from agentctx.claude.claudemd.semantic import (
     CHUNK_CHARS,
     CHUNKS_MAX,
     EMBED_BATCH,

@@ -11,7 +11,7 @@ import ast
 import re
 from typing import TYPE_CHECKING, Final
 
-from agentctx.profiling.readers import (
+from agentctx.detection.readers import (
     Finding,
     JSONObject,
     exists,
