@@ -39,10 +39,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from agentctx import __version__, claudemd, clock, config, hybrid, inventory, mcp_graph, retrieval
+from agentctx import __version__, claudemd, clock, config, inventory, mcp_graph
 from agentctx.claudemd import SYNC_BEGIN as SYNC_BEGIN
 from agentctx.claudemd import SYNC_END as SYNC_END
 from agentctx.claudemd import SYNC_MAX as SYNC_MAX
+from agentctx.core import search as retrieval
 from agentctx.errors import AgentctxError, NotFoundError, ValidationError
 from agentctx.mcp_models import (
     ClaudeMdReport,
@@ -61,6 +62,7 @@ from agentctx.mcp_models import (
 )
 from agentctx.project import ProjectIdentity, identify
 from agentctx.records import NewRecord, Record, RecordType
+from agentctx.retrieval import hybrid
 from agentctx.store import SearchHit, SearchQuery, Store
 
 SEARCH_MAX = 15

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agentctx import claudemd, home
-from agentctx.digest import DRIFT_THRESHOLD
+from agentctx.retrieval.digest import DRIFT_THRESHOLD
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
