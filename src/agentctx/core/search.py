@@ -585,14 +585,13 @@ def shown_before(session_id: str) -> Plan[set[str]]:
 
 def standing_rules(project_id: str) -> Plan[list[Any]]:
     """The project's current decisions and conventions a subagent is given, most weighty first."""
-    return (
-        yield plan.rows(
-            "SELECT id, type, title, body, confidence FROM records "
-            "WHERE project_id = ? AND type IN ('decision', 'convention') AND superseded_at IS NULL "
-            "ORDER BY pinned DESC, confidence = 'inferred', score DESC, valid_from DESC LIMIT 40",
-            (project_id,),
-        )
+    found: list[Any] = yield plan.rows(
+        "SELECT id, type, title, body, confidence FROM records "
+        "WHERE project_id = ? AND type IN ('decision', 'convention') AND superseded_at IS NULL "
+        "ORDER BY pinned DESC, confidence = 'inferred', score DESC, valid_from DESC LIMIT 40",
+        (project_id,),
     )
+    return found
 
 
 def archive_rows(terms: Sequence[str], args: Mapping[str, Any]) -> Plan[list[Any]]:
@@ -606,7 +605,8 @@ def archive_rows(terms: Sequence[str], args: Mapping[str, Any]) -> Plan[list[Any
         from agentctx.errors import DatabaseError
 
         raise DatabaseError("cannot search the archive: unexpected search SQL")
-    return (yield plan.rows(sql.replace(hot, "FROM records_archive AS r "), params))
+    found: list[Any] = yield plan.rows(sql.replace(hot, "FROM records_archive AS r "), params)
+    return found
 
 
 def term_counts(terms: Sequence[str]) -> Plan[list[int]]:
