@@ -26,11 +26,12 @@ the top 5 (the dataset's k):
   read-only connection (keywords only, the default relevance floor ``retrieval.min_relevance``),
   its first 5; and what the hook would inject (:func:`agentctx.hooks.prompt.render`: at most 3
   records); and the same ranking without the floor (as before the floor existed);
-* **ctx_search keyword**: :func:`agentctx.hybrid.hybrid_search` without a model (what the server
+* **ctx_search keyword**: :func:`agentctx.retrieval.hybrid.hybrid_search` without a model (what the server
   answers until its model is ready), with the server's floor;
-* **vector only**: :func:`agentctx.hybrid.vector_ranking` (cosine over the stored vectors);
-* **ctx_search hybrid**: :func:`agentctx.hybrid.hybrid_search` with the model (RRF of both), with
-  the server's floor for MiniLM (:func:`agentctx.hybrid.floor_for`), and without a floor.
+* **vector only**: :func:`agentctx.retrieval.hybrid.vector_ranking` (cosine over the stored vectors);
+* **ctx_search hybrid**: :func:`agentctx.retrieval.hybrid.hybrid_search` with the model (RRF of
+  both), with the server's floor for MiniLM (:func:`agentctx.retrieval.hybrid.floor_for`), and
+  without a floor.
 
 The floors' calibration: every question is also ranked once without a floor, with the features
 each candidate rule reads (``own_eval/floors.py``), and each rule's answers are scored alike. The
@@ -66,12 +67,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import minilm
 import synthetic_store
-from agentctx import config, embed, hybrid, retrieval
+from agentctx import config, embed
+from agentctx.core import search as keyword_search
 from agentctx.hooks import prompt
 from agentctx.hooks.runner import HookContext
 from agentctx.hooks.storage import open_db
 from agentctx.project import identify
 from agentctx.records import NewRecord
+from agentctx.retrieval import hybrid
 from agentctx.store import SearchQuery, Store
 from devbench import (
     CATEGORIES,
@@ -147,7 +150,7 @@ async def run_home(
             conn = open_db(ctx)
             assert conn is not None, "the hook cannot open the eval store"
             try:
-                terms = retrieval.query_terms(question.text)
+                terms = keyword_search.query_terms(question.text)
                 rows = prompt._search(ctx, conn, terms, ()) if terms else []
                 hook = floors.hook_candidates(ctx, conn, question.text)
             finally:

@@ -51,11 +51,13 @@ import sqlean
 
 import agentctx
 import synthetic_store
-from agentctx import db, digest, retrieval
+from agentctx import db
+from agentctx.core import search
 from agentctx.hooks import prompt as prompt_hook
 from agentctx.hooks.prompt import HEADER
 from agentctx.hooks.runner import HookContext
 from agentctx.project import identify
+from agentctx.retrieval import digest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -327,13 +329,13 @@ def inspect_store(
     ``digest.build`` (the SQL of the cold SessionStart path) on a read-only connection as the hooks
     open it; median of 9 after one untimed run each.
     """
-    terms = retrieval.query_terms(PROMPT)
+    terms = search.query_terms(PROMPT)
     conn, _caps = db.connect(str(home / "agentctx.db"), load_vec=False, create=False, readonly=True)
     try:
         sql = "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?"
         for term in terms:
             result.term_docs[term] = int(conn.execute(sql, (f'"{term}"',)).fetchone()[0])
-        result.prompt_docs = int(conn.execute(sql, (retrieval.fts_query(terms),)).fetchone()[0])
+        result.prompt_docs = int(conn.execute(sql, (search.fts_query(terms),)).fetchone()[0])
         result.digest_ms = _median_ms(lambda: digest.build(conn, project_id, project_name))
     finally:
         conn.close()

@@ -7,8 +7,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentctx import clock, digest
+from agentctx import clock
+from agentctx.core import digests
 from agentctx.hooks import fastjson, prompt
+from agentctx.retrieval import digest
 from agentctx.schema import BODY_MAX, RECORD_TYPES, TITLE_MAX
 from agentctx.tokens import estimate_tokens
 
@@ -78,11 +80,11 @@ def test_digest_stays_within_both_caps_in_every_checkout(
     # the file's parts go through JSON (the hook reads them back with fastjson)
     parts = fastjson.loads(fastjson.dumps(result["parts"]))
     for checkout in (None, *CHECKOUTS, "/elsewhere"):
-        text, shown = digest.assemble(parts, checkout)
+        text, shown = digests.assemble(parts, checkout)
         if checkout is None:
             assert (text, shown) == (result["text"], result["ids"])
-        assert estimate_tokens(text) <= digest.MAX_TOKENS
-        assert len(text) <= digest.MAX_CHARS
+        assert estimate_tokens(text) <= digests.MAX_TOKENS
+        assert len(text) <= digests.MAX_CHARS
         # its own handover, else the legacy one, never another checkout's
         # (no checkout: the newest one)
         newest = current[0] if current else None

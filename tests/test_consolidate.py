@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
-from agentctx import config, digest, embed
+from agentctx import config, embed
 from agentctx.consolidate import consolidate
 from agentctx.consolidate.ranking import rank_decisions
+from agentctx.core import digests
 from agentctx.locks import ProcessLock
 from agentctx.records import NewRecord
 from agentctx.store import Store
@@ -113,9 +114,9 @@ async def test_a_run_embeds_merges_scores_and_writes_the_digest(
     assert len(after["vectors"]) == len(after["ids"])
     # The five exact twins were merged into their originals (≥ 0.97 without an LLM).
     assert len(after["superseded"]) == 5
-    data = digest.read(PROJECT)
+    data = digests.read(PROJECT)
     assert data is not None
-    assert data["tokens"] <= digest.MAX_TOKENS
+    assert data["tokens"] <= digests.MAX_TOKENS
     assert report.steps["digest"]["result"]["written"] is True
 
 
@@ -132,7 +133,7 @@ async def test_without_a_model_it_runs_keyword_only_and_retries_later(
     assert report.status == "done", report.to_dict()
     assert report.steps["dedupe"]["result"]["candidates"] == 0  # no vectors stored yet
     assert (await _snapshot(store))["pending"] == len(_records(12, 7))  # queued for a model
-    assert digest.read(PROJECT) is not None
+    assert digests.read(PROJECT) is not None
     assert any("keyword-only" in line for line in lines)
 
 
@@ -173,7 +174,7 @@ async def test_the_digest_ranks_what_the_project_works_on_now(
     ranked_keyword = await rank_decisions(store, PROJECT)
     assert ranked_keyword[0] == (await _id_of(store, "Stripe webhooks"))
     await consolidate(store, PROJECT, settings=minilm_config)
-    data = digest.read(PROJECT)
+    data = digests.read(PROJECT)
     assert data is not None
     text = data["text"]
     assert text.index("Stripe webhooks") < text.index("Postgres replicas")

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentctx import db, digest, embed, home
+from agentctx import db, embed, home
 from agentctx.claude import claudemd
 from agentctx.consolidate.drift import DriftReport, score_drift
 from agentctx.consolidate.timebox import TimeBox
 from agentctx.project import identify
 from agentctx.records import COLUMNS, NewRecord
+from agentctx.retrieval import digest
 from tests import minilm
 
 if TYPE_CHECKING:

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentctx import db, digest, home
+from agentctx import db, home
 from agentctx.extract import apply
 from agentctx.project import identify
 from agentctx.records import NewRecord, Record
+from agentctx.retrieval import digest
 from agentctx.store import Store
 from tests.messages_server import MessagesServer
 from tests.test_extract import SID, Transcript, extraction, records, run

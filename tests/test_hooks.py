@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import sqlean
 
-from agentctx import digest, home
+from agentctx import home
+from agentctx.core import digests
 from agentctx.hooks import ledger
 from agentctx.project import identify
 from agentctx.tokens import estimate_tokens
@@ -102,7 +103,7 @@ def test_session_start_fast_path_imports_no_sqlite_no_json(project_dir: Path) ->
     seed(project_dir, DECISIONS)
     data = payload("SessionStart", SID, project_dir, source="startup")
     assert contract(run_hook("session-start", data), "SessionStart")  # builds the digest file
-    assert os.path.exists(digest.path_for(identify(str(project_dir)).project_id))
+    assert os.path.exists(digests.path_for(identify(str(project_dir)).project_id))
     loaded = _modules("session-start", data, project_dir)
     for name in ("sqlean", "sqlite3", "json", "re", "typing", "dataclasses"):
         assert name not in loaded, f"SessionStart with a digest imported {name}"

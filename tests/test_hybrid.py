@@ -1,7 +1,7 @@
 """Hybrid ``ctx_search``: keyword and vector rankings fused with RRF, the model loaded lazily.
 
 The real offline all-MiniLM-L6-v2 embeds a real store; the server is reached through the SDK's
-in-memory client. A :class:`~agentctx.hybrid.QueryModel` whose load waits on a gate lets the tests
+in-memory client. A :class:`~agentctx.retrieval.hybrid.QueryModel` whose load waits on a gate lets the tests
 see the server before and after the model is ready without sleeping.
 """
 
@@ -16,10 +16,11 @@ import anyio
 import pytest
 from mcp import Client
 
-from agentctx import config, db, embed, hybrid
+from agentctx import config, db, embed
 from agentctx.mcp_server import create_server
 from agentctx.project import identify
 from agentctx.records import NewRecord
+from agentctx.retrieval import hybrid
 from agentctx.store import SearchQuery, Store
 
 if TYPE_CHECKING:

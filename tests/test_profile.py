@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentctx import clock, db, digest, preferences, transfer
+from agentctx import clock, db, preferences, transfer
+from agentctx.core import digests
 from agentctx.errors import ConflictError, NotFoundError, ValidationError
 from agentctx.records import NewRecord, Record
+from agentctx.retrieval import digest
 from agentctx.store import SearchQuery, Store
 from tests.helpers import run_cli
 
@@ -238,12 +240,12 @@ async def test_clear_invalidates_the_precomputed_digests(store: Store) -> None:
     conn, _ = db.connect(store.path, load_vec=False)
     with closing(conn):
         built = digest.build(conn, P, "proj")
-    written = digest.write(built, clock.now(), started)
-    assert written is not None and "Vim keys" in digest.read(P)["text"]  # type: ignore[index]
+    written = digests.write(built, clock.now(), started)
+    assert written is not None and "Vim keys" in digests.read(P)["text"]  # type: ignore[index]
 
     await preferences.clear(store, gone.id)
 
-    assert digest.read(P) is None  # the file is gone
+    assert digests.read(P) is None  # the file is gone
 
 
 # -- the mirror ------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
-from agentctx import config, retrieval
+from agentctx import config
+from agentctx.core import plan, search
 from agentctx.errors import ConfigError
 from agentctx.hooks import prompt
 from agentctx.hooks.runner import HookContext
@@ -179,9 +180,10 @@ def candidates(project_dir: Path, text: str) -> tuple[list[str], dict[str, float
     conn = open_db(ctx)
     assert conn is not None
     try:
-        terms = retrieval.query_terms(text)
-        rows = prompt._search(ctx, conn, terms, (), floor=0.0)
-        return [row["id"] for row in rows], prompt.relevances(conn, terms, rows)
+        terms = search.query_terms(text)
+        found = plan.run(conn, search.for_prompt(terms, ctx.project.project_id, floor=0.0))
+        ids = [row["id"] for row, _score in found.hits]
+        return ids, plan.run(conn, search.relevances(terms, ids))
     finally:
         conn.close()
 
@@ -198,7 +200,7 @@ def test_a_prompt_that_touches_a_record_still_gets_it(
     out = injected(project_dir, text)
     assert out is not None and title in out, out
     _, scores = candidates(project_dir, text)
-    assert scores[ids[name]] >= retrieval.MIN_RELEVANCE
+    assert scores[ids[name]] >= search.MIN_RELEVANCE
 
 
 @pytest.mark.parametrize("text", UNTOUCHED)
@@ -206,7 +208,7 @@ def test_a_prompt_nothing_answers_gets_nothing(project_dir: Path, text: str) -> 
     seed(project_dir)
     ranked, scores = candidates(project_dir, text)
     assert ranked, "the prompt shares a word with the memory: without a floor it got records"
-    assert max(scores.values()) < retrieval.MIN_RELEVANCE
+    assert max(scores.values()) < search.MIN_RELEVANCE
     assert injected(project_dir, text) is None
 
 
@@ -214,7 +216,7 @@ def test_the_floor_keeps_the_relevant_and_drops_the_rest_of_one_answer(project_d
     ids = seed(project_dir)
     text = LONG_BUG_REPORT
     ranked, scores = candidates(project_dir, text)
-    kept = [i for i in ranked if scores[i] >= retrieval.MIN_RELEVANCE]
+    kept = [i for i in ranked if scores[i] >= search.MIN_RELEVANCE]
     assert kept[0] == ids["empty"]
     assert len(kept) < len(ranked), "records that share one word with the prompt are dropped"
     out = injected(project_dir, text)
@@ -261,7 +263,7 @@ def test_a_single_searched_term_needs_no_lookup(project_dir: Path) -> None:
 
 
 def test_an_absent_term_weighs_as_much_as_the_rarest() -> None:
-    absent, once, often = retrieval.term_weights([0, 1, 40], 100)
+    absent, once, often = search.term_weights([0, 1, 40], 100)
     assert absent == once > often > 0
     assert once == pytest.approx(math.log(1 + 99.5 / 1.5))
 
@@ -269,27 +271,27 @@ def test_an_absent_term_weighs_as_much_as_the_rarest() -> None:
 def test_the_denominator_is_the_ten_heaviest_terms() -> None:
     terms = [f"t{i}" for i in range(15)]
     counts = [0] * 14 + [5]
-    weights, denominator = retrieval.relevance_weights(terms, counts, ["t14"], 100)
-    unit = retrieval.term_weights([1], 100)[0]
+    weights, denominator = search.relevance_weights(terms, counts, ["t14"], 100)
+    unit = search.term_weights([1], 100)[0]
     assert set(weights) == {"t14"}
-    assert denominator == pytest.approx(retrieval.RELEVANCE_TERMS * unit)
+    assert denominator == pytest.approx(search.RELEVANCE_TERMS * unit)
 
 
 def test_terms_left_out_as_too_common_count_on_neither_side() -> None:
-    weights, denominator = retrieval.relevance_weights(
+    weights, denominator = search.relevance_weights(
         ["rare", "everywhere"], [2, 5000], ["rare"], 10_000
     )
     assert set(weights) == {"rare"}
     assert denominator == pytest.approx(weights["rare"])
-    assert retrieval.relevance(["rare"], weights, denominator) == 1.0
+    assert search.relevance(["rare"], weights, denominator) == 1.0
 
 
 def test_relevance_is_a_share_from_zero_to_one() -> None:
     weights = {"a": 2.0, "b": 1.0}
-    assert retrieval.relevance([], weights, 4.0) == 0.0
-    assert retrieval.relevance(["a", "a"], weights, 4.0) == 0.5
-    assert retrieval.relevance(["a", "b", "c"], weights, 2.0) == 1.0
-    assert retrieval.relevance(["a"], weights, 0.0) == 1.0
+    assert search.relevance([], weights, 4.0) == 0.0
+    assert search.relevance(["a", "a"], weights, 4.0) == 0.5
+    assert search.relevance(["a", "b", "c"], weights, 2.0) == 1.0
+    assert search.relevance(["a"], weights, 0.0) == 1.0
 
 
 def test_term_hits_match_as_fts5_does(project_dir: Path) -> None:
@@ -300,8 +302,8 @@ def test_term_hits_match_as_fts5_does(project_dir: Path) -> None:
     try:
         wanted = [ids["empty"], ids["translate"], ids["ruff"]]
         terms = ["tokenizers", "documents", "flake8"]  # porter: tokenizer, document
-        sql, params = retrieval.term_hits_sql(terms, wanted)
-        found = retrieval.matched_terms(terms, conn.execute(sql, params).fetchall())
+        sql, params = search.term_hits_sql(terms, wanted)
+        found = search.matched_terms(terms, conn.execute(sql, params).fetchall())
     finally:
         conn.close()
     assert found == {
@@ -329,7 +331,7 @@ def test_min_relevance_refuses_anything_else(raw: Any) -> None:
 
 def test_floors_have_their_defaults() -> None:
     values = config.load()
-    assert values["retrieval.min_relevance"] == retrieval.MIN_RELEVANCE == 0.15
+    assert values["retrieval.min_relevance"] == search.MIN_RELEVANCE == 0.15
     assert values["retrieval.min_similarity"] == 0.0
 
 

@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentctx import clock, config, db, digest
+from agentctx import clock, config, db
 from agentctx.consolidate.reinforce import reinforce_preferences
 from agentctx.consolidate.scoring import rescore
 from agentctx.consolidate.timebox import TimeBox
+from agentctx.core import digests
+from agentctx.core.search import CONFIDENCE_WEIGHT, HALF_LIFE_DAYS, TYPE_WEIGHT
 from agentctx.extract import apply
 from agentctx.records import NewRecord
-from agentctx.retrieval import CONFIDENCE_WEIGHT, HALF_LIFE_DAYS, TYPE_WEIGHT
+from agentctx.retrieval import digest
 from agentctx.schema import GLOBAL_PROJECT_ID, INSERT_RECORD_SQL, RECORD_COLUMNS
 from agentctx.store import LOW_SCORE, Store
 
@@ -147,7 +149,7 @@ async def test_scores_do_not_invalidate_the_digest(store: Store) -> None:
     started = time.time_ns()
     assert await rescore(store, P, now=later(clock.now(), 1)) == 1
     probe = {"version": 1, "project_id": P, "text": "x", "ids": [], "tokens": 1}
-    assert digest.write(probe, clock.now(), started) is not None  # no change marked since
+    assert digests.write(probe, clock.now(), started) is not None  # no change marked since
 
 
 async def test_an_expired_time_box_writes_nothing(store: Store) -> None:
@@ -272,4 +274,4 @@ async def test_a_reinforced_global_preference_enters_the_digest(store: Store) ->
     assert await reinforce_preferences(store, P, threshold=3) == 1
     assert "Prefer small commits" in digest_text(store)
     probe = {"version": 1, "project_id": P, "text": "x", "ids": [], "tokens": 1}
-    assert digest.write(probe, clock.now(), started) is None  # the promotion staled digests
+    assert digests.write(probe, clock.now(), started) is None  # the promotion staled digests

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agentctx import clock, db, retrieval, schema
+from agentctx import clock, db, schema
+from agentctx.core import search as keyword
 from agentctx.records import NewRecord
 from agentctx.store import SearchQuery, Store
 
@@ -118,11 +119,11 @@ async def test_rerank_factors(store: Store) -> None:
     def ratio(record: Record) -> float:
         return scores[record.id] / unit
 
-    assert ratio(pinned) == pytest.approx(retrieval.PIN_BOOST)
+    assert ratio(pinned) == pytest.approx(keyword.PIN_BOOST)
     assert ratio(inferred) == pytest.approx(0.7)
     assert ratio(reinforced) == pytest.approx(1.0)
     assert ratio(half) == pytest.approx(0.5, rel=1e-4)  # discovery half-life: 90 days
-    assert ratio(ancient) == pytest.approx(retrieval.RECENCY_FLOOR)
+    assert ratio(ancient) == pytest.approx(keyword.RECENCY_FLOOR)
     assert ratio(bugfix) == pytest.approx(0.5, rel=1e-4)  # bugfix half-life: 60 days
     assert ratio(future) == pytest.approx(1.0)  # age is never negative
     assert ratio(decision) == pytest.approx(1.3)
@@ -155,16 +156,14 @@ def test_rank_score_formula() -> None:
         return data
 
     old = clock.format_time(datetime(2026, 6, 1, tzinfo=UTC) - timedelta(days=180))
-    assert retrieval.rank_score(row(), reference) == pytest.approx(2.0)
-    assert retrieval.rank_score(row(valid_from=old), reference) == pytest.approx(0.5)
-    assert retrieval.rank_score(
+    assert keyword.rank_score(row(), reference) == pytest.approx(2.0)
+    assert keyword.rank_score(row(valid_from=old), reference) == pytest.approx(0.5)
+    assert keyword.rank_score(
         row(valid_from=old, confidence="inferred", pinned=1), reference
     ) == pytest.approx(2.0 * 0.25 * 0.7 * 1.5)
-    assert retrieval.rank_score(row(type="decision", valid_from=old), reference) == pytest.approx(
-        2.6
-    )
-    assert retrieval.rank_score(row(rank=0.5), reference) == pytest.approx(1e-6)
-    ranked = retrieval.rerank([row(id="B"), row(id="A"), row(id="C", rank=-3.0)], 2, reference)
+    assert keyword.rank_score(row(type="decision", valid_from=old), reference) == pytest.approx(2.6)
+    assert keyword.rank_score(row(rank=0.5), reference) == pytest.approx(1e-6)
+    ranked = keyword.rerank([row(id="B"), row(id="A"), row(id="C", rank=-3.0)], 2, reference)
     assert [r["id"] for r, _ in ranked] == ["C", "A"]
 
 
@@ -359,7 +358,7 @@ async def corpus(store: Store) -> Store:
 async def test_store_search_never_raises(corpus: Store, text: str, fts: bool) -> None:
     corpus.capabilities.fts5 = fts
     result = await corpus.search(SearchQuery(text, project_id=P))
-    if not retrieval.query_terms(text):
+    if not keyword.query_terms(text):
         assert (result.hits, result.degraded) == ([], None)
         return
     assert (result.degraded is None) == fts  # with FTS5 the query itself never fails
@@ -385,14 +384,14 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlean.Connec
 @settings(max_examples=300, deadline=None)
 @given(text=hostile)
 def test_fts_query_is_always_valid_fts5(prepared: sqlean.Connection, text: str) -> None:
-    terms = retrieval.query_terms(text)
-    assert len(terms) <= retrieval.MAX_TERMS
+    terms = keyword.query_terms(text)
+    assert len(terms) <= keyword.MAX_TERMS
     assert len(set(terms)) == len(terms)
     for term in terms:
         assert re.fullmatch(r"\w{2,}", term)
-        assert term not in retrieval.STOPWORDS
+        assert term not in keyword.STOPWORDS
         assert term == term.lower()
-    match = retrieval.fts_query(terms)
+    match = keyword.fts_query(terms)
     if match is None:
         assert terms == []
         return
@@ -402,31 +401,31 @@ def test_fts_query_is_always_valid_fts5(prepared: sqlean.Connection, text: str) 
         (match,),
     ).fetchall()
     for fts in (True, False):
-        sql, params = retrieval.search_sql(
+        sql, params = keyword.search_sql(
             terms, fts=fts, project_ids=(P, schema.GLOBAL_PROJECT_ID), as_of=clock.now()
         )
         rows = prepared.execute(sql, params).fetchall()
-        retrieval.rerank(rows, 10)
+        keyword.rerank(rows, 10)
 
 
 @pytest.mark.parametrize("text", EXAMPLES)
 def test_fts_syntax_examples_are_inert(prepared: sqlean.Connection, text: str) -> None:
-    match = retrieval.fts_query(retrieval.query_terms(text))
+    match = keyword.fts_query(keyword.query_terms(text))
     if match is not None:
         prepared.execute("SELECT rowid FROM records_fts WHERE records_fts MATCH ?", (match,))
 
 
 def test_query_terms() -> None:
-    assert retrieval.query_terms("useAuthStore foo.bar() --flag") == [
+    assert keyword.query_terms("useAuthStore foo.bar() --flag") == [
         "useauthstore",
         "foo",
         "bar",
         "flag",
     ]
-    assert retrieval.query_terms("TypeError: x is undefined") == ["typeerror", "undefined"]
-    assert retrieval.query_terms("the THE The a I") == []
-    assert retrieval.query_terms("alpha beta alpha") == ["alpha", "beta"]
+    assert keyword.query_terms("TypeError: x is undefined") == ["typeerror", "undefined"]
+    assert keyword.query_terms("the THE The a I") == []
+    assert keyword.query_terms("alpha beta alpha") == ["alpha", "beta"]
     many = " ".join(f"w{n}" for n in range(100))
-    assert retrieval.query_terms(many) == [f"w{n}" for n in range(retrieval.MAX_TERMS)]
-    assert retrieval.fts_query(["ab", 'c"d']) == '"ab" OR "c""d"'
-    assert retrieval.fts_query([]) is None
+    assert keyword.query_terms(many) == [f"w{n}" for n in range(keyword.MAX_TERMS)]
+    assert keyword.fts_query(["ab", 'c"d']) == '"ab" OR "c""d"'
+    assert keyword.fts_query([]) is None

@@ -6,7 +6,7 @@ run gives the whole calibration table (answerable questions still answered again
 answered, per rule and threshold).
 
 Hook candidates (keywords only, the UserPromptSubmit ranking: its best 12, no floor) carry the
-relevance the hook uses (:func:`agentctx.retrieval.relevance`, the prompt's ten heaviest terms as
+relevance the hook uses (:func:`agentctx.core.search.relevance`, the prompt's ten heaviest terms as
 denominator), the same share over all the prompt's terms, the number of distinct terms matched, the
 matched weight in units of the store's rarest term, and the BM25 relevance. ``ctx_search``
 candidates (the hybrid ranking, no floor) carry their cosine similarity to the query, their
@@ -28,8 +28,10 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
-from agentctx import embed, hybrid, retrieval
+from agentctx import embed
+from agentctx.core import search
 from agentctx.hooks import prompt
+from agentctx.retrieval import hybrid
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -154,22 +156,22 @@ def background_floor(background: Sequence[float], z: float) -> float | None:
 
 def hook_candidates(ctx: HookContext, conn: sqlean.Connection, text: str) -> list[HookCandidate]:
     """The hook's ranking for ``text`` without a floor, with each record's features."""
-    terms = retrieval.query_terms(text)
+    terms = search.query_terms(text)
     if not terms:
         return []
     rows = prompt._search(ctx, conn, terms, (), floor=0.0)
     if not rows:
         return []
-    sql, params = retrieval.term_counts_sql(terms)
+    sql, params = search.term_counts_sql(terms)
     counts = list(conn.execute(sql, params).fetchone())
-    chosen = retrieval.select_terms(terms, counts)
-    total = int(conn.execute(retrieval.RECORD_TOTAL_SQL).fetchone()[0])
-    weights, denominator = retrieval.relevance_weights(terms, counts, chosen, total)
-    every = [w for t, c, w in zip(terms, counts, retrieval.term_weights(counts, total), strict=True)
+    chosen = search.select_terms(terms, counts)
+    total = int(conn.execute(search.RECORD_TOTAL_SQL).fetchone()[0])
+    weights, denominator = search.relevance_weights(terms, counts, chosen, total)
+    every = [w for t, c, w in zip(terms, counts, search.term_weights(counts, total), strict=True)
              if t in weights or c == 0]  # fmt: skip
-    unit = retrieval.term_weights([1], total)[0]
-    sql, params = retrieval.term_hits_sql(chosen, [row["id"] for row in rows])
-    found = retrieval.matched_terms(chosen, conn.execute(sql, params).fetchall())
+    unit = search.term_weights([1], total)[0]
+    sql, params = search.term_hits_sql(chosen, [row["id"] for row in rows])
+    found = search.matched_terms(chosen, conn.execute(sql, params).fetchall())
     out = []
     for row in rows:
         matched = found.get(row["id"], set())
@@ -177,7 +179,7 @@ def hook_candidates(ctx: HookContext, conn: sqlean.Connection, text: str) -> lis
         out.append(
             HookCandidate(
                 id=row["id"],
-                relevance=retrieval.relevance(matched, weights, denominator),
+                relevance=search.relevance(matched, weights, denominator),
                 relevance_all=mass / sum(every) if every else 1.0,
                 terms=len(matched),
                 rare_terms=mass / unit,

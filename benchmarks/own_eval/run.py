@@ -30,7 +30,7 @@ remaining questions are asked and the store is audited.
 
 **Measured:** extraction precision and recall; supersession correctness; stale records in the
 store; recall@3 of the UserPromptSubmit hook (what it injects: at most 3 records) and of
-``ctx_search`` (:func:`agentctx.hybrid.hybrid_search`, hybrid and keyword-only, with the server's
+``ctx_search`` (:func:`agentctx.retrieval.hybrid.hybrid_search`, hybrid and keyword-only, with the server's
 relevance floor), and whether the answer was in context at all (digest or hook); injected tokens
 per session (agentctx's conservative estimate, :mod:`agentctx.tokens`). The hook and hybrid
 ``ctx_search`` are also asked without the relevance floor (as before it existed), each prompt of a
@@ -65,9 +65,10 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # minilm, own_eval
 from tests.messages_server import MessagesServer
 
 import minilm
-from agentctx import clock, config, digest, embed, hybrid, retrieval
+from agentctx import clock, config, embed
 from agentctx.claude.transcript import read_transcript
 from agentctx.consolidate import consolidate
+from agentctx.core import search
 from agentctx.extract import extract_session, llm
 from agentctx.hooks import ledger, session_start
 from agentctx.hooks import prompt as prompt_hook
@@ -75,6 +76,7 @@ from agentctx.hooks.runner import HookContext
 from agentctx.hooks.storage import open_db
 from agentctx.project import identify
 from agentctx.records import Record
+from agentctx.retrieval import digest, hybrid
 from agentctx.schema import GLOBAL_PROJECT_ID
 from agentctx.store import SearchQuery, Store
 from agentctx.tokens import estimate_tokens
@@ -489,7 +491,7 @@ def inject(
 
 def unfloored_injection(ctx: HookContext, text: str, shown: set[str]) -> tuple[str, list[str]]:
     """What the prompt hook would inject for ``text`` without the relevance floor."""
-    terms = retrieval.query_terms(text)
+    terms = search.query_terms(text)
     if not terms:
         return "", []
     conn = open_db(ctx)
@@ -529,7 +531,7 @@ async def ask(
     if conn is None:
         raise SystemExit("the hook cannot open the eval store")
     try:
-        terms = retrieval.query_terms(question.text)
+        terms = search.query_terms(question.text)
         rows = prompt_hook._search(ctx, conn, terms, ()) if terms else []
         text, hook_ids = prompt_hook.render(rows)
         unfloored = prompt_hook._search(ctx, conn, terms, (), floor=0.0) if terms else []

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentctx import clock, retrieval, schema
+from agentctx import clock, schema
+from agentctx.core import search
 
 if TYPE_CHECKING:
     from agentctx.store import Store
@@ -50,7 +51,7 @@ def days_before(now: str | None, days: float) -> str:
 
 async def status(store: Store, project_id: str | None = None) -> dict[str, Any]:
     """Counts by type (current records of the project and global), history and sessions."""
-    ids = retrieval.scope_projects(project_id, "all")
+    ids = search.scope_projects(project_id, "all")
     marks = ", ".join("?" * len(ids))
     counts = {t: 0 for t in schema.RECORD_TYPES}
     for row in await store.rows(
@@ -161,7 +162,7 @@ async def prune_candidates(
     where = "superseded_at IS NULL AND pinned = 0 AND low_score_since < ?"
     params: list[Any] = [since]
     if project_id is not None:
-        ids = retrieval.scope_projects(project_id, "all")
+        ids = search.scope_projects(project_id, "all")
         where += f" AND project_id IN ({', '.join('?' * len(ids))})"
         params.extend(ids)
     sql = (

@@ -12,8 +12,8 @@ carries its message (P-5); the SDK validates arguments against the input schema 
 mismatch the same way, so a bad call never takes the server down. Nothing but the protocol reaches
 stdout: the SDK moves stdio onto private descriptors, and logging goes to stderr.
 
-``ctx_search`` ranks through :mod:`agentctx.hybrid`: keyword and vector rankings fused with RRF once
-the query model, loaded lazily in the background by the lifespan's :class:`~agentctx.hybrid.QueryModel`,
+``ctx_search`` ranks through :mod:`agentctx.retrieval.hybrid`: keyword and vector rankings fused with RRF once
+the query model, loaded lazily in the background by the lifespan's :class:`~agentctx.retrieval.hybrid.QueryModel`,
 is ready and the store has vectors; keywords alone until then (the result's ``mode`` says which).
 
 The results are the pydantic models of :mod:`agentctx.mcp_models`; the graph reads (``ctx_related``
@@ -39,11 +39,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from agentctx import __version__, clock, config, hybrid, inventory, mcp_graph, retrieval
+from agentctx import __version__, clock, config, inventory, mcp_graph
 from agentctx.claude import claudemd
 from agentctx.claude.claudemd import SYNC_BEGIN as SYNC_BEGIN
 from agentctx.claude.claudemd import SYNC_END as SYNC_END
 from agentctx.claude.claudemd import SYNC_MAX as SYNC_MAX
+from agentctx.core import search as retrieval
 from agentctx.errors import AgentctxError, NotFoundError, ValidationError
 from agentctx.mcp_models import (
     ClaudeMdReport,
@@ -62,6 +63,7 @@ from agentctx.mcp_models import (
 )
 from agentctx.project import ProjectIdentity, identify
 from agentctx.records import NewRecord, Record, RecordType
+from agentctx.retrieval import hybrid
 from agentctx.store import SearchHit, SearchQuery, Store
 
 SEARCH_MAX = 15

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentctx import clock, digest, home, schema
+from agentctx import clock, home, schema
+from agentctx.core import digests
 from agentctx.errors import ConflictError, ValidationError
 from agentctx.store import HISTORY_MAX_DEPTH
 from agentctx.team import write_if_changed
@@ -42,7 +43,7 @@ log = logging.getLogger("agentctx.preferences")
 
 MIRROR_DIR = "profile"
 MIRROR_NAME = "preferences.md"
-#: The confidences the SessionStart digest injects in every session (digest._PREFERENCES_SQL).
+#: The confidences the SessionStart digest injects in every session (retrieval.digest._PREFERENCES_SQL).
 IN_DIGEST = ("explicit", "reinforced")
 EDIT_RATIONALE = "edited with agentctx profile edit"
 
@@ -210,7 +211,7 @@ async def clear(store: Store, record_id: str) -> Record:
         if changed != 1:
             raise ConflictError(f"preference {record.id} changed meanwhile; nothing was cleared")
     # After the commit, as every writer does: the digests that carried it are stale now.
-    digest.invalidate([schema.GLOBAL_PROJECT_ID])
+    digests.invalidate([schema.GLOBAL_PROJECT_ID])
     await _sync_quietly(store)
     return await store.get(record.id)
 

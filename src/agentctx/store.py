@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import anyio
 import sqlean
 
-from agentctx import clock, db, digest, home, retrieval, schema
-from agentctx.core import plan
+from agentctx import clock, db, home, schema
+from agentctx.core import digests, plan, search
 from agentctx.errors import ConflictError, DatabaseError, NotFoundError, ValidationError
 from agentctx.records import COLUMNS, NewRecord, Record
 
@@ -44,7 +44,7 @@ LOW_SCORE = 0.1
 
 @dataclass(frozen=True, slots=True)
 class SearchQuery:
-    """A keyword search: text plus filters (see :mod:`agentctx.retrieval` for the ranking)."""
+    """A keyword search: text plus filters (see :mod:`agentctx.core.search` for the ranking)."""
 
     text: str
     project_id: str | None = None
@@ -125,7 +125,7 @@ class Store:
                 self._changed.clear()
                 raise
             if self._changed:  # pre-computed digests of these projects are stale now
-                digest.invalidate(self._changed)
+                digests.invalidate(self._changed)
                 self._changed.clear()
 
     async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -229,7 +229,7 @@ class Store:
         found: list[Record] = []
         missing: list[str] = []
         live: set[str] = set()
-        allowed = retrieval.scope_projects(project_id, "all") if project_id else None
+        allowed = search.scope_projects(project_id, "all") if project_id else None
         for record_id in dict.fromkeys(ids):
             row = await self._row_by_id(record_id, archive=False)
             if row is not None:
@@ -471,8 +471,8 @@ class Store:
     # -- search -------------------------------------------------------------------------------
 
     async def search(self, query: SearchQuery) -> SearchResult:
-        """Keyword search with BM25 and the reranking formula; LIKE fallback when FTS5 fails."""
-        terms = retrieval.query_terms(query.text)
+        """Keyword search (:func:`agentctx.core.search.keyword_search`, no relevance floor)."""
+        terms = search.query_terms(query.text)
         if not terms or query.limit <= 0:
             return SearchResult([])
         for types_value in query.types:
@@ -482,50 +482,22 @@ class Store:
                 )
         if query.scope not in ("all", "project", "global"):
             raise ValidationError(f"scope {query.scope!r} is not one of: all, project, global")
-        params: dict[str, Any] = {
-            "project_ids": retrieval.scope_projects(query.project_id, query.scope),
-            "types": tuple(query.types),
-            "as_of": query.as_of,
-            "include_superseded": query.include_superseded,
-            "exclude_ids": tuple(query.exclude_ids),
-            "candidates": max(50, query.limit * 5),
-        }
-        degraded: str | None = None
-        rows: list[Any] | None = None
-        if self.has_fts:
-            try:
-                sql, args = retrieval.term_counts_sql(terms)
-                counts = list((await self._rows(sql, args))[0])
-                chosen = retrieval.select_terms(terms, counts)
-                if not chosen:
-                    return SearchResult([])
-                sql, args = retrieval.search_sql(chosen, fts=True, **params)
-                rows = await self._rows(sql, args)
-            except sqlean.OperationalError as exc:
-                degraded = f"FTS5 query failed ({exc}); used LIKE search"
-        else:
-            degraded = "FTS5 is not available in this SQLite; used LIKE search"
-        if rows is None:
-            sql, args = retrieval.search_sql(terms, fts=False, **params)
-            rows = await self._rows(sql, args)
-        if query.as_of is not None or query.include_superseded:
-            rows = [*rows, *await self._archive_rows(terms, params)]
-        hits = [
-            SearchHit(Record.from_row(row), score)
-            for row, score in retrieval.rerank(rows, query.limit)
-        ]
-        return SearchResult(hits, degraded)
-
-    async def _archive_rows(self, terms: Sequence[str], params: dict[str, Any]) -> list[Any]:
-        """Search rows from the archive: the term-hit (LIKE) query, the cold table has no FTS index.
-
-        Their relevance is the weighted count of term hits, the degraded search's scale, not BM25's.
-        """
-        sql, args = retrieval.search_sql(terms, fts=False, **params)
-        hot = "FROM records AS r "
-        if sql.count(hot) != 1:  # retrieval's SQL changed shape: fail loudly, not silently
-            raise DatabaseError("cannot search the archive: unexpected search SQL")
-        return await self._rows(sql.replace(hot, "FROM records_archive AS r "), args)
+        found = await plan.run_async(
+            self._conn,
+            search.keyword_search(
+                terms,
+                project_ids=search.scope_projects(query.project_id, query.scope),
+                types=query.types,
+                as_of=query.as_of,
+                include_superseded=query.include_superseded,
+                exclude_ids=query.exclude_ids,
+                candidates=max(50, query.limit * 5),
+                limit=query.limit,
+                fts=self.has_fts,
+            ),
+        )
+        hits = [SearchHit(Record.from_row(row), score) for row, score in found.hits]
+        return SearchResult(hits, found.degraded)
 
     async def scan(
         self, sql: str, params: Sequence[Any] = (), *, batch: int = 1024

@@ -29,9 +29,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentctx import clock, config, digest
+from agentctx import clock, config
 from agentctx.consolidate.timebox import TimeBox
+from agentctx.core import digests
 from agentctx.locks import ProcessLock
+from agentctx.retrieval import digest
 from agentctx.schema import GLOBAL_PROJECT_ID
 
 if TYPE_CHECKING:
@@ -270,7 +272,7 @@ async def _digest(run: _Run, project_id: str, ranking: Any) -> dict[str, Any]:
     name = str(name_row[0]) if name_row is not None else ""
     started_ns = time.time_ns()
     data = await store.read_sync(lambda conn: digest.build(conn, project_id, name))
-    path = digest.write(data, clock.now(), started_ns)
+    path = digests.write(data, clock.now(), started_ns)
     return {
         "ranked": len(ranked),
         "tokens": data["tokens"],

@@ -37,7 +37,7 @@ import anyio
 
 from agentctx import home
 from agentctx.claude import claudemd
-from agentctx.digest import DRIFT_THRESHOLD
+from agentctx.retrieval.digest import DRIFT_THRESHOLD
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -3,15 +3,15 @@
 A digest has no query, so the ranking asks what the project is working on now: its **focus** is the
 project's current handovers (one per checkout: parallel worktrees each add their task) and the
 :data:`FOCUS_RECENT` most recent other records of the project. Two rankings
-of the current decisions and conventions are fused with :func:`agentctx.retrieval.rrf`:
+of the current decisions and conventions are fused with :func:`agentctx.core.search.rrf`:
 
-- keyword rank: FTS5 BM25 of each decision against the focus's terms (``retrieval.query_terms``);
+- keyword rank: FTS5 BM25 of each decision against the focus's terms (``search.query_terms``);
 - vector rank: cosine similarity of each decision's stored vector to the centroid of the focus
   records' stored vectors (no model call: consolidation embedded them already).
 
 Without vectors the keyword rank stands alone; with no focus at all nothing is ranked and the digest
 keeps its default order (pinned, confidence, score). The result is kept in ``records.digest_rank``
-(1 = first; NULL = unranked), which :mod:`agentctx.digest` orders by after pinning, so a digest
+(1 = first; NULL = unranked), which :mod:`agentctx.retrieval.digest` orders by after pinning, so a digest
 rebuilt by the SessionStart hook after a write keeps the same order. Records added after the last
 consolidation are unranked and follow the ranked ones until the next run.
 """
@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agentctx import embed, retrieval
+from agentctx import embed
+from agentctx.core import search
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -59,7 +60,7 @@ async def rank_decisions(store: Store, project_id: str) -> list[str]:
         if vector:
             rankings.append(vector)
     allowed = set(candidates)
-    ranked = [item for item, _ in retrieval.rrf(rankings) if item in allowed]
+    ranked = [item for item, _ in search.rrf(rankings) if item in allowed]
     async with store.transaction() as tx:
         await tx.execute(
             "UPDATE records SET digest_rank = NULL WHERE project_id = ? AND digest_rank IS NOT NULL",
@@ -74,7 +75,7 @@ async def _keyword_rank(store: Store, project_id: str, focus: list[Any]) -> list
     if not store.has_fts:
         return []
     text = " ".join(f"{row['title']} {row['body']}" for row in focus)
-    match = retrieval.fts_query(retrieval.query_terms(text))
+    match = search.fts_query(search.query_terms(text))
     if match is None:
         return []
     rows = await store.rows(
@@ -82,7 +83,7 @@ async def _keyword_rank(store: Store, project_id: str, focus: list[Any]) -> list
         "WHERE records_fts MATCH ? AND r.project_id = ? AND r.superseded_at IS NULL "
         "AND r.type IN ('decision', 'convention') ORDER BY bm25(records_fts, ?, ?, ?), r.id "
         "LIMIT ?",
-        (match, project_id, *retrieval.BM25_WEIGHTS, CANDIDATES),
+        (match, project_id, *search.BM25_WEIGHTS, CANDIDATES),
     )
     return [str(r[0]) for r in rows]
 

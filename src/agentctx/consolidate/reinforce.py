@@ -13,7 +13,7 @@ edges that are not record ids (an edge to another record derives knowledge, not 
 the evidence ``agentctx profile show`` prints. A current inferred preference, project or global,
 with at least ``threshold`` sessions becomes ``reinforced`` and its ``reinforce_count`` is raised to
 sessions − 1 (never lowered). Only explicit and reinforced global
-preferences enter every project's digest (:mod:`agentctx.digest`), so a promoted global one drops
+preferences enter every project's digest (:mod:`agentctx.retrieval.digest`), so a promoted global one drops
 every digest for a rebuild.
 """
 
@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentctx import config, retrieval
+from agentctx import config
+from agentctx.core import search
 from agentctx.preferences import SESSIONS_BY_ROOT, evidence_sql
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ async def reinforce_preferences(
     ``threshold`` defaults to the ``reinforcement_threshold`` setting; returns how many were promoted.
     """
     needed = int(config.get("reinforcement_threshold") if threshold is None else threshold)
-    ids = retrieval.scope_projects(project_id, "all")
+    ids = search.scope_projects(project_id, "all")
     rows = await store.rows(_EVIDENCE_SQL.format(marks=", ".join("?" * len(ids))), ids)
     due: list[tuple[int, str]] = []
     for row in rows:

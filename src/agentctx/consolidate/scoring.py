@@ -1,7 +1,7 @@
 """Record scores: what a current record is still worth, recomputed offline by consolidation.
 
 ``score = base × access × recency × confidence`` (seed ADR-012), with the real-time rerank's constants
-(:mod:`agentctx.retrieval`) as the one source of truth, so a search and the digest never disagree on
+(:mod:`agentctx.core.search`) as the one source of truth, so a search and the digest never disagree on
 what decays and how fast:
 
 - ``base = TYPE_WEIGHT[type]`` (decision 1.3, convention 1.2, discovery/bugfix/preference 1.0,
@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentctx import clock
-from agentctx.retrieval import CONFIDENCE_WEIGHT, HALF_LIFE_DAYS, TYPE_WEIGHT
+from agentctx.core.search import CONFIDENCE_WEIGHT, HALF_LIFE_DAYS, TYPE_WEIGHT
 from agentctx.store import LOW_SCORE
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ payloads Claude Code would send, and the answer the stand-in gives) through the 
    at :class:`~agentctx.demo.standin.StandIn`, a loopback server that is NOT Claude and says so;
 4. consolidation (:func:`agentctx.consolidate.consolidate`), which writes the next digest;
 5. the next session: the SessionStart digest and a follow-up prompt's injection, again through
-   the hook subprocesses, and what ``ctx_search`` finds (:func:`agentctx.hybrid.hybrid_search`,
+   the hook subprocesses, and what ``ctx_search`` finds (:func:`agentctx.retrieval.hybrid.hybrid_search`,
    the MCP tool's ranking without a model).
 
 Isolation: everything lives under one ``mkdtemp`` folder that is removed at the end (unless
@@ -405,7 +405,8 @@ class _Demo:
         self._close_session(self._payload(events[0]))
 
     async def _search(self, store: Store, project: ProjectIdentity, text: str) -> None:
-        from agentctx import clock, hybrid
+        from agentctx import clock
+        from agentctx.retrieval import hybrid
         from agentctx.store import SearchQuery
 
         self._heading(6, f'ctx_search "{text}" (the MCP tool\'s ranking, called in-process)')

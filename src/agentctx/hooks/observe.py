@@ -15,7 +15,8 @@ the spool when the database is busy or missing); :func:`apply` writes them. Kind
 
 from __future__ import annotations
 
-from agentctx import clock, digest, schema
+from agentctx import clock, schema
+from agentctx.core import digests as digest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,18 +1,19 @@
 """UserPromptSubmit and SubagentStart: inject the records that matter for what is asked now.
 
-UserPromptSubmit runs BM25 over the prompt (current records of the project and global ones), reranks,
-drops records this session has already been shown and records below the relevance floor
-(``retrieval.min_relevance``: the share of the prompt's term weight a record matches, see
-:mod:`agentctx.retrieval`), and injects the top three that fit together within 2,000 tokens and
-8,000 characters (a record that does not fit is skipped for the next one). Trivial prompts and
-prompts with no new relevant match print nothing. Inferred records are marked unconfirmed.
+UserPromptSubmit runs the core's keyword search (:func:`agentctx.core.search.for_prompt`: BM25 over
+the project's and global current records, the rerank, the relevance floor
+``retrieval.min_relevance``) without the records this session was shown already, and injects the
+top three that fit together within 2,000 tokens and 8,000 characters (a record that does not fit is
+skipped for the next one). Trivial prompts and prompts with no new relevant match print nothing.
+Inferred records are marked unconfirmed.
 
 SubagentStart gives a subagent the project's active decisions and conventions (800 tokens).
 """
 
 from __future__ import annotations
 
-from agentctx import clock, retrieval
+from agentctx import clock
+from agentctx.core import plan, search
 from agentctx.hooks.ledger import Ledger
 from agentctx.hooks.storage import open_db
 from agentctx.tokens import estimate_tokens, truncate_to_tokens
@@ -42,7 +43,7 @@ def handle(ctx: HookContext) -> str | None:
 
 
 def _prompt(ctx: HookContext) -> str | None:
-    terms = retrieval.query_terms(ctx.text("prompt"))
+    terms = search.query_terms(ctx.text("prompt"))
     if not terms:
         return None
     conn = open_db(ctx)
@@ -54,7 +55,8 @@ def _prompt(ctx: HookContext) -> str | None:
         with Ledger(ctx.session_id) as ledger:
             from agentctx.hooks.ledger import injected_ids
 
-            shown = injected_ids(ledger.entries) | _shown_before(conn, ctx.session_id)
+            earlier = plan.run(conn, search.shown_before(ctx.session_id))
+            shown = injected_ids(ledger.entries) | earlier
             rows = _search(ctx, conn, terms, shown)
             text, ids = render(rows)
             if not text:
@@ -65,14 +67,6 @@ def _prompt(ctx: HookContext) -> str | None:
         conn.close()
 
 
-def _shown_before(conn: sqlean.Connection, session_id: str) -> set[str]:
-    """Records shown in earlier runs of a resumed session (folded at its SessionEnd)."""
-    rows = conn.execute(
-        "SELECT record_id FROM session_injections WHERE session_id = ?", (session_id,)
-    ).fetchall()
-    return {str(row[0]) for row in rows}
-
-
 def _search(
     ctx: HookContext,
     conn: sqlean.Connection,
@@ -81,39 +75,17 @@ def _search(
     *,
     floor: float | None = None,
 ) -> list[Any]:
-    """The best 12 candidates, best first, without those below the relevance floor.
+    """The prompt's candidates, best first (:func:`agentctx.core.search.for_prompt`).
 
-    ``floor`` None reads ``retrieval.min_relevance``; 0 keeps every candidate. The LIKE fallback
-    has no term counts to weigh terms with, so it applies no floor.
+    ``floor`` None reads ``retrieval.min_relevance`` (only when there are candidates to judge).
     """
-    import sqlean
-
-    args: dict[str, Any] = {
-        "project_ids": retrieval.scope_projects(ctx.project.project_id, "all"),
-        "exclude_ids": sorted(exclude),
-        "candidates": 40,
-    }
-    try:
-        sql, params = retrieval.term_counts_sql(terms)
-        counts = list(conn.execute(sql, params).fetchone())
-        chosen = retrieval.select_terms(terms, counts)
-        if not chosen:
-            return []
-        sql, params = retrieval.search_sql(chosen, fts=True, **args)
-        rows = conn.execute(sql, params).fetchall()
-        ranked = [row for row, _score in retrieval.rerank(rows, limit=12)]
-        if not ranked:
-            return []
-        floor = min_relevance(ctx) if floor is None else floor
-        if floor <= 0:
-            return ranked
-        scores = _relevances(conn, terms, counts, chosen, ranked, floor)
-    except sqlean.OperationalError as exc:
-        ctx.log(f"FTS5 search failed ({exc}); used LIKE search")
-        sql, params = retrieval.search_sql(terms, fts=False, **args)
-        rows = conn.execute(sql, params).fetchall()
-        return [row for row, _score in retrieval.rerank(rows, limit=12)]
-    return [row for row in ranked if scores[row["id"]] >= floor]
+    level = (lambda: min_relevance(ctx)) if floor is None else floor
+    found = plan.run(
+        conn, search.for_prompt(terms, ctx.project.project_id, exclude_ids=exclude, floor=level)
+    )
+    if found.degraded:
+        ctx.log(found.degraded)
+    return [row for row, _score in found.hits]
 
 
 def min_relevance(ctx: HookContext) -> float:
@@ -125,43 +97,7 @@ def min_relevance(ctx: HookContext) -> float:
         return float(config.get("retrieval.min_relevance"))
     except ConfigError as exc:
         ctx.log(f"config unreadable ({exc}); default relevance floor")
-        return retrieval.MIN_RELEVANCE
-
-
-def relevances(conn: sqlean.Connection, terms: list[str], rows: list[Any]) -> dict[str, float]:
-    """Each row's relevance to the query of ``terms`` (:func:`agentctx.retrieval.relevance`)."""
-    sql, params = retrieval.term_counts_sql(terms)
-    counts = list(conn.execute(sql, params).fetchone())
-    chosen = retrieval.select_terms(terms, counts)
-    return _relevances(conn, terms, counts, chosen, rows, None)
-
-
-def _relevances(
-    conn: sqlean.Connection,
-    terms: list[str],
-    counts: list[int],
-    chosen: list[str],
-    rows: list[Any],
-    floor: float | None,
-) -> dict[str, float]:
-    """Relevance by record id. With a ``floor``, when the query's bounds (every row matches at
-    least one searched term, at most all of them) settle every row at once, the lookups are skipped
-    and each value is that bound: on the right side of the floor, not exact."""
-    total = int(conn.execute(retrieval.RECORD_TOTAL_SQL).fetchone()[0])
-    weights, denominator = retrieval.relevance_weights(terms, counts, chosen, total)
-    ids = [row["id"] for row in rows]
-    if len(chosen) == 1:  # every candidate matched the one searched term
-        return dict.fromkeys(ids, retrieval.relevance(chosen, weights, denominator))
-    if floor is not None:
-        lowest = retrieval.relevance([min(chosen, key=weights.__getitem__)], weights, denominator)
-        if lowest >= floor:  # a lower bound that passes already
-            return dict.fromkeys(ids, lowest)
-        highest = retrieval.relevance(chosen, weights, denominator)
-        if highest < floor:  # an upper bound that still fails
-            return dict.fromkeys(ids, highest)
-    sql, params = retrieval.term_hits_sql(chosen, ids)
-    found = retrieval.matched_terms(chosen, conn.execute(sql, params).fetchall())
-    return {i: retrieval.relevance(found.get(i, ()), weights, denominator) for i in ids}
+        return search.MIN_RELEVANCE
 
 
 def render(rows: list[Any]) -> tuple[str, list[str]]:
@@ -206,12 +142,7 @@ def _subagent(ctx: HookContext) -> str | None:
     if conn is None:
         return None
     try:
-        rows = conn.execute(
-            "SELECT id, type, title, body, confidence FROM records "
-            "WHERE project_id = ? AND type IN ('decision', 'convention') AND superseded_at IS NULL "
-            "ORDER BY pinned DESC, confidence = 'inferred', score DESC, valid_from DESC LIMIT 40",
-            (ctx.project.project_id,),
-        ).fetchall()
+        rows = plan.run(conn, search.standing_rules(ctx.project.project_id))
     finally:
         conn.close()
     if not rows:

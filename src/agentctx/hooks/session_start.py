@@ -3,14 +3,14 @@
 The fast path reads ``digests/<project>.json`` and imports neither SQLite nor ``json``. When the file
 is missing or corrupt (first session, or a write made it stale) the digest is built from the store
 within the same budget and saved for the next session. The file holds the digest in parts; this
-session's checkout (worktree) picks its own handover, else the legacy one (:func:`digest.assemble`).
+session's checkout (worktree) picks its own handover, else the legacy one (:func:`digests.assemble`).
 """
 
 from __future__ import annotations
 
 import time
 
-from agentctx import digest
+from agentctx.core import digests
 from agentctx.hooks.ledger import Ledger
 from agentctx.tokens import estimate_tokens, truncate_to_tokens
 
@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 def handle(ctx: HookContext) -> str | None:
     """The digest text, or None when the store knows nothing of this project."""
     project = ctx.project
-    data = digest.read(project.project_id) or _build(ctx)
+    data = digests.read(project.project_id) or _build(ctx)
     if data is None:
         return None
-    whole, ids = digest.assemble(data["parts"], project.checkout)
-    text = truncate_to_tokens(whole, digest.MAX_TOKENS, digest.MAX_CHARS)
+    whole, ids = digests.assemble(data["parts"], project.checkout)
+    text = truncate_to_tokens(whole, digests.MAX_TOKENS, digests.MAX_CHARS)
     if not text.strip():
         return None
     if text != whole:  # cut again here (a hand-edited file): keep the ids still visible
@@ -52,6 +52,7 @@ def handle(ctx: HookContext) -> str | None:
 def _build(ctx: HookContext) -> dict[str, Any] | None:
     from agentctx import clock
     from agentctx.hooks.storage import open_db
+    from agentctx.retrieval import digest
 
     started_ns = time.time_ns()
     conn = open_db(ctx)
@@ -62,7 +63,7 @@ def _build(ctx: HookContext) -> dict[str, Any] | None:
     finally:
         conn.close()
     try:
-        digest.write(data, clock.now(), started_ns)
+        digests.write(data, clock.now(), started_ns)
     except OSError as exc:
         ctx.log(f"could not save the digest: {exc}")
     return data

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agentctx import retrieval
-from agentctx.digest import DRIFT_THRESHOLD
+from agentctx.core import search
+from agentctx.retrieval.digest import DRIFT_THRESHOLD
 from agentctx.store import HISTORY_MAX_DEPTH
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def checked(records: Sequence[Record]) -> list[Record]:
         if r.is_current
         and r.type in ("decision", "convention")
         and r.confidence in _CHECKED_CONFIDENCE
-        and retrieval.query_terms(r.title)
+        and search.query_terms(r.title)
     ]
 
 
@@ -198,13 +198,13 @@ def assess(
         _stem(word)
         for _, text in files
         for line in text.splitlines()  # query_terms reads a bounded prefix of its text
-        for word in retrieval.query_terms(line, 1 << 30)
+        for word in search.query_terms(line, 1 << 30)
     }
     stale = _stale(records, files)
     contradicted = {current: s.id for s, current in reversed(stale)}  # the first one wins
     found: list[Assessment] = []
     for record in checked(records):
-        terms = retrieval.query_terms(record.title)
+        terms = search.query_terms(record.title)
         absent = [t for t in terms if _stem(t) not in words]
         coverage = 1 - len(absent) / len(terms)
         cosine = None if similarity is None else similarity.get(record.id)

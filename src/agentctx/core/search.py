@@ -1,16 +1,18 @@
-"""Keyword retrieval: a safe FTS5 query from any text, the search SQL, and the reranking formula.
+"""Keyword search and relevance: the query terms, the SQL, the ranking, and the plans that run them.
 
-Standard library only (plus nothing): the UserPromptSubmit hook runs this synchronously on every prompt,
-and the async store runs the same SQL, so both rank identically.
+One copy for every caller: the UserPromptSubmit hook runs :func:`keyword_search` with
+:func:`agentctx.core.plan.run` on every prompt, :meth:`agentctx.store.Store.search` runs the same plan
+with ``run_async``, and hybrid search judges relevance with :func:`judge` as the hook does. Standard
+library only (no ``re``, ``json`` or ``typing`` at run time: the hook imports this per prompt).
 
 Query building: the text is lower-cased and cut into word tokens (runs of letters, digits and ``_``,
 so ``useAuthStore`` stays one token and ``foo.bar()`` gives ``foo`` and ``bar``); stop words and
 one-letter tokens are dropped; at most :data:`MAX_TERMS` distinct tokens are kept, each double-quoted
 (FTS5 syntax in the user's text is inert) and joined with ``OR`` so BM25 ranks by how many and how
-rare the terms are. No token left → no query. (No ``re``: importing it costs the hooks ~4 ms.)
+rare the terms are. No token left → no query.
 
 Bounded cost: BM25 scores every document that matches, so a term found in a large part of a big
-store makes every query slow (a 100K-record store: ~150 ms). The document frequency of each term is
+store makes every query slow (benchmarks/results/hooks.md). The document frequency of each term is
 counted first (one cheap query, :func:`term_counts_sql`), and :func:`select_terms` keeps the rarest
 terms while the documents they match stay within :data:`MATCH_BUDGET`; the rarest term is always
 kept. Terms too common to pass only matter in very large stores, and there they carry almost no
@@ -29,7 +31,9 @@ much as its rarest: it is what the prompt asks about and nothing answers); the d
 :data:`RELEVANCE_TERMS` heaviest terms only, so a long, chatty prompt does not silence a record it
 clearly touches. Terms too common to be searched (:func:`select_terms` dropped them) count on
 neither side. The hook and ``ctx_search`` keep a record whose relevance reaches the configured
-floor (``retrieval.min_relevance``); the calibration is in benchmarks/results/eval.md.
+floor (``retrieval.min_relevance``); the calibration is in benchmarks/results/eval.md. The LIKE
+fallback (FTS5 missing or failing) and searches of the past (``as_of``, superseded versions) apply
+no floor: the first has no term counts to weigh terms with, the second looks for history on purpose.
 """
 
 from __future__ import annotations
@@ -37,12 +41,15 @@ from __future__ import annotations
 import math
 
 from agentctx.clock import age_days
+from agentctx.core import plan
 from agentctx.schema import GLOBAL_PROJECT_ID, RECORD_COLUMNS
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing costs milliseconds on the hook path; mypy reads this name as True
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any
+
+    from agentctx.core.plan import Plan
 
 MAX_TERMS = 24
 BM25_WEIGHTS = (4.0, 1.0, 2.0)  # title, body, keywords
@@ -443,3 +450,222 @@ def matched_terms(terms: Sequence[str], hits: Iterable[Any]) -> dict[str, set[st
     for index, record_id in hits:
         found.setdefault(str(record_id), set()).add(terms[int(index)])
     return found
+
+
+# -- the plans (run by agentctx.core.plan.run in the hooks, run_async in the Store) ---------------
+
+#: What the UserPromptSubmit hook ranks: the best of this many BM25 candidates ...
+PROMPT_CANDIDATES = 40
+#: ... cut to this many before the relevance floor and the injection budget.
+PROMPT_LIMIT = 12
+FTS_MISSING = "FTS5 is not available in this SQLite; used LIKE search"
+
+
+class Found:
+    """What :func:`keyword_search` found (plain attributes: no dataclass import on the hook path).
+
+    ``hits``: ``(row, score)`` pairs, best first, ``row`` a ``sqlean.Row`` of the record columns
+    plus ``rank``; ``relevance``: by record id, when a floor judged the candidates (a value may be
+    the bound that settled it, see :func:`judge`); ``degraded``: why the LIKE fallback ran, if it
+    did; ``considered``: the candidates ranked before the floor dropped any.
+    """
+
+    __slots__ = ("considered", "degraded", "hits", "relevance")
+
+    def __init__(
+        self,
+        hits: list[tuple[Any, float]] | None = None,
+        *,
+        relevance: dict[str, float] | None = None,
+        degraded: str | None = None,
+        considered: int | None = None,
+    ) -> None:
+        self.hits = hits or []
+        self.relevance = relevance
+        self.degraded = degraded
+        self.considered = len(self.hits) if considered is None else considered
+
+    def __repr__(self) -> str:
+        return f"Found({len(self.hits)} hits, degraded={self.degraded!r})"
+
+
+def keyword_search(
+    terms: Sequence[str],
+    *,
+    project_ids: Sequence[str],
+    types: Sequence[str] = (),
+    as_of: str | None = None,
+    include_superseded: bool = False,
+    exclude_ids: Iterable[str] = (),
+    candidates: int = 50,
+    limit: int = 10,
+    floor: float | Callable[[], float] = 0.0,
+    fts: bool = True,
+) -> Plan[Found]:
+    """The keyword search: term counts, the rarest terms, BM25, the rerank, the relevance floor.
+
+    ``floor`` (or a function returning it, called only when there are candidates to judge) drops
+    the candidates whose :func:`relevance` is below it; 0 keeps them all. When FTS5 fails (an
+    ``sqlean.OperationalError``) or ``fts`` is False the LIKE search runs instead and ``degraded``
+    says why. ``as_of`` or ``include_superseded`` adds the archive's matches (LIKE: the cold
+    table has no FTS index, so their scores are on the LIKE scale).
+    """
+    if not terms or limit <= 0:
+        return Found()
+    import sqlean  # loaded already: the plan runs on its connection
+
+    args: dict[str, Any] = {
+        "project_ids": project_ids,
+        "types": tuple(types),
+        "as_of": as_of,
+        "include_superseded": include_superseded,
+        "exclude_ids": tuple(exclude_ids),
+        "candidates": candidates,
+    }
+    past = as_of is not None or include_superseded
+    degraded: str | None = FTS_MISSING
+    found: list[Any] = []
+    if fts:
+        try:
+            counts = yield from term_counts(terms)
+            chosen = select_terms(terms, counts)
+            if not chosen:
+                return Found()
+            sql, params = search_sql(chosen, fts=True, **args)
+            found = yield plan.rows(sql, params)
+            degraded = None
+            if not past:  # the past is searched on purpose: no floor (nor an FTS index)
+                ranked = rerank(found, limit)
+                if not ranked:
+                    return Found()
+                level = floor() if callable(floor) else floor
+                if level <= 0:
+                    return Found(ranked)
+                weights, denominator = yield from query_weights(terms, counts, chosen)
+                ids = [row["id"] for row, _score in ranked]
+                scores = yield from judge(chosen, weights, denominator, ids, floor=level)
+                kept = [(row, score) for row, score in ranked if scores[row["id"]] >= level]
+                return Found(kept, relevance=scores, considered=len(ranked))
+        except sqlean.OperationalError as exc:
+            degraded = f"FTS5 query failed ({exc}); used LIKE search"
+    if degraded is not None:
+        sql, params = search_sql(terms, fts=False, **args)
+        found = yield plan.rows(sql, params)
+    if past:
+        found = [*found, *(yield from archive_rows(terms, args))]
+    return Found(rerank(found, limit), degraded=degraded)
+
+
+def for_prompt(
+    terms: Sequence[str],
+    project_id: str | None,
+    *,
+    exclude_ids: Iterable[str] = (),
+    floor: float | Callable[[], float] = 0.0,
+) -> Plan[Found]:
+    """The UserPromptSubmit search: the project's and global current records, the best
+    :data:`PROMPT_LIMIT` of :data:`PROMPT_CANDIDATES`, above ``floor``."""
+    return keyword_search(
+        terms,
+        project_ids=scope_projects(project_id, "all"),
+        exclude_ids=sorted(exclude_ids),
+        candidates=PROMPT_CANDIDATES,
+        limit=PROMPT_LIMIT,
+        floor=floor,
+    )
+
+
+def shown_before(session_id: str) -> Plan[set[str]]:
+    """Records shown in earlier runs of a resumed session (folded at its SessionEnd)."""
+    found = yield plan.rows(
+        "SELECT record_id FROM session_injections WHERE session_id = ?", (session_id,)
+    )
+    return {str(row[0]) for row in found}
+
+
+def standing_rules(project_id: str) -> Plan[list[Any]]:
+    """The project's current decisions and conventions a subagent is given, most weighty first."""
+    found: list[Any] = yield plan.rows(
+        "SELECT id, type, title, body, confidence FROM records "
+        "WHERE project_id = ? AND type IN ('decision', 'convention') AND superseded_at IS NULL "
+        "ORDER BY pinned DESC, confidence = 'inferred', score DESC, valid_from DESC LIMIT 40",
+        (project_id,),
+    )
+    return found
+
+
+def archive_rows(terms: Sequence[str], args: Mapping[str, Any]) -> Plan[list[Any]]:
+    """Search rows from the archive: the LIKE query over ``records_archive`` (no FTS index there).
+
+    Their relevance is the weighted count of term hits, the LIKE search's scale, not BM25's.
+    """
+    sql, params = search_sql(terms, fts=False, **args)
+    hot = "FROM records AS r "
+    if sql.count(hot) != 1:  # search_sql changed shape: fail loudly, not silently
+        from agentctx.errors import DatabaseError
+
+        raise DatabaseError("cannot search the archive: unexpected search SQL")
+    found: list[Any] = yield plan.rows(sql.replace(hot, "FROM records_archive AS r "), params)
+    return found
+
+
+def term_counts(terms: Sequence[str]) -> Plan[list[int]]:
+    """How many records each term matches (FTS5)."""
+    sql, params = term_counts_sql(terms)
+    row = yield plan.one(sql, params)
+    return [int(n) for n in row]
+
+
+def query_weights(
+    terms: Sequence[str], counts: Sequence[int], chosen: Sequence[str]
+) -> Plan[tuple[dict[str, float], float]]:
+    """The searched terms' weights and the denominator of :func:`relevance` (counts the records)."""
+    row = yield plan.one(RECORD_TOTAL_SQL)
+    return relevance_weights(terms, counts, chosen, int(row[0]))
+
+
+def weigh(terms: Sequence[str]) -> Plan[tuple[list[str], dict[str, float], float]]:
+    """A query's searched terms (:func:`select_terms`), their weights and the denominator."""
+    counts = yield from term_counts(terms)
+    chosen = select_terms(terms, counts)
+    weights, denominator = yield from query_weights(terms, counts, chosen)
+    return chosen, weights, denominator
+
+
+def judge(
+    chosen: Sequence[str],
+    weights: Mapping[str, float],
+    denominator: float,
+    ids: Sequence[str],
+    *,
+    floor: float | None = None,
+) -> Plan[dict[str, float]]:
+    """The relevance of each record in ``ids`` to a query weighed by :func:`weigh`.
+
+    With a ``floor`` the ids must be the query's search hits (each matches at least one searched
+    term, at most all of them): when those bounds settle every id on one side of the floor, the
+    per-record lookups are skipped and each value is that bound (right side of the floor, not
+    exact). One searched term settles it exactly. Without a ``floor`` every value is exact.
+    """
+    if not ids or not chosen:
+        return dict.fromkeys(ids, 0.0)
+    if floor is not None:
+        if len(chosen) == 1:  # every hit matched the one searched term
+            return dict.fromkeys(ids, relevance(chosen, weights, denominator))
+        lowest = relevance([min(chosen, key=weights.__getitem__)], weights, denominator)
+        if lowest >= floor:  # a lower bound that passes already
+            return dict.fromkeys(ids, lowest)
+        highest = relevance(chosen, weights, denominator)
+        if highest < floor:  # an upper bound that still fails
+            return dict.fromkeys(ids, highest)
+    sql, params = term_hits_sql(chosen, ids)
+    found = matched_terms(chosen, (yield plan.rows(sql, params)))
+    return {i: relevance(found.get(i, ()), weights, denominator) for i in ids}
+
+
+def relevances(terms: Sequence[str], ids: Sequence[str]) -> Plan[dict[str, float]]:
+    """Each record's exact relevance to the query of ``terms`` (0 when it matches none)."""
+    if not terms:
+        return dict.fromkeys(ids, 0.0)
+    chosen, weights, denominator = yield from weigh(terms)
+    return (yield from judge(chosen, weights, denominator, ids))

@@ -2,10 +2,10 @@
 
 The hooks rank by keywords alone (a model costs seconds to load and they live for milliseconds); a
 long-lived process such as the MCP server can afford to embed each query. :func:`hybrid_search` ranks
-the keyword candidates (:meth:`Store.search`, BM25 and the rerank of :mod:`agentctx.retrieval`) and
-the nearest stored vectors, each list up to :data:`DEPTH` deep, and fuses them with reciprocal rank
-fusion (``retrieval.rrf``, k = 60). Vector candidates pass the very filters of the keyword search
-(``retrieval.filters``: scope, type, current or ``as_of``, excluded ids), so a filter never lets a
+the keyword candidates (:meth:`Store.search`, BM25 and the rerank of :mod:`agentctx.core.search`)
+and the nearest stored vectors, each list up to :data:`DEPTH` deep, and fuses them with reciprocal
+rank fusion (``keyword.rrf``, k = 60). Vector candidates pass the very filters of the keyword search
+(``keyword.filters``: scope, type, current or ``as_of``, excluded ids), so a filter never lets a
 vector-only hit through. The vector list is ranked by cosine similarity alone; type, confidence,
 recency and pins reach the fused order through the keyword list. The fused score (at most
 ``2 / 61``) replaces the rerank score: RRF ranks, it does not calibrate, so a score compares hits
@@ -13,7 +13,7 @@ of one result only. Records not embedded yet (``pending_embedding``) are found b
 
 The relevance floor (:class:`Floor`, from the settings by :func:`floor_for`): ranking alone fills
 every page, whatever is asked. In keyword mode a hit is kept when its keyword relevance
-(:func:`agentctx.retrieval.relevance`, the prompt hook's measure) reaches
+(:func:`agentctx.core.search.judge`, the prompt hook's measure) reaches
 ``retrieval.min_relevance``. In hybrid mode a hit is kept when its cosine similarity to the query
 reaches the model's floor (:data:`SIMILARITY_FLOOR`, or ``retrieval.min_similarity``), or, for
 exact words that vectors blur (identifiers, error strings), when its keyword relevance reaches
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import sqlean
 
-from agentctx import retrieval
+from agentctx.core import search as keyword
 from agentctx.records import COLUMNS, Record
 from agentctx.store import SearchHit
 
@@ -88,7 +88,7 @@ class Floor:
 
 def floor_for(settings: Mapping[str, Any], model: str | None) -> Floor:
     """The floor of the settings (``retrieval.min_relevance``, ``retrieval.min_similarity``)."""
-    relevance = float(settings.get("retrieval.min_relevance", retrieval.MIN_RELEVANCE))
+    relevance = float(settings.get("retrieval.min_relevance", keyword.MIN_RELEVANCE))
     similarity = float(settings.get("retrieval.min_similarity") or 0.0) or None
     if similarity is None and model is not None:
         similarity = SIMILARITY_FLOOR.get(model)
@@ -113,14 +113,14 @@ class Ranked:
 async def has_vectors(store: Store) -> bool:
     """True when the store holds at least one vector that :func:`agentctx.embed.nearest` searches."""
     if store.capabilities.vec_version:
-        row = await store._one("SELECT EXISTS (SELECT 1 FROM records_vec)")
+        row = await store.row("SELECT EXISTS (SELECT 1 FROM records_vec)")
         return bool(row[0])
-    table = await store._one(
+    table = await store.row(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (BLOB_TABLE,)
     )
     if table is None:
         return False
-    row = await store._one(f"SELECT EXISTS (SELECT 1 FROM {BLOB_TABLE})")
+    row = await store.row(f"SELECT EXISTS (SELECT 1 FROM {BLOB_TABLE})")
     return bool(row[0])
 
 
@@ -134,8 +134,8 @@ async def vector_ranking(
     """
     from agentctx import embed
 
-    where, params = retrieval.filters(
-        retrieval.scope_projects(query.project_id, query.scope),
+    where, params = keyword.filters(
+        keyword.scope_projects(query.project_id, query.scope),
         tuple(query.types),
         query.as_of,
         query.include_superseded,
@@ -153,7 +153,7 @@ async def vector_ranking(
         if not near:
             return []
         ids = [record_id for record_id, _ in near]
-        rows = await store._rows(sql, [json.dumps(ids), *params])
+        rows = await store.rows(sql, [json.dumps(ids), *params])
         passing = {row["id"]: Record.from_row(row) for row in rows}
         found = [(passing[i], sim) for i, sim in near if i in passing]
         if len(found) >= depth or len(near) < pool or pool >= VECTOR_MAX:
@@ -177,14 +177,14 @@ async def hybrid_search(
     ``within`` keeps only those ids (before the floor judges them).
     """
     depth = max(DEPTH, query.limit)
-    keyword = await store.search(replace(query, limit=depth))
-    if keyword.degraded is not None or query.as_of is not None or query.include_superseded:
+    found = await store.search(replace(query, limit=depth))
+    if found.degraded is not None or query.as_of is not None or query.include_superseded:
         floor = None  # no term weights in the LIKE fallback; the past is searched on purpose
     similarity: dict[str, float] | None = None
     if embedder is None:
-        hits: list[SearchHit] = keyword.hits
+        hits: list[SearchHit] = found.hits
         mode: Mode = "keyword"
-        degraded = keyword.degraded
+        degraded = found.degraded
     else:
         try:
             vector = await embedder.embed_query(query.text)
@@ -192,20 +192,20 @@ async def hybrid_search(
         except (sqlean.Error, ValueError) as exc:
             reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
             note = f"vector search failed ({reason}); keyword ranking only"
-            degraded = "; ".join(filter(None, [keyword.degraded, note]))
-            ranked = await _judged(store, query, keyword.hits, floor, within, None, "keyword")
+            degraded = "; ".join(filter(None, [found.degraded, note]))
+            ranked = await _judged(store, query, found.hits, floor, within, None, "keyword")
             return replace(ranked, degraded=degraded)
-        records = {hit.record.id: hit.record for hit in keyword.hits}
+        records = {hit.record.id: hit.record for hit in found.hits}
         similarity = {}
         for record, sim in nearest:
             records.setdefault(record.id, record)
             similarity[record.id] = sim
-        fused = retrieval.rrf(
-            [[hit.record.id for hit in keyword.hits], [record.id for record, _ in nearest]]
+        fused = keyword.rrf(
+            [[hit.record.id for hit in found.hits], [record.id for record, _ in nearest]]
         )
         hits = [SearchHit(records[i], score) for i, score in fused]
         mode = "hybrid"
-        degraded = keyword.degraded
+        degraded = found.degraded
     ranked = await _judged(store, query, hits, floor, within, similarity, mode)
     return replace(ranked, degraded=degraded)
 
@@ -253,34 +253,22 @@ async def _judged(
 
 
 class KeywordJudge:
-    """The keyword relevance of records to one query text (:func:`agentctx.retrieval.relevance`),
-    with the query's term counts fetched once."""
+    """The keyword relevance of records to one query text (:func:`agentctx.core.search.judge`, the
+    hook's measure), with the query's term weights fetched once."""
 
     def __init__(self, store: Store, text: str) -> None:
         self.store = store
-        self.terms = retrieval.query_terms(text)
+        self.terms = keyword.query_terms(text)
         self._weights: tuple[list[str], dict[str, float], float] | None = None
 
     async def relevance(self, ids: Sequence[str]) -> dict[str, float]:
-        """Relevance by id; a record matching none of the searched terms is absent (0)."""
+        """Exact relevance by id (0 for a record that matches none of the searched terms)."""
         if not ids or not self.terms:
             return {}
-        chosen, weights, denominator = await self._query_weights()
-        if not chosen:
-            return {}
-        sql, params = retrieval.term_hits_sql(chosen, ids)
-        found = retrieval.matched_terms(chosen, await self.store._rows(sql, params))
-        return {i: retrieval.relevance(t, weights, denominator) for i, t in found.items()}
-
-    async def _query_weights(self) -> tuple[list[str], dict[str, float], float]:
         if self._weights is None:
-            sql, params = retrieval.term_counts_sql(self.terms)
-            counts = list((await self.store._rows(sql, params))[0])
-            chosen = retrieval.select_terms(self.terms, counts)
-            total = int((await self.store._one(retrieval.RECORD_TOTAL_SQL))[0])
-            weights, denominator = retrieval.relevance_weights(self.terms, counts, chosen, total)
-            self._weights = (chosen, weights, denominator)
-        return self._weights
+            self._weights = await self.store.run(keyword.weigh(self.terms))
+        chosen, weights, denominator = self._weights
+        return await self.store.run(keyword.judge(chosen, weights, denominator, ids))
 
 
 class QueryModel:

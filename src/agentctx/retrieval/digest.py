@@ -1,10 +1,10 @@
-"""The SessionStart digest: what Claude should know before the first prompt, within 1,500 tokens.
+"""The SessionStart digest's builder: what Claude should know before the first prompt.
 
 Sections, in order, each with its own budget: the project profile (200 tokens), active decisions and
 conventions (500), the last handover (400), reinforced global preferences (200), a one-line hint of
 what ``ctx_search`` can find (100), and a CLAUDE.md drift note when two or more records are flagged.
-The whole is then cut to :data:`MAX_TOKENS` and :data:`MAX_CHARS` from the bottom at a line or word
-boundary, so the cap holds whatever the store holds.
+The whole is then cut to the caps (:data:`agentctx.core.digests.MAX_TOKENS`, ``MAX_CHARS``) from
+the bottom at a line or word boundary, so the cap holds whatever the store holds.
 
 Decisions and conventions come pinned first, then confirmed ones (explicit, reinforced) before
 inferred ones, each group in the order consolidation ranked them (``records.digest_rank``: RRF of
@@ -16,36 +16,29 @@ Handovers are per checkout (worktree) while the rest is the project's, so the ha
 depends on where the session runs. The digest is therefore rendered in parts: the text before the
 handover (``head``), the text after it (``tail``), both cut with the handover's 400 tokens reserved,
 and one pre-rendered handover section per current handover keyed by its checkout ("" for the legacy,
-key NULL, one). :func:`assemble` joins them for a checkout: its own handover, else the legacy one,
+key NULL, one). :func:`agentctx.core.digests.assemble` joins them for a checkout: its own handover, else the legacy one,
 else none; every such result is within both caps.
 
-The digest is pre-computed into ``digests/<project_id>.json`` so that the SessionStart hook reads a file
-and imports no SQLite at all. Any write that changes a project's records removes that file
-(:func:`invalidate`); the next SessionStart, or consolidation, rebuilds it. Standard library plus the
-SQLite connection the caller passes: this runs inside hooks.
+The digest's file (reading, writing, invalidation) is :mod:`agentctx.core.digests`. Standard
+library plus the SQLite connection the caller passes: the SessionStart hook builds a missing digest.
 """
 
 from __future__ import annotations
 
-import os
-
-from agentctx import home
+from agentctx.core.digests import FORMAT_VERSION, MAX_CHARS, MAX_TOKENS, assemble
 from agentctx.schema import GLOBAL_PROJECT_ID
 from agentctx.tokens import estimate_tokens, truncate_to_tokens
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing costs milliseconds on the hook path; mypy reads this name as True
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
     import sqlean
 
-MAX_TOKENS = 1500
-MAX_CHARS = 10_000
 BUDGETS = {"profile": 200, "decisions": 500, "handover": 400, "preferences": 200, "hint": 100}
 DRIFT_THRESHOLD = 0.5  # the partial index records_drift (schema.py) uses this same bound
 DRIFT_MIN_CANDIDATES = 2
-FORMAT_VERSION = 2
 _ITEM_BODY_CHARS = 160
 #: Characters a handover section may take (a 2,000-character body plus its heading).
 _HANDOVER_CHARS = 2200
@@ -221,33 +214,6 @@ def _handover_section(row: Any) -> list[str]:
     return [truncate_to_tokens(text, BUDGETS["handover"], _HANDOVER_CHARS), str(row["id"])]
 
 
-def assemble(parts: dict[str, Any], checkout: str | None) -> tuple[str, list[str]]:
-    """The digest text a session in ``checkout`` is given, and the ids of the records it shows.
-
-    Its own checkout's handover, else the legacy one (key ""), else none; ``checkout`` None picks
-    the newest handover. Hook path: plain dict and string work only.
-    """
-    sections = parts.get("handovers")
-    chosen: Any = None
-    if isinstance(sections, dict) and sections:
-        if checkout is None:
-            chosen = next(iter(sections.values()))
-        else:
-            chosen = sections.get(checkout) or sections.get("")
-    head, tail = str(parts.get("head") or ""), str(parts.get("tail") or "")
-    ids = [i for i in parts.get("ids") or () if isinstance(i, str)]
-    if not (isinstance(chosen, list) and len(chosen) == 2 and chosen[0]):
-        if parts.get("empty"):
-            return "", []
-        return "\n\n".join(p for p in (head, tail) if p), ids
-    section, record_id = str(chosen[0]), str(chosen[1])
-    text = "\n\n".join(p for p in (head, section, tail) if p)
-    if record_id in section and record_id not in ids:
-        at = parts.get("head_ids")
-        ids.insert(at if isinstance(at, int) else len(ids), record_id)
-    return text, ids
-
-
 def _result(project_id: str, parts: dict[str, Any], checkout: str | None) -> dict[str, Any]:
     text, ids = assemble(parts, checkout)
     return {
@@ -313,121 +279,3 @@ def _one_line(text: str, limit: int) -> str:
         return flat
     cut = flat[: limit - 1].rsplit(" ", 1)[0] or flat[: limit - 1]
     return cut + "…"
-
-
-# -- the pre-computed file ------------------------------------------------------------------------
-
-
-def path_for(project_id: str) -> str:
-    """The digest file of a project."""
-    return os.path.join(home.sub("digests"), f"{project_id}.json")
-
-
-def write(digest: dict[str, Any], generated_at: str, read_started_ns: int) -> str | None:
-    """Write a digest file atomically unless the project changed since ``read_started_ns``.
-
-    ``read_started_ns`` is ``time.time_ns()`` taken before the store was read. Writers mark a change
-    (:func:`invalidate`) after they commit, so a digest built from older data is never installed.
-    """
-    from agentctx.hooks import fastjson
-
-    project_id = str(digest["project_id"])
-    path = path_for(project_id)
-    home.ensure_sub("digests")
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(fastjson.dumps({**digest, "generated_at": generated_at}))
-    if _changed_since(project_id, read_started_ns):
-        os.unlink(tmp)
-        return None
-    os.replace(tmp, path)
-    if _changed_since(project_id, read_started_ns):  # a writer slipped in between: drop it again
-        with _quiet():
-            os.unlink(path)
-        return None
-    return path
-
-
-class _quiet:
-    """``contextlib.suppress(OSError)`` without importing contextlib on the hook path."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, exc: object, tb: object) -> bool:
-        return isinstance(exc, OSError)
-
-
-def _changed_since(project_id: str, started_ns: int) -> bool:
-    # The marker holds the writer's time.time_ns(): file mtimes come from a coarser kernel clock.
-    for name in (project_id, GLOBAL_PROJECT_ID):
-        try:
-            with open(_marker(name), encoding="ascii") as fh:
-                changed_ns = int(fh.read().strip() or 0)
-        except FileNotFoundError:
-            continue
-        except (OSError, ValueError):
-            return True  # unreadable: assume the worst, the next build tries again
-        if changed_ns >= started_ns:
-            return True
-    return False
-
-
-def _marker(project_id: str) -> str:
-    return os.path.join(home.sub("digests"), f"{project_id}.changed")
-
-
-def read(project_id: str) -> dict[str, Any] | None:
-    """A valid pre-computed digest, or None when it is missing, stale-marked or corrupt."""
-    from agentctx.hooks import fastjson
-
-    try:
-        with open(path_for(project_id), encoding="utf-8") as fh:
-            data = fastjson.loads(fh.read())
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    if (
-        not isinstance(data, dict)
-        or data.get("version") != FORMAT_VERSION
-        or not isinstance(data.get("text"), str)
-        or not isinstance(data.get("ids"), list)
-        or not isinstance(data.get("parts"), dict)
-    ):
-        return None
-    return data
-
-
-def invalidate(project_ids: Iterable[str]) -> None:
-    """Mark these projects changed and drop their digests (a global change stales them all).
-
-    Called after a write commits: first the change marker (so a concurrent builder that read older
-    data will not install its digest), then the digest file itself.
-    """
-    folder = home.sub("digests")
-    targets = set(project_ids)
-    if not targets:
-        return
-    import time
-
-    stamp = str(time.time_ns())
-    for project_id in targets:
-        try:
-            home.ensure_sub("digests")
-            tmp = f"{_marker(project_id)}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="ascii") as fh:
-                fh.write(stamp)
-            os.replace(tmp, _marker(project_id))
-        except OSError:
-            pass
-    try:
-        names = (
-            os.listdir(folder) if GLOBAL_PROJECT_ID in targets else [f"{p}.json" for p in targets]
-        )
-    except OSError:
-        return
-    for name in names:
-        if name.endswith(".json"):
-            try:
-                os.unlink(os.path.join(folder, name))
-            except OSError:
-                pass

@@ -1,0 +1,208 @@
+"""One keyword search for the hook and the library: the plans of :mod:`agentctx.core.search` run on
+the hook's sync connection and on the Store's async one, and give the same answer.
+
+The UserPromptSubmit hook, :meth:`Store.search` and ``ctx_search``'s keyword judge all run these
+plans; these tests guard that they rank and judge alike, on the FTS5 path, the LIKE fallback and
+the archive (searches of the past).
+"""
+
+from __future__ import annotations
+
+from contextlib import closing
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from agentctx import clock, db
+from agentctx.consolidate.archive import ARCHIVE_AFTER_DAYS, archive
+from agentctx.core import plan, search
+from agentctx.hooks import prompt
+from agentctx.hooks.runner import HookContext
+from agentctx.hooks.storage import open_db
+from agentctx.project import identify
+from agentctx.records import NewRecord
+from agentctx.retrieval import hybrid
+from agentctx.schema import GLOBAL_PROJECT_ID
+from agentctx.store import SearchQuery, Store
+from tests.test_search import drop_fts
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from agentctx.core.plan import Plan
+
+pytestmark = pytest.mark.anyio
+
+PROMPT = (
+    "Before I touch the client again: how should the retry backoff handle a flaky grpc gateway "
+    "timeout, and does the handler log it?"
+)
+#: (type, title, body): a plausible project memory; some records answer the prompt, some share
+#: only a common word with it, most share nothing.
+MEMORY = [
+    (
+        "decision",
+        "gRPC gateway timeouts",
+        "The gRPC gateway times out after 5 s; the client retries.",
+    ),
+    (
+        "decision",
+        "Retry backoff",
+        "Retries back off exponentially with jitter (backoff caps at 30 s).",
+    ),
+    ("convention", "Error handler", "Every handler returns a typed error; no bare except."),
+    ("convention", "Signal handler", "The worker's signal handler drains the queue first."),
+    ("convention", "Request handler", "A request handler validates input with pydantic."),
+    ("convention", "Event handler", "Event handler names end in _handler."),
+    ("decision", "Logging", "Use structlog with JSON output in production."),
+    ("decision", "Release process", "Tag the commit and let CI publish the wheel."),
+    ("convention", "Formatting", "ruff format runs in pre-commit."),
+    ("decision", "Secrets", "Secrets live in the vault, never in the repository."),
+    ("decision", "Migrations", "Schema migrations are append-only."),
+    ("convention", "Testing", "Integration tests run against a real database file."),
+]
+
+
+async def remember(store: Store, project_id: str) -> None:
+    for index, (kind, title, body) in enumerate(MEMORY):
+        owner = GLOBAL_PROJECT_ID if index == 3 else project_id  # one global record
+        scope = "global" if owner == GLOBAL_PROJECT_ID else "project"
+        await store.add(NewRecord(type=kind, title=title, body=body, project_id=owner, scope=scope))
+
+
+def run_sync(path: str, rule: Plan[Any]) -> Any:
+    """``rule`` on a sync read-only connection, as the hooks run plans."""
+    conn, _caps = db.connect(path, readonly=True, create=False, load_vec=False)
+    with closing(conn):
+        return plan.run(conn, rule)
+
+
+def hits(found: search.Found) -> list[tuple[str, float]]:
+    return [(row["id"], score) for row, score in found.hits]
+
+
+def hook_search(project_dir: Path, text: str, *, floor: float | None) -> list[str]:
+    """The ids the UserPromptSubmit hook's search keeps for ``text`` (no session: no dedup)."""
+    ctx = HookContext("UserPromptSubmit", {"prompt": text, "cwd": str(project_dir)})
+    conn = open_db(ctx)
+    assert conn is not None
+    with closing(conn):
+        rows = prompt._search(ctx, conn, search.query_terms(text), (), floor=floor)
+    return [row["id"] for row in rows]
+
+
+async def test_the_hook_and_the_store_rank_and_judge_alike(store: Store, project_dir: Path) -> None:
+    pid = identify(str(project_dir)).project_id
+    await remember(store, pid)
+    terms = search.query_terms(PROMPT)
+
+    # the ranking: the hook's candidates (no floor) are Store.search's hits, with the same scores
+    hooked = run_sync(store.path, search.for_prompt(terms, pid))
+    result = await store.search(SearchQuery(PROMPT, pid, limit=search.PROMPT_LIMIT))
+    assert hits(hooked) == [(hit.record.id, hit.score) for hit in result.hits]
+    ranked = [record_id for record_id, _score in hits(hooked)]
+    assert hook_search(project_dir, PROMPT, floor=0.0) == ranked
+    assert len(ranked) >= 6  # the gateway, the backoff and every handler
+
+    # the relevance: the hook's measure is ctx_search's keyword judge
+    exact = run_sync(store.path, search.relevances(terms, ranked))
+    assert await hybrid.KeywordJudge(store, PROMPT).relevance(ranked) == exact
+    assert await store.run(search.relevances(terms, ranked)) == exact
+
+    # the floor: the hook keeps what the judge passes, in rank order; ctx_search keeps the same
+    kept = [i for i in ranked if exact[i] >= search.MIN_RELEVANCE]
+    assert 0 < len(kept) < len(ranked), exact  # the floor decides something here
+    assert hook_search(project_dir, PROMPT, floor=None) == kept
+    floored = run_sync(store.path, search.for_prompt(terms, pid, floor=search.MIN_RELEVANCE))
+    assert [row["id"] for row, _score in floored.hits] == kept
+    assert floored.considered == len(ranked)
+    assert floored.relevance is not None
+    assert all(floored.relevance[i] >= search.MIN_RELEVANCE for i in kept)
+    keyword = await hybrid.hybrid_search(
+        store,
+        SearchQuery(PROMPT, pid, limit=search.PROMPT_LIMIT),
+        None,
+        floor=hybrid.Floor(search.MIN_RELEVANCE),
+    )
+    assert [hit.record.id for hit in keyword.hits] == kept
+
+
+async def test_every_floor_keeps_what_the_exact_relevance_passes(store: Store) -> None:
+    """Floors the query's bounds settle (no per-record lookups) and floors they do not: each keeps
+    exactly the hits whose exact relevance reaches it."""
+    projects = ["p" * 64, GLOBAL_PROJECT_ID]
+    await remember(store, projects[0])
+    terms = search.query_terms("gateway handler zebra")  # zebra: in no record, it still weighs
+
+    def rule(floor: float) -> Plan[search.Found]:
+        return search.keyword_search(terms, project_ids=projects, floor=floor)
+
+    ids = [record_id for record_id, _score in hits(run_sync(store.path, rule(0.0)))]
+    exact = run_sync(store.path, search.relevances(terms, ids))
+    assert len(set(exact.values())) > 1
+    for floor in (0.01, 0.2, 0.4, 0.999):
+        kept = [i for i, _score in hits(await store.run(rule(floor)))]
+        assert kept == [i for i in ids if exact[i] >= floor], floor
+        assert [i for i, _score in hits(run_sync(store.path, rule(floor)))] == kept
+
+
+async def test_the_like_fallback_is_the_same_through_both_executors(
+    store: Store, project_dir: Path
+) -> None:
+    pid = identify(str(project_dir)).project_id
+    await remember(store, pid)
+    terms = search.query_terms(PROMPT)
+    before = run_sync(store.path, search.for_prompt(terms, pid))
+    drop_fts(store.path)  # under the open store: every FTS5 query now fails
+
+    def rule() -> Plan[search.Found]:
+        return search.for_prompt(terms, pid, floor=search.MIN_RELEVANCE)
+
+    synced, awaited = run_sync(store.path, rule()), await store.run(rule())
+    for found in (synced, awaited):
+        assert found.degraded is not None
+        assert found.degraded.startswith("FTS5 query failed (")
+        assert found.relevance is None  # the LIKE search applies no floor
+    assert hits(synced) == hits(awaited)
+    assert {i for i, _ in hits(synced)} == {i for i, _ in hits(before)}  # every word matches
+    result = await store.search(SearchQuery(PROMPT, pid, limit=search.PROMPT_LIMIT))
+    assert result.degraded == synced.degraded
+    assert [(hit.record.id, hit.score) for hit in result.hits] == hits(synced)
+    assert hook_search(project_dir, PROMPT, floor=None) == [i for i, _ in hits(synced)]
+    missing = search.keyword_search(terms, project_ids=[pid], fts=False)
+    assert (await store.run(missing)).degraded == search.FTS_MISSING
+
+
+def days(n: float) -> str:
+    return clock.format_time(datetime.fromisoformat(clock.now()) + timedelta(days=n))
+
+
+async def test_the_archive_is_searched_alike_through_both_executors(store: Store) -> None:
+    pid = "a" * 64
+    first = await store.add(
+        NewRecord(
+            type="decision",
+            title="Database",
+            body="We use postgres, version 0.",
+            project_id=pid,
+            valid_from="2025-01-01T00:00:00.000000Z",
+        )
+    )
+    _, second = await store.supersede(first.id, "We use postgres, version 1.", "moved on")
+    _, current = await store.supersede(second.id, "We use postgres, version 2.", "moved on")
+    assert (await archive(store, pid, now=days(ARCHIVE_AFTER_DAYS + 1))).moved == 2
+
+    def rule(options: dict[str, Any]) -> Plan[search.Found]:
+        return search.keyword_search(["postgres"], project_ids=[pid], **options)
+
+    for options in ({"include_superseded": True}, {"as_of": first.valid_from}, {}):
+        synced, awaited = run_sync(store.path, rule(options)), await store.run(rule(options))
+        assert synced.degraded is None
+        assert hits(synced) == hits(awaited), options
+        result = await store.search(SearchQuery("postgres", pid, **options))
+        assert [(hit.record.id, hit.score) for hit in result.hits] == hits(synced)
+    every = run_sync(store.path, rule({"include_superseded": True}))
+    assert {i for i, _ in hits(every)} == {first.id, second.id, current.id}  # two archived
+    then = run_sync(store.path, rule({"as_of": first.valid_from}))
+    assert [i for i, _ in hits(then)] == [first.id]
