@@ -69,6 +69,19 @@ def eval(session: nox.Session) -> None:
     session.run("python", "benchmarks/own_eval/run.py", *session.posargs)
 
 
+@nox.session(python=PYTHON, default=False)
+def precision_eval(session: nox.Session) -> None:
+    """Per-prompt retrieval on held-out data (tuning and held-out parts, DevBench beside them)
+    through the real hook and MCP server -> benchmarks/results/precision_eval.md.
+
+    Not a default session; installs like ``eval`` (offline, the test model). DevBench's column is
+    read from benchmarks/results/eval.json (``nox -s eval`` writes it).
+    """
+    session.install("-e", ".")
+    session.install(*TEST_MODEL)
+    session.run("python", "benchmarks/precision_eval/run.py", *session.posargs)
+
+
 @nox.session(python=PYTHON)
 def e2e(session: nox.Session) -> None:
     """The hooks under the real Claude Code CLI, offline, against a loopback Messages API.

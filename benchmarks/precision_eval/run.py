@@ -1,0 +1,542 @@
+"""Precision eval: per-prompt retrieval on hand-written data nobody tuned on (issue 14).
+
+Usage, from the repository root (``python3 -m nox -s precision_eval`` installs what it needs)::
+
+    python benchmarks/precision_eval/run.py [--out-dir benchmarks/results]
+
+The data (``data/*.json``, see ``README.md``) is four projects and the developer's global
+preferences, split by project into a tuning part and a held-out part. Everything runs offline,
+through agentctx's public interfaces only, in a temporary ``AGENTCTX_HOME``:
+
+1. Each project is a folder with a ``.git/config`` whose ``origin`` remote names it (project
+   identity reads that file). Its records are written with the public library API
+   (``Store.add(NewRecord(...))``, supersession with ``supersedes=``), in the order of their
+   ``valid_from``, the dates shifted so that the newest record is one day old whenever the eval
+   runs (the recency decay is then the same on every run, as DevBench does it).
+2. Capture stubs: each ``capture`` item is a Bash tool call given to the real
+   ``agentctx hook post-tool-use`` as a PostToolUse(Failure) payload; the stub it writes is found
+   again by its session id.
+3. The hook: for every prompt the real ``agentctx hook user-prompt-submit`` runs as a subprocess,
+   from the project folder, with a fresh session id and the event JSON on stdin; the injected ids
+   are read from the ``id <ULID>`` of each record heading of ``additionalContext``.
+4. ``ctx_search``: the real ``agentctx mcp`` server over stdio (one per project, the mcp SDK's
+   client), ``ctx_search`` with the prompt as query and ``limit`` 5: first with ``embeddings``
+   off (keyword ranking), then, after the records are embedded with the offline all-MiniLM-L6-v2
+   the tests use (``benchmarks/minilm.py``; :func:`agentctx.embed.embed_pending`, as DevBench),
+   with the model configured (hybrid; the run waits until the server reports ``mode: hybrid``).
+
+Figures per part (tuning, held-out) and overall are in ``score``; DevBench's are read from
+``benchmarks/results/eval.json`` (written by ``benchmarks/eval.py``). Writes
+``precision_eval.md`` and ``precision_eval.json`` to the out dir. Nothing here is tuned: it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import TextContent
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = HERE.parent
+ROOT = BENCHMARKS.parent
+sys.path.insert(0, str(BENCHMARKS))
+
+import minilm  # noqa: E402
+from agentctx import NewRecord, Store, identify  # noqa: E402
+from agentctx.tokens import estimate_tokens  # noqa: E402
+from precision_eval import dataset  # noqa: E402
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from precision_eval.dataset import Dataset, Item, Prompt
+
+K_HOOK = 3
+K_SEARCH = 5
+ULID = re.compile(r"\bid ([0-9A-HJKMNP-TV-Z]{26})\b")
+DEVBENCH = ROOT / "benchmarks" / "data" / "devbench" / "devbench_dataset.json"
+DEVBENCH_RESULTS = ROOT / "benchmarks" / "results" / "eval.json"
+#: Variables that would change what the children do (or let them reach the network).
+DROPPED_ENV = ("CLAUDE_PROJECT_DIR", "ANTHROPIC_API_KEY", "PYTHONDONTWRITEBYTECODE")
+MODEL_WAIT = 180.0  # seconds for the server's background model load
+TARGETS = {
+    "hit3": 0.90,
+    "full3": 0.85,
+    "unanswerable_injected": 0.10,
+    "chitchat_injected": 0.10,
+    "search_recall5": 0.95,
+    "search_unanswerable_says_so": 0.90,
+}
+
+
+@dataclass
+class Outcome:
+    """What one prompt got: injected record keys and text, and each ctx_search mode's answer."""
+
+    injected: list[str] = field(default_factory=list)
+    tokens: int = 0
+    search: dict[str, list[str]] = field(default_factory=dict)
+    notes: dict[str, str | None] = field(default_factory=dict)
+    modes: dict[str, str] = field(default_factory=dict)
+
+
+# -- the store -------------------------------------------------------------------------------------
+
+
+def make_project(folder: Path, origin: str) -> None:
+    """A git work tree with an ``origin`` remote (the files project identity reads, no git needed)."""
+    git = folder / ".git"
+    (git / "refs" / "heads").mkdir(parents=True)
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    (git / "config").write_text(
+        "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
+        f'[remote "origin"]\n\turl = {origin}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n'
+    )
+
+
+def shifted_dates(items: list[Item]) -> dict[str, str]:
+    """Each written record's ``valid_from``, moved so that the newest is one day before today."""
+    days = {i.key: date.fromisoformat(i.valid_from) for i in items if i.valid_from is not None}
+    delta = datetime.now(UTC).date() - timedelta(days=1) - max(days.values())
+    return {key: f"{(day + delta).isoformat()}T12:00:00Z" for key, day in days.items()}
+
+
+async def write_records(data: Dataset, folders: dict[str, Path]) -> dict[str, str]:
+    """The records through the library, oldest first: record id -> key."""
+    when = shifted_dates(data.items)
+    written = sorted((i for i in data.items if i.capture is None), key=lambda i: when[i.key])
+    ids: dict[str, str] = {}
+    any_project = identify(str(next(iter(folders.values())))).project_id
+    async with await Store.open() as store:
+        for folder in folders.values():
+            await store.touch_project(identify(str(folder)))
+        for item in written:
+            project_id = (
+                any_project if item.is_global else identify(str(folders[item.project])).project_id
+            )
+            record = await store.add(
+                NewRecord(
+                    type=item.type,
+                    title=item.title,
+                    body=item.body,
+                    project_id=project_id,
+                    scope="global" if item.is_global else "project",
+                    confidence=item.confidence,
+                    source=item.source,
+                    keywords=list(item.keywords),
+                    valid_from=when[item.key],
+                    supersedes=ids[item.supersedes] if item.supersedes else None,
+                )
+            )
+            ids[item.key] = record.id
+    return {record_id: key for key, record_id in ids.items()}
+
+
+def capture_stubs(data: Dataset, folders: dict[str, Path], env: dict[str, str]) -> dict[str, str]:
+    """Each capture item through the real PostToolUse hook: session id -> key."""
+    sessions: dict[str, str] = {}
+    for item in data.items:
+        if item.capture is None:
+            continue
+        folder = folders[item.project]
+        session = str(uuid.uuid4())
+        extra: dict[str, Any]
+        if item.capture.event == "PostToolUseFailure":
+            extra = {"error": "Exit code 1\n" + item.capture.output, "is_interrupt": False}
+        else:
+            extra = {
+                "tool_response": {
+                    "stdout": item.capture.output,
+                    "stderr": "",
+                    "interrupted": False,
+                    "isImage": False,
+                }
+            }
+        payload = event_payload(
+            item.capture.event,
+            session,
+            folder,
+            tool_name="Bash",
+            tool_input={"command": item.capture.command, "description": "Run it"},
+            tool_use_id=f"toolu_{session[:8]}",
+            **extra,
+        )
+        result = run_hook("post-tool-use", payload, folder, env)
+        if result.returncode != 0 or result.stdout.strip():
+            raise SystemExit(f"post-tool-use broke its contract for {item.key}: {result}")
+        sessions[session] = item.key
+    return sessions
+
+
+async def stub_ids(sessions: dict[str, str]) -> dict[str, str]:
+    """The captured stubs' record ids -> key (the stub's session is the one that captured it)."""
+    found: dict[str, str] = {}
+    async with await Store.open() as store:
+        for record in await store.list_records(types=["bugfix"]):
+            if record.session_id in sessions and record.source == "hook_observation":
+                found[record.id] = sessions[record.session_id]
+    missing = set(sessions.values()) - set(found.values())
+    if missing:
+        raise SystemExit(f"the capture hook wrote no stub for: {', '.join(sorted(missing))}")
+    return found
+
+
+async def embed_all(model_dir: Path) -> int:
+    """Embed every record with the offline MiniLM, as consolidation would (DevBench does the same)."""
+    from agentctx import embed
+
+    model = await embed.load_model_async(minilm.settings(model_dir))
+    if model is None:
+        raise SystemExit("the offline MiniLM did not load (see the log line above)")
+    async with await Store.open() as store:
+        return await embed.embed_pending(store, model)
+
+
+# -- the hook and the server -----------------------------------------------------------------------
+
+
+def agentctx_command() -> list[str]:
+    """This venv's console script (what Claude Code runs), else ``python -m agentctx``."""
+    script = Path(sys.executable).with_name("agentctx")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "agentctx"]
+
+
+def event_payload(event: str, session: str, folder: Path, **extra: Any) -> dict[str, Any]:
+    return {
+        "session_id": session,
+        "transcript_path": str(folder / ".transcripts" / f"{session}.jsonl"),
+        "cwd": str(folder),
+        "permission_mode": "default",
+        "hook_event_name": event,
+        **extra,
+    }
+
+
+def run_hook(
+    event: str, payload: dict[str, Any], folder: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [*agentctx_command(), "hook", event],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        cwd=folder,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def hook_prompt(prompt: Prompt, folder: Path, env: dict[str, str]) -> tuple[list[str], str]:
+    """The ids the real UserPromptSubmit hook injects for ``prompt`` (fresh session), and the text."""
+    payload = event_payload("UserPromptSubmit", str(uuid.uuid4()), folder, prompt=prompt.text)
+    result = run_hook("user-prompt-submit", payload, folder, env)
+    if result.returncode != 0:
+        raise SystemExit(f"the hook exited {result.returncode} for {prompt.id}")
+    out = result.stdout.decode().strip()
+    if not out:
+        return [], ""
+    contract = json.loads(out)["hookSpecificOutput"]
+    assert contract["hookEventName"] == "UserPromptSubmit", contract
+    text = str(contract["additionalContext"])
+    return ULID.findall(text), text
+
+
+def config_set(key: str, value: str, env: dict[str, str]) -> None:
+    subprocess.run([*agentctx_command(), "config", "set", key, value], env=env, check=True,
+                   capture_output=True)  # fmt: skip
+
+
+async def search_project(
+    folder: Path, prompts: list[Prompt], env: dict[str, str], errlog: Path, *, hybrid: bool
+) -> dict[str, tuple[list[str], str | None, str]]:
+    """ctx_search over the real stdio server of ``folder``'s project: prompt id -> (ids, note, mode).
+
+    A query the tool refuses (no searchable words) answers nothing; its message is the note.
+    """
+    params = StdioServerParameters(
+        command=agentctx_command()[0],
+        args=[*agentctx_command()[1:], "mcp"],
+        env={**env, "CLAUDE_PROJECT_DIR": str(folder)},
+        cwd=str(folder),
+    )
+    found: dict[str, tuple[list[str], str | None, str]] = {}
+    with errlog.open("a") as err:
+        async with (
+            stdio_client(params, errlog=err) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+
+            async def search(text: str) -> tuple[list[str], str | None, str]:
+                result = await session.call_tool("ctx_search", {"query": text, "limit": K_SEARCH})
+                if result.is_error:
+                    block = result.content[0]
+                    return [], block.text if isinstance(block, TextContent) else "error", "-"
+                data = result.structured_content
+                assert data is not None
+                return [hit["id"] for hit in data["results"]], data.get("note"), data["mode"]
+
+            if hybrid:  # the first search starts the model's background load: wait for it
+                began = time.monotonic()
+                while (await search(prompts[0].text))[2] != "hybrid":
+                    if time.monotonic() - began > MODEL_WAIT:
+                        raise SystemExit("the MCP server never answered in hybrid mode")
+                    await anyio.sleep(0.5)
+            for prompt in prompts:
+                found[prompt.id] = await search(prompt.text)
+    return found
+
+
+# -- scoring ---------------------------------------------------------------------------------------
+
+
+def share(values: list[bool]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def score(data: Dataset, prompts: list[Prompt], outcomes: dict[str, Outcome]) -> dict[str, Any]:
+    """Every figure of the report for ``prompts``."""
+    by_key = data.by_key
+    superseded = data.superseded
+    answerable = [p for p in prompts if p.kind == "answerable"]
+    of_kind = {kind: [p for p in prompts if p.kind == kind] for kind in dataset.KINDS}
+    figures: dict[str, Any] = {
+        "prompts": len(prompts),
+        "counts": {kind: len(ps) for kind, ps in of_kind.items()},
+    }
+    hook: dict[str, Any] = {}
+    hook["hit3"] = share([bool(set(p.answers) & set(outcomes[p.id].injected)) for p in answerable])
+    hook["full3"] = share([set(p.answers) <= set(outcomes[p.id].injected) for p in answerable])
+    hook["recall3"] = mean(
+        [len(set(p.answers) & set(outcomes[p.id].injected)) / len(p.answers) for p in answerable]
+    )
+    hook["answerable_extra"] = mean(
+        [float(len(set(outcomes[p.id].injected) - set(p.answers))) for p in answerable]
+    )
+    for kind in ("unanswerable", "chitchat", "cross_project"):
+        hook[f"{kind}_injected"] = share([bool(outcomes[p.id].injected) for p in of_kind[kind]])
+    leaks: list[str] = []
+    stale: list[str] = []
+    for p in prompts:
+        for key in outcomes[p.id].injected:
+            item = by_key[key]
+            if not item.is_global and item.project != p.project:
+                leaks.append(f"{p.id}:{key}")
+            if key in superseded:
+                stale.append(f"{p.id}:{key}")
+    hook["leaks"] = leaks
+    hook["superseded"] = stale
+    for name, group in (("answerable", answerable), ("unanswerable", of_kind["unanswerable"]),
+                        ("chitchat", of_kind["chitchat"])):  # fmt: skip
+        hook[f"tokens_{name}"] = mean([float(outcomes[p.id].tokens) for p in group])
+        got = [float(outcomes[p.id].tokens) for p in group if outcomes[p.id].injected]
+        hook[f"tokens_{name}_when_injected"] = mean(got)
+    hook["records_per_prompt"] = mean([float(len(outcomes[p.id].injected)) for p in prompts])
+    figures["hook"] = hook
+    for mode in ("keyword", "hybrid"):
+        search: dict[str, Any] = {}
+        search["recall5"] = mean(
+            [len(set(p.answers) & set(outcomes[p.id].search[mode])) / len(p.answers)
+             for p in answerable]
+        )  # fmt: skip
+        search["hit5"] = share(
+            [bool(set(p.answers) & set(outcomes[p.id].search[mode])) for p in answerable]
+        )
+        for kind in ("unanswerable", "chitchat", "cross_project"):
+            group = of_kind[kind]
+            search[f"{kind}_says_so"] = share([not outcomes[p.id].search[mode] for p in group])
+            search[f"{kind}_note"] = share([bool(outcomes[p.id].notes[mode]) for p in group])
+        search["leaks"] = [
+            f"{p.id}:{key}"
+            for p in prompts
+            for key in outcomes[p.id].search[mode]
+            if not by_key[key].is_global and by_key[key].project != p.project
+        ]
+        search["superseded"] = [
+            f"{p.id}:{key}" for p in prompts for key in outcomes[p.id].search[mode]
+            if key in superseded
+        ]  # fmt: skip
+        search["modes"] = sorted({outcomes[p.id].modes[mode] for p in prompts})
+        figures[f"search_{mode}"] = search
+    return figures
+
+
+def devbench_figures() -> dict[str, Any] | None:
+    """DevBench's figures in this eval's terms, from benchmarks/results/eval.json (eval.py's)."""
+    if not DEVBENCH_RESULTS.exists():
+        return None
+    results = json.loads(DEVBENCH_RESULTS.read_text())["with_keywords"]
+    queries = json.loads(DEVBENCH.read_text())["queries"]
+    expected = {q["id"]: set(q["expected_tags"]) for q in queries if q["category"] != "negative"}
+    negatives = [q["id"] for q in queries if q["category"] == "negative"]
+    injected = results["answers"]["hook_injected"]
+    hybrid = results["answers"]["hybrid"]
+    keyword = results["answers"]["keyword"]
+    return {
+        "source": "benchmarks/results/eval.json (benchmarks/eval.py), 'with_keywords'",
+        "questions": len(queries),
+        "negatives": len(negatives),
+        "hook": {
+            "hit3": share([bool(e & set(injected[q][:K_HOOK])) for q, e in expected.items()]),
+            "full3": share([e <= set(injected[q][:K_HOOK]) for q, e in expected.items()]),
+            "unanswerable_injected": share([bool(injected[q]) for q in negatives]),
+        },
+        "search_keyword": {
+            "recall5": results["scores"]["keyword"]["overall"]["recall"],
+            "unanswerable_says_so": share([not keyword[q] for q in negatives]),
+        },
+        "search_hybrid": {
+            "recall5": results["scores"]["hybrid"]["overall"]["recall"],
+            "unanswerable_says_so": share([not hybrid[q] for q in negatives]),
+        },
+    }
+
+
+# -- the run ---------------------------------------------------------------------------------------
+
+
+async def evaluate(data: Dataset) -> tuple[dict[str, Outcome], dict[str, Any]]:
+    """Build the store, run every prompt through the hook and the server; the outcomes."""
+    with tempfile.TemporaryDirectory(prefix="agentctx-precision-") as tmp:
+        work = Path(tmp)
+        home = work / "home"
+        home.mkdir(mode=0o700)
+        env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+        env |= {"AGENTCTX_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+        os.environ["AGENTCTX_HOME"] = str(home)
+        folders: dict[str, Path] = {}
+        for name, project in data.projects.items():
+            folders[name] = work / "src" / name
+            folders[name].mkdir(parents=True)
+            make_project(folders[name], project.origin)
+        to_key = await write_records(data, folders)
+        to_key |= await stub_ids(capture_stubs(data, folders, env))
+        outcomes = {p.id: Outcome() for p in data.prompts}
+        for prompt in data.prompts:
+            ids, text = hook_prompt(prompt, folders[prompt.project], env)
+            outcome = outcomes[prompt.id]
+            outcome.injected = [to_key[i] for i in ids]
+            outcome.tokens = estimate_tokens(text) if text else 0
+        log = home / "hooks.log"
+        hook_log = log.read_text() if log.exists() else ""
+        errlog = work / "mcp-stderr.txt"
+        config_set("embeddings", "off", env)
+        await search_all(data, folders, env, errlog, outcomes, to_key, hybrid=False)
+        embedded = await embed_all(minilm.assemble(work / "minilm"))
+        config_set("embeddings", "on", env)
+        config_set("embedding.model", minilm.NAME, env)
+        config_set("embedding.path", str(work / "minilm"), env)
+        await search_all(data, folders, env, errlog, outcomes, to_key, hybrid=True)
+        run = {"records": len(to_key), "embedded": embedded, "hook_log": hook_log}
+    return outcomes, run
+
+
+async def search_all(
+    data: Dataset,
+    folders: dict[str, Path],
+    env: dict[str, str],
+    errlog: Path,
+    outcomes: dict[str, Outcome],
+    to_key: dict[str, str],
+    *,
+    hybrid: bool,
+) -> None:
+    mode = "hybrid" if hybrid else "keyword"
+    for name, folder in folders.items():
+        prompts = [p for p in data.prompts if p.project == name]
+        found = await search_project(folder, prompts, env, errlog, hybrid=hybrid)
+        for prompt_id, (ids, note, served) in found.items():
+            outcomes[prompt_id].search[mode] = [to_key[i] for i in ids]
+            outcomes[prompt_id].notes[mode] = note
+            outcomes[prompt_id].modes[mode] = served
+
+
+def git_revision() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
+                             capture_output=True, text=True)  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT,
+                           capture_output=True, text=True, check=False)  # fmt: skip
+    return out.stdout.strip() + (" (src/ modified)" if dirty.stdout.strip() else "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
+    args = parser.parse_args()
+    data = dataset.load()
+    wrong = dataset.problems(data)
+    if wrong:
+        raise SystemExit("the data set is not sound:\n" + "\n".join(wrong))
+    began = time.perf_counter()
+    outcomes, run = anyio.run(evaluate, data)
+    seconds = time.perf_counter() - began
+    parts = {
+        part: [p for p in data.prompts if data.part_of(p.project) == part] for part in dataset.PARTS
+    }
+    figures = {part: score(data, prompts, outcomes) for part, prompts in parts.items()}
+    figures["overall"] = score(data, data.prompts, outcomes)
+    meta = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "revision": git_revision(),
+        "python": platform.python_version(),
+        "seconds": round(seconds, 1),
+        "command": "python benchmarks/precision_eval/run.py (nox -s precision_eval)",
+        **run,
+    }
+    devbench = devbench_figures()
+    from precision_eval.report import markdown
+
+    text = markdown(data, figures, devbench, outcomes, meta)
+    payload = {
+        "meta": meta,
+        "targets": TARGETS,
+        "split": {name: p.part for name, p in data.projects.items()},
+        "figures": figures,
+        "devbench": devbench,
+        "prompts": {
+            p.id: {
+                "project": p.project,
+                "part": data.part_of(p.project),
+                "kind": p.kind,
+                "text": p.text,
+                "answers": list(p.answers),
+                "injected": outcomes[p.id].injected,
+                "tokens": outcomes[p.id].tokens,
+                "search": outcomes[p.id].search,
+                "notes": outcomes[p.id].notes,
+            }
+            for p in data.prompts
+        },
+    }
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "precision_eval.md").write_text(text)
+    (args.out_dir / "precision_eval.json").write_text(
+        json.dumps(payload, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    )
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
