@@ -512,7 +512,7 @@ def keyword_search(
     """
     if not terms or limit <= 0:
         return Found()
-    import sqlean  # loaded already: the plan runs on its connection
+    from agentctx.core.driver import sqlite  # loaded already: the plan runs on its connection
 
     args: dict[str, Any] = {
         "project_ids": project_ids,
@@ -546,7 +546,7 @@ def keyword_search(
                 scores = yield from judge(chosen, weights, denominator, ids, floor=level)
                 kept = [(row, score) for row, score in ranked if scores[row["id"]] >= level]
                 return Found(kept, relevance=scores, considered=len(ranked))
-        except sqlean.OperationalError as exc:
+        except sqlite.OperationalError as exc:
             degraded = f"FTS5 query failed ({exc}); used LIKE search"
     if degraded is not None:
         sql, params = search_sql(terms, fts=False, **args)
