@@ -67,9 +67,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import minilm
 import synthetic_store
 from agentctx import config, embed, hybrid, retrieval
+from agentctx.core.connect import open_db
 from agentctx.hooks import prompt
 from agentctx.hooks.runner import HookContext
-from agentctx.hooks.storage import open_db
 from agentctx.project import identify
 from agentctx.records import NewRecord
 from agentctx.store import SearchQuery, Store
@@ -144,7 +144,7 @@ async def run_home(
             ctx = HookContext(
                 "UserPromptSubmit", {"prompt": question.text, "cwd": str(project_dir)}
             )
-            conn = open_db(ctx)
+            conn = open_db(ctx.log)
             assert conn is not None, "the hook cannot open the eval store"
             try:
                 terms = retrieval.query_terms(question.text)

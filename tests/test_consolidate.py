@@ -20,7 +20,7 @@ import pytest
 from agentctx import config, digest, embed
 from agentctx.consolidate import consolidate
 from agentctx.consolidate.ranking import rank_decisions
-from agentctx.locks import ProcessLock
+from agentctx.core.locks import ProcessLock
 from agentctx.records import NewRecord
 from agentctx.store import Store
 from tests import minilm

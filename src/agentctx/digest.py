@@ -336,7 +336,7 @@ def write(digest: dict[str, Any], generated_at: str, read_started_ns: int) -> st
     ``read_started_ns`` is ``time.time_ns()`` taken before the store was read. Writers mark a change
     (:func:`invalidate`) after they commit, so a digest built from older data is never installed.
     """
-    from agentctx.hooks import fastjson
+    from agentctx.core import jsonio as fastjson
 
     project_id = str(digest["project_id"])
     path = path_for(project_id)
@@ -386,7 +386,7 @@ def _marker(project_id: str) -> str:
 
 def read(project_id: str) -> dict[str, Any] | None:
     """A valid pre-computed digest, or None when it is missing, stale-marked or corrupt."""
-    from agentctx.hooks import fastjson
+    from agentctx.core import jsonio as fastjson
 
     try:
         with open(path_for(project_id), encoding="utf-8") as fh:

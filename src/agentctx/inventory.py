@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agentctx import clock, retrieval, schema
+from agentctx.core import sessions as session_table
 
 if TYPE_CHECKING:
     from agentctx.store import Store
@@ -53,22 +54,22 @@ async def status(store: Store, project_id: str | None = None) -> dict[str, Any]:
     ids = retrieval.scope_projects(project_id, "all")
     marks = ", ".join("?" * len(ids))
     counts = {t: 0 for t in schema.RECORD_TYPES}
-    for row in await store._rows(
+    for row in await store.rows(
         f"SELECT type, count(*) AS n FROM records WHERE project_id IN ({marks}) "
         "AND superseded_at IS NULL GROUP BY type",
         ids,
     ):
         counts[row["type"]] = row["n"]
-    superseded = await store._one(
+    superseded = await store.row(
         f"SELECT count(*) FROM records WHERE project_id IN ({marks}) AND superseded_at IS NOT NULL",
         ids,
     )
     project_sessions = await sessions(store, project_id, limit=None)
     all_sessions = await sessions(store, None, limit=None)
-    totals = await store._one(
+    totals = await store.row(
         "SELECT (SELECT count(*) FROM records), (SELECT count(*) FROM projects)"
     )
-    archived = await store._one(
+    archived = await store.row(
         f"SELECT count(*) FROM records_archive WHERE project_id IN ({marks})", ids
     )
     candidates = await prune_candidates(store, project_id)
@@ -99,7 +100,7 @@ async def status(store: Store, project_id: str | None = None) -> dict[str, Any]:
 
 async def session(store: Store, session_id: str) -> dict[str, Any] | None:
     """The ``sessions`` row of one session, or None."""
-    row = await store._one("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
+    row = await store.row("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
     return None if row is None else dict(row)
 
 
@@ -111,42 +112,18 @@ async def sessions(
     A session's injections are written to its ledger file by the hooks and folded into the
     ``sessions`` row at SessionEnd; until then they are read from the ledger here.
     """
-    from agentctx.hooks import ledger
-
     where = "" if project_id is None else "WHERE project_id = ?"
     params: list[Any] = [] if project_id is None else [project_id]
     rows = [
         dict(row)
-        for row in await store._rows(
+        for row in await store.rows(
             "SELECT session_id, project_id, cwd, started_at, ended_at, tokens_injected, "
             f"injections, extraction_cost_usd FROM sessions {where} "
             "ORDER BY coalesce(started_at, '') DESC, session_id",
             params,
         )
     ]
-    known = {row["session_id"] for row in rows}
-    live = await anyio.to_thread.run_sync(ledger.open_sessions)
-    for session_id, entries in live.items():
-        tokens, count = ledger.totals(entries)
-        first = entries[0] if entries else {}
-        if session_id not in known:
-            if project_id is not None and first.get("project_id") != project_id:
-                continue
-            rows.append(
-                {
-                    "session_id": session_id,
-                    "project_id": first.get("project_id"),
-                    "cwd": first.get("cwd"),
-                    "started_at": None,
-                    "ended_at": None,
-                    "tokens_injected": 0,
-                    "injections": 0,
-                    "extraction_cost_usd": 0.0,
-                }
-            )
-        row = next(r for r in rows if r["session_id"] == session_id)
-        row["tokens_injected"] += tokens
-        row["injections"] += count
+    rows = await anyio.to_thread.run_sync(session_table.with_open_ledgers, rows, project_id)
     return rows if limit is None else rows[:limit]
 
 
@@ -171,7 +148,7 @@ async def prune_candidates(
     if limit is not None:
         sql += " LIMIT ?"
         params.append(limit)
-    return [PruneCandidate(**dict(row)) for row in await store._rows(sql, params)]
+    return [PruneCandidate(**dict(row)) for row in await store.rows(sql, params)]
 
 
 def _by_month(rows: list[dict[str, Any]]) -> dict[str, float]:

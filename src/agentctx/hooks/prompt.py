@@ -13,8 +13,8 @@ SubagentStart gives a subagent the project's active decisions and conventions (8
 from __future__ import annotations
 
 from agentctx import clock, retrieval
-from agentctx.hooks.ledger import Ledger
-from agentctx.hooks.storage import open_db
+from agentctx.core.connect import open_db
+from agentctx.core.ledger import Ledger
 from agentctx.tokens import estimate_tokens, truncate_to_tokens
 
 TYPE_CHECKING = False
@@ -45,14 +45,14 @@ def _prompt(ctx: HookContext) -> str | None:
     terms = retrieval.query_terms(ctx.text("prompt"))
     if not terms:
         return None
-    conn = open_db(ctx)
+    conn = open_db(ctx.log)
     if conn is None:
         return None
     try:
         if not ctx.session_id:
             return render(_search(ctx, conn, terms, ()))[0] or None
         with Ledger(ctx.session_id) as ledger:
-            from agentctx.hooks.ledger import injected_ids
+            from agentctx.core.ledger import injected_ids
 
             shown = injected_ids(ledger.entries) | _shown_before(conn, ctx.session_id)
             rows = _search(ctx, conn, terms, shown)
@@ -202,7 +202,7 @@ def format_record(row: Any) -> str:
 
 
 def _subagent(ctx: HookContext) -> str | None:
-    conn = open_db(ctx)
+    conn = open_db(ctx.log)
     if conn is None:
         return None
     try:
