@@ -15,7 +15,7 @@ the spool when the database is busy or missing); :func:`apply` writes them. Kind
 
 from __future__ import annotations
 
-from agentctx import clock, digest, schema
+from agentctx import clock, schema
 from agentctx.core import writes
 from agentctx.core.plan import run
 
@@ -44,6 +44,8 @@ def apply(conn: sqlean.Connection, observations: list[dict[str, Any]]) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    from agentctx import digest
+
     digest.invalidate(changed)
 
 
