@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 P = "p" * 64
 AT = "2026-05-01T10:00:00.000000Z"
-SEEDED = [
+SEEDED: list[dict[str, Any]] = [
     {"type": "handover", "title": "Handover: a, before", "body": "a1", "key": "/w/a"},
     {"type": "handover", "title": "Handover: b", "body": "b1", "key": "/w/b"},
     {"type": "handover", "title": "Handover: legacy", "body": "old", "key": None},
@@ -191,7 +191,7 @@ async def test_supersession_errors_are_the_same_on_both_paths(tmp_path: Path) ->
             ({"type": "preference", "supersedes": glob.id}, ValidationError),
         ]
         for changes, error in cases:
-            fields = {"title": "Use C", "body": "c", "project_id": P, **changes}
+            fields: dict[str, Any] = {"title": "Use C", "body": "c", "project_id": P, **changes}
             with pytest.raises(error) as from_store:
                 await store.add(NewRecord(**fields))
             with closing(sync_conn(path)) as conn:
