@@ -288,3 +288,31 @@ async def test_extraction_offsets_and_requests_share_the_row(project_dir: Path) 
     assert (row["extracted_uuid"], row["extractions"], row["records_extracted"]) == ("u-1", 2, 3)
     assert (row["extraction_cost_usd"], row["extraction_error"]) == (0.75, "boom")
     assert row["transcript_path"] == "/t.jsonl"
+
+
+# -- layering ---------------------------------------------------------------------------------------
+
+
+def test_only_the_entry_point_imports_the_hooks() -> None:
+    """The hooks are handlers: the library, the CLI and the core never import them."""
+    import ast
+    from pathlib import Path
+
+    import agentctx
+
+    root = Path(agentctx.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        inside = path.relative_to(root).parts
+        if inside[0] == "hooks" or inside == ("_entry.py",):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            if any(n == "agentctx.hooks" or n.startswith("agentctx.hooks.") for n in names):
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == []

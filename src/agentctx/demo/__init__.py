@@ -10,7 +10,8 @@ payloads Claude Code would send, and the answer the stand-in gives) through the 
 2. the first session: each hook is ``python -m agentctx hook <event>`` in a subprocess with the
    payload on stdin, as Claude Code runs it. SessionEnd is the exception: its hook would start a
    detached worker that could outlive the demo's home, so the demo does the hook's bookkeeping
-   in-process and then runs the worker's work in the foreground:
+   in-process (:func:`agentctx.core.sessions.end`, as the hook) and then runs the worker's work in
+   the foreground:
 3. extraction (:func:`agentctx.extract.extract_session`) with the real ``anthropic`` client pointed
    at :class:`~agentctx.demo.standin.StandIn`, a loopback server that is NOT Claude and says so;
 4. consolidation (:func:`agentctx.consolidate.consolidate`), which writes the next digest;
