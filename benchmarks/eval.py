@@ -69,9 +69,9 @@ import minilm
 import synthetic_store
 from agentctx import config, embed
 from agentctx.core import search as keyword_search
+from agentctx.core.connect import open_db
 from agentctx.hooks import prompt
 from agentctx.hooks.runner import HookContext
-from agentctx.hooks.storage import open_db
 from agentctx.project import identify
 from agentctx.records import NewRecord
 from agentctx.retrieval import hybrid
@@ -147,7 +147,7 @@ async def run_home(
             ctx = HookContext(
                 "UserPromptSubmit", {"prompt": question.text, "cwd": str(project_dir)}
             )
-            conn = open_db(ctx)
+            conn = open_db(ctx.log)
             assert conn is not None, "the hook cannot open the eval store"
             try:
                 terms = keyword_search.query_terms(question.text)

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentctx import clock
-from agentctx.core import digests
-from agentctx.hooks import fastjson, prompt
+from agentctx.core import digests, jsonio
+from agentctx.hooks import prompt
 from agentctx.retrieval import digest
 from agentctx.schema import BODY_MAX, RECORD_TYPES, TITLE_MAX
 from agentctx.tokens import estimate_tokens
@@ -77,8 +77,8 @@ def test_digest_stays_within_both_caps_in_every_checkout(
     by_key = {h["key"]: h for h in current}
     titled = [(str(r["id"]), str(r["title"])) for r in [*profile, *preferences]]
     base_ids = {r["id"] for r in [*profile, *decisions, *preferences]}
-    # the file's parts go through JSON (the hook reads them back with fastjson)
-    parts = fastjson.loads(fastjson.dumps(result["parts"]))
+    # the file's parts go through JSON (the hook reads them back with core.jsonio)
+    parts = jsonio.loads(jsonio.dumps(result["parts"]))
     for checkout in (None, *CHECKOUTS, "/elsewhere"):
         text, shown = digests.assemble(parts, checkout)
         if checkout is None:

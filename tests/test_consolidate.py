@@ -21,7 +21,7 @@ from agentctx import config, embed
 from agentctx.consolidate import consolidate
 from agentctx.consolidate.ranking import rank_decisions
 from agentctx.core import digests
-from agentctx.locks import ProcessLock
+from agentctx.core.locks import ProcessLock
 from agentctx.records import NewRecord
 from agentctx.store import Store
 from tests import minilm

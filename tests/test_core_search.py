@@ -17,9 +17,9 @@ import pytest
 from agentctx import clock, db
 from agentctx.consolidate.archive import ARCHIVE_AFTER_DAYS, archive
 from agentctx.core import plan, search
+from agentctx.core.connect import open_db
 from agentctx.hooks import prompt
 from agentctx.hooks.runner import HookContext
-from agentctx.hooks.storage import open_db
 from agentctx.project import identify
 from agentctx.records import NewRecord
 from agentctx.retrieval import hybrid
@@ -85,7 +85,7 @@ def hits(found: search.Found) -> list[tuple[str, float]]:
 def hook_search(project_dir: Path, text: str, *, floor: float | None) -> list[str]:
     """The ids the UserPromptSubmit hook's search keeps for ``text`` (no session: no dedup)."""
     ctx = HookContext("UserPromptSubmit", {"prompt": text, "cwd": str(project_dir)})
-    conn = open_db(ctx)
+    conn = open_db(ctx.log)
     assert conn is not None
     with closing(conn):
         rows = prompt._search(ctx, conn, search.query_terms(text), (), floor=floor)

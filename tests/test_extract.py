@@ -367,9 +367,8 @@ async def test_preferences_global_namespace_and_reinforcement(
 
 @pytest.mark.usefixtures("api_key")
 async def test_bugfix_enriches_the_sessions_stub(transcript: Transcript, project: Path) -> None:
-    from agentctx.hooks.capture import STUB_NOTE_FIX
-    from agentctx.hooks.observe import apply
-    from agentctx.hooks.storage import WRITE_BUSY_MS
+    from agentctx.core.connect import WRITE_BUSY_MS
+    from agentctx.core.observe import STUB_NOTE_FIX, apply
 
     pid = identify(str(project)).project_id
     async with await Store.open():
@@ -482,12 +481,11 @@ async def test_a_waiting_run_gets_the_lock_when_the_running_one_ends(
     transcript: Transcript,
 ) -> None:
     """The SessionEnd worker waits for an extraction Stop started, instead of skipping its turns."""
-    from agentctx.hooks.ledger import safe_session_id
-    from agentctx.locks import ProcessLock
+    from agentctx.core.locks import extraction_lock
 
     transcript.add("user", "We keep Postgres 16 for the orders service.")
     lines: list[str] = []
-    lock = ProcessLock(f"extract-{safe_session_id(SID)}")
+    lock = extraction_lock(SID)
     with MessagesServer(default=extraction(decisions=[DECISION])) as server:
         with lock as held:
             assert held

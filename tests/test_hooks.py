@@ -14,8 +14,7 @@ import pytest
 import sqlean
 
 from agentctx import home
-from agentctx.core import digests
-from agentctx.hooks import ledger
+from agentctx.core import digests, ledger
 from agentctx.project import identify
 from agentctx.tokens import estimate_tokens
 from tests.helpers import FORBIDDEN, contract, payload, run_hook, seed

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agentctx import clock, db
+from agentctx.core.writes import KEYWORDS_MAX, normalize_keywords
 from agentctx.errors import ValidationError
-from agentctx.records import COLUMNS, KEYWORDS_MAX, NewRecord, Record, normalize_keywords
+from agentctx.records import COLUMNS, NewRecord, Record
 from agentctx.schema import BODY_MAX, RECORD_COLUMNS, TITLE_MAX
 
 if TYPE_CHECKING:

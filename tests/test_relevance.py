@@ -18,10 +18,10 @@ import pytest
 
 from agentctx import config
 from agentctx.core import plan, search
+from agentctx.core.connect import open_db
 from agentctx.errors import ConfigError
 from agentctx.hooks import prompt
 from agentctx.hooks.runner import HookContext
-from agentctx.hooks.storage import open_db
 from agentctx.project import identify
 from agentctx.records import NewRecord
 from agentctx.store import Store
@@ -177,7 +177,7 @@ def injected(project_dir: Path, text: str, **data: Any) -> str | None:
 def candidates(project_dir: Path, text: str) -> tuple[list[str], dict[str, float]]:
     """The hook's ranking without a floor, and each candidate's relevance."""
     ctx = HookContext("UserPromptSubmit", {"prompt": text, "cwd": str(project_dir)})
-    conn = open_db(ctx)
+    conn = open_db(ctx.log)
     assert conn is not None
     try:
         terms = search.query_terms(text)
@@ -297,7 +297,7 @@ def test_relevance_is_a_share_from_zero_to_one() -> None:
 def test_term_hits_match_as_fts5_does(project_dir: Path) -> None:
     ids = seed(project_dir)
     ctx = HookContext("UserPromptSubmit", {"prompt": "x", "cwd": str(project_dir)})
-    conn = open_db(ctx)
+    conn = open_db(ctx.log)
     assert conn is not None
     try:
         wanted = [ids["empty"], ids["translate"], ids["ruff"]]

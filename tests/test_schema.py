@@ -301,12 +301,12 @@ async def test_version_and_connection_policy(db_path: str) -> None:
 
 
 def test_hook_busy_timeout_is_applied(db_path: str) -> None:
-    from agentctx.hooks import storage
+    from agentctx.core import connect
 
     migrated(db_path)
-    conn, _ = db.connect(db_path, busy_timeout_ms=storage.WRITE_BUSY_MS, load_vec=False)
+    conn, _ = db.connect(db_path, busy_timeout_ms=connect.WRITE_BUSY_MS, load_vec=False)
     with closing(conn):
-        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == storage.WRITE_BUSY_MS
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == connect.WRITE_BUSY_MS
 
 
 # -- migrating ---------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agentctx import transfer
+from agentctx.core import ledger
 from agentctx.extract import apply, extract_session
-from agentctx.hooks import ledger
 from agentctx.project import checkout_key, identify
 from agentctx.records import NewRecord
 from agentctx.store import Store

@@ -68,12 +68,12 @@ import minilm
 from agentctx import clock, config, embed
 from agentctx.claude.transcript import read_transcript
 from agentctx.consolidate import consolidate
-from agentctx.core import search
+from agentctx.core import ledger, search
+from agentctx.core.connect import open_db
 from agentctx.extract import extract_session, llm
-from agentctx.hooks import ledger, session_start
 from agentctx.hooks import prompt as prompt_hook
+from agentctx.hooks import session_start
 from agentctx.hooks.runner import HookContext
-from agentctx.hooks.storage import open_db
 from agentctx.project import identify
 from agentctx.records import Record
 from agentctx.retrieval import digest, hybrid
@@ -438,7 +438,7 @@ async def duplicate_similarity(store: Store, run: Run) -> list[tuple[str, str, f
 def next_digest(project_dir: Path) -> str:
     """The digest the next session would be given, with record ids masked (they vary per run)."""
     ctx = HookContext("SessionStart", {"cwd": str(project_dir)})
-    conn = open_db(ctx)
+    conn = open_db(ctx.log)
     if conn is None:
         return ""
     try:
@@ -494,7 +494,7 @@ def unfloored_injection(ctx: HookContext, text: str, shown: set[str]) -> tuple[s
     terms = search.query_terms(text)
     if not terms:
         return "", []
-    conn = open_db(ctx)
+    conn = open_db(ctx.log)
     if conn is None:
         return "", []
     try:
@@ -527,7 +527,7 @@ async def ask(
     """One question through every retriever, on the store as it is now."""
     ctx = HookContext("UserPromptSubmit", {"prompt": question.text, "cwd": str(project_dir)})
     project_id = ctx.project.project_id
-    conn = open_db(ctx)
+    conn = open_db(ctx.log)
     if conn is None:
         raise SystemExit("the hook cannot open the eval store")
     try:

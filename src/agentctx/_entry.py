@@ -1,7 +1,8 @@
 """The console entry point: route ``agentctx hook …`` to the fast path before anything heavy loads.
 
 Hooks run on every Claude Code event, so ``agentctx hook`` must not pay for cyclopts, anthropic, mcp or
-fastembed imports. This module imports nothing but ``sys`` until it knows which path it is on.
+fastembed imports. This module imports nothing but ``sys`` until it knows which path it is on. It is
+the only module outside :mod:`agentctx.hooks` that imports it (:func:`hook`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,7 @@ def main() -> None:
     if argv[:1] == ["hook"] and argv[1:2] not in ([], ["--help"], ["-h"]):
         import os
 
-        from agentctx.hooks.runner import run_hook
-
-        code = run_hook(argv[1:])
+        code = hook(argv[1:])
         # Every file the hook wrote is closed and stdout is flushed by now; skipping the
         # interpreter's shutdown saves ~2 ms (0.2× of a bare start) on every prompt.
         sys.stderr.flush()
@@ -38,3 +37,11 @@ def main() -> None:
     from agentctx.cli import run
 
     sys.exit(run(argv))
+
+
+def hook(argv: list[str]) -> int:
+    """Run one Claude Code hook (``argv``: the event's CLI name); always 0. The one way in to
+    :mod:`agentctx.hooks`."""
+    from agentctx.hooks.runner import run_hook
+
+    return run_hook(argv)

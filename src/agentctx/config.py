@@ -164,11 +164,11 @@ def _spec(key: str) -> tuple[str, Any, str]:
 
 
 def _read(path: str) -> dict[str, Any]:
-    from agentctx.hooks import fastjson
+    from agentctx.core import jsonio
 
     try:
         with open(path, encoding="utf-8") as fh:
-            data = fastjson.loads(fh.read())
+            data = jsonio.loads(fh.read())
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:

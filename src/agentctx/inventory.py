@@ -17,6 +17,7 @@ import anyio
 
 from agentctx import clock, schema
 from agentctx.core import search
+from agentctx.core import sessions as session_table
 
 if TYPE_CHECKING:
     from agentctx.store import Store
@@ -112,8 +113,6 @@ async def sessions(
     A session's injections are written to its ledger file by the hooks and folded into the
     ``sessions`` row at SessionEnd; until then they are read from the ledger here.
     """
-    from agentctx.hooks import ledger
-
     where = "" if project_id is None else "WHERE project_id = ?"
     params: list[Any] = [] if project_id is None else [project_id]
     rows = [
@@ -125,29 +124,7 @@ async def sessions(
             params,
         )
     ]
-    known = {row["session_id"] for row in rows}
-    live = await anyio.to_thread.run_sync(ledger.open_sessions)
-    for session_id, entries in live.items():
-        tokens, count = ledger.totals(entries)
-        first = entries[0] if entries else {}
-        if session_id not in known:
-            if project_id is not None and first.get("project_id") != project_id:
-                continue
-            rows.append(
-                {
-                    "session_id": session_id,
-                    "project_id": first.get("project_id"),
-                    "cwd": first.get("cwd"),
-                    "started_at": None,
-                    "ended_at": None,
-                    "tokens_injected": 0,
-                    "injections": 0,
-                    "extraction_cost_usd": 0.0,
-                }
-            )
-        row = next(r for r in rows if r["session_id"] == session_id)
-        row["tokens_injected"] += tokens
-        row["injections"] += count
+    rows = await anyio.to_thread.run_sync(session_table.with_open_ledgers, rows, project_id)
     return rows if limit is None else rows[:limit]
 
 

@@ -21,8 +21,8 @@ import anyio
 import sqlean
 
 from agentctx import clock, db, home, schema
-from agentctx.core import digests, plan, search
-from agentctx.errors import ConflictError, DatabaseError, NotFoundError, ValidationError
+from agentctx.core import digests, plan, search, writes
+from agentctx.errors import DatabaseError, NotFoundError, ValidationError
 from agentctx.records import COLUMNS, NewRecord, Record
 
 if TYPE_CHECKING:
@@ -270,62 +270,10 @@ class Store:
             yield Transaction(self, conn)
 
     async def _insert(self, conn: aiosqlite.Connection, valid: NewRecord) -> Record:
-        now = clock.now()
-        record = valid.to_record(clock.ulid(), now)
-        to_supersede: list[str] = []
-        if valid.supersedes:
-            old = await self._current_for_update(valid.supersedes, valid.project_id)
-            if old.type != record.type:
-                raise ValidationError(
-                    f"record {old.id} is a {old.type}; a {record.type} cannot supersede it"
-                )
-            to_supersede.append(old.id)
-        for keyed in await self._keyed_current(record):
-            if keyed not in to_supersede:
-                to_supersede.append(keyed)
-        await conn.execute("PRAGMA defer_foreign_keys = ON")
-        for old_id in to_supersede:
-            cursor = await conn.execute(schema.SUPERSEDE_SQL, (now, record.id, old_id))
-            if cursor.rowcount != 1:
-                raise ConflictError(
-                    f"record {old_id} was superseded meanwhile; nothing was written"
-                )
-            await _add_edge(conn, record.id, old_id, "supersedes", now)
-        await conn.execute(schema.INSERT_RECORD_SQL, [getattr(record, n) for n in COLUMNS])
-        if valid.supersedes:  # a new version is about the same files and symbols as the old one
-            await conn.execute(
-                "INSERT OR IGNORE INTO record_entities(record_id, entity_id) "
-                "SELECT ?, entity_id FROM record_entities WHERE record_id = ?",
-                (record.id, valid.supersedes),
-            )
-        self._changed.add(record.project_id)
-        return record
-
-    async def _current_for_update(self, record_id: str, project_id: str) -> Record:
-        old = await self.get(record_id)
-        if old.project_id != project_id:
-            if old.project_id == schema.GLOBAL_PROJECT_ID:
-                raise ValidationError(
-                    f"record {record_id} is global: supersede it with a global record "
-                    "(scope global), so that every project sees the new version"
-                )
-            raise NotFoundError(f"no record with id {record_id!r} in this project")
-        if old.superseded_at is not None:
-            raise ConflictError(
-                f"record {record_id} is already superseded by {old.superseded_by}; "
-                f"supersede the current version ({old.superseded_by}) instead"
-            )
-        return old
-
-    async def _keyed_current(self, record: Record) -> list[str]:
-        if record.type == "handover":
-            # the same checkout's current handover, plus the legacy (key NULL) one it replaces too
-            rows = await self._rows(schema.CURRENT_HANDOVER_SQL, (record.project_id, record.key))
-            return [str(row["id"]) for row in rows]
-        if record.type == "profile" and record.key:
-            row = await self._one(schema.CURRENT_PROFILE_KEY_SQL, (record.project_id, record.key))
-            return [] if row is None else [str(row["id"])]
-        return []
+        row = writes.new_row(valid.to_dict())
+        await plan.run_async(conn, writes.insert(row, supersedes=valid.supersedes))
+        self._changed.add(row["project_id"])
+        return Record.from_row(row)
 
     async def current_handover(self, project_id: str, checkout: str | None) -> Record | None:
         """The handover a session in ``checkout`` is handed: its own current one, else the legacy.
@@ -524,11 +472,7 @@ class Transaction:
 
     async def find_current(self, project_id: str, record_type: str, title: str) -> Record | None:
         """The current record of this project, type and (whitespace-normalized) title, if any."""
-        row = await self._store._one(
-            f"SELECT {_COLS} FROM records WHERE project_id = ? AND type = ? AND title = ? "
-            "AND superseded_at IS NULL ORDER BY valid_from DESC LIMIT 1",
-            (project_id, record_type, " ".join(title.split())),
-        )
+        row = await self.run(writes.current_by_title(project_id, record_type, title))
         return None if row is None else Record.from_row(row)
 
     async def reinforce(self, record_id: str, *, explicit: bool, threshold: int) -> None:
@@ -548,23 +492,11 @@ class Transaction:
 
     async def mark_seen_in(self, record_id: str, session_id: str) -> bool:
         """Link a record to a session that showed it (``derives_from``); False if already linked."""
-        cursor = await self._conn.execute(
-            schema.INSERT_EDGE_SQL,
-            (clock.ulid(), record_id, session_id, "derives_from", clock.now()),
-        )
-        return cursor.rowcount == 1
+        return await self.run(writes.edge(record_id, session_id, "derives_from", clock.now()))
 
     async def update_body(self, record_id: str, body: str, keywords: str = "") -> None:
         """Enrich a stub in place (a hook observation the extraction explained)."""
-        from agentctx.records import normalize_keywords
-
-        text = body.replace("\x00", "").strip()[: schema.BODY_MAX]
-        if not text:
-            raise ValidationError("a record body cannot be empty")
-        await self._conn.execute(
-            "UPDATE records SET body = ?, keywords = ?, pending_embedding = 1 WHERE id = ?",
-            (text, normalize_keywords(keywords), record_id),
-        )
+        await self.run(writes.update_body(record_id, body, keywords))
         await self._store._mark_changed(record_id)
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
@@ -594,12 +526,8 @@ class Transaction:
         self._store._changed.add(project_id)
 
     async def keyed_current(self, record: Record) -> list[str]:
-        """The ids of the current records a keyed rule makes ``record`` replace (maybe none).
-
-        One current handover per checkout (``key``), a keyed one replacing the legacy (key NULL)
-        one too; one current profile record per key (docs/spec.md, 5.3).
-        """
-        return await self._store._keyed_current(record)
+        """The ids of the current records a keyed rule makes ``record`` replace (maybe none)."""
+        return await self.run(writes.keyed_current(record.type, record.project_id, record.key))
 
 
 def _prepare(path: str, create: bool, in_home: bool) -> None:
@@ -618,9 +546,3 @@ def _prepare(path: str, create: bool, in_home: bool) -> None:
         raise DatabaseError(f"cannot prepare the database at {path}: {exc}") from exc
     finally:
         conn.close()
-
-
-async def _add_edge(
-    conn: aiosqlite.Connection, from_id: str, to_id: str, rel_type: str, created_at: str
-) -> None:
-    await conn.execute(schema.INSERT_EDGE_SQL, (clock.ulid(), from_id, to_id, rel_type, created_at))

@@ -28,9 +28,8 @@ import sqlean
 
 from agentctx import clock, home
 from agentctx.claude.transcript import read_transcript
+from agentctx.core.locks import extraction_lock
 from agentctx.extract import prompt
-from agentctx.hooks.ledger import safe_session_id
-from agentctx.locks import ProcessLock
 from tests.messages_server import MessagesServer, Recorded, ToolUseReply
 
 if TYPE_CHECKING:
@@ -133,7 +132,7 @@ def test_kill_9_of_extraction_loses_and_doubles_nothing(
                 else "after the answer, before commit"
             )  # fmt: skip
 
-            with ProcessLock(f"extract-{safe_session_id(SID)}") as held:
+            with extraction_lock(SID) as held:
                 assert held, f"trial {trial}: the killed run left its lock held"
             rerun = _extract(path, env)
             out, err = rerun.communicate(timeout=120)

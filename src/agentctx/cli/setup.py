@@ -217,7 +217,7 @@ def hook(event: str) -> int:
     Events: session-start, user-prompt-submit, post-tool-use, pre-compact, stop, session-end,
     cwd-changed, subagent-start. Always exits 0; problems go to logs/hooks.log in the home.
     """
-    from agentctx.hooks.runner import run_hook
+    from agentctx._entry import hook as run_hook
 
     return run_hook([event])
 

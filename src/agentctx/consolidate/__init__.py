@@ -12,7 +12,7 @@
 6. **archive** long-superseded records and list prune candidates (``archive.py``);
 7. **team export** to ``.agentctx/context.md`` when it is on (``team.py``), and the profile mirror.
 
-One consolidation per project at a time: an ``flock`` (:mod:`agentctx.locks`) that the kernel drops
+One consolidation per project at a time: an ``flock`` (:mod:`agentctx.core.locks`) that the kernel drops
 when a worker dies. The global scope (developer preferences) is consolidated under its own lock with
 the first project of a run. Time box: the costly steps (embedding, near-duplicate checks, drift
 embeddings) stop between units of work once it expires and leave the rest for the next run; the cheap
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from agentctx import clock, config
 from agentctx.consolidate.timebox import TimeBox
 from agentctx.core import digests
-from agentctx.locks import ProcessLock
+from agentctx.core.locks import ProcessLock
 from agentctx.retrieval import digest
 from agentctx.schema import GLOBAL_PROJECT_ID
 

@@ -55,9 +55,10 @@ import numpy as np
 
 from agentctx import clock, embed, schema
 from agentctx.consolidate import merge_check
+from agentctx.core.writes import normalize_keywords
 from agentctx.errors import ConflictError
 from agentctx.extract.llm import Usage
-from agentctx.records import COLUMNS, Record, normalize_keywords
+from agentctx.records import COLUMNS, Record
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence

@@ -64,14 +64,14 @@ def write(digest: dict[str, Any], generated_at: str, read_started_ns: int) -> st
     ``read_started_ns`` is ``time.time_ns()`` taken before the store was read. Writers mark a change
     (:func:`invalidate`) after they commit, so a digest built from older data is never installed.
     """
-    from agentctx.hooks import fastjson
+    from agentctx.core import jsonio
 
     project_id = str(digest["project_id"])
     path = path_for(project_id)
     home.ensure_sub("digests")
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(fastjson.dumps({**digest, "generated_at": generated_at}))
+        fh.write(jsonio.dumps({**digest, "generated_at": generated_at}))
     if _changed_since(project_id, read_started_ns):
         os.unlink(tmp)
         return None
@@ -114,11 +114,11 @@ def _marker(project_id: str) -> str:
 
 def read(project_id: str) -> dict[str, Any] | None:
     """A valid pre-computed digest, or None when it is missing, stale-marked or corrupt."""
-    from agentctx.hooks import fastjson
+    from agentctx.core import jsonio
 
     try:
         with open(path_for(project_id), encoding="utf-8") as fh:
-            data = fastjson.loads(fh.read())
+            data = jsonio.loads(fh.read())
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     if (

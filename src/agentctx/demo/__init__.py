@@ -10,7 +10,8 @@ payloads Claude Code would send, and the answer the stand-in gives) through the 
 2. the first session: each hook is ``python -m agentctx hook <event>`` in a subprocess with the
    payload on stdin, as Claude Code runs it. SessionEnd is the exception: its hook would start a
    detached worker that could outlive the demo's home, so the demo does the hook's bookkeeping
-   in-process and then runs the worker's work in the foreground:
+   in-process (:func:`agentctx.core.sessions.end`, as the hook) and then runs the worker's work in
+   the foreground:
 3. extraction (:func:`agentctx.extract.extract_session`) with the real ``anthropic`` client pointed
    at :class:`~agentctx.demo.standin.StandIn`, a loopback server that is NOT Claude and says so;
 4. consolidation (:func:`agentctx.consolidate.consolidate`), which writes the next digest;
@@ -282,20 +283,26 @@ class _Demo:
 
     def _close_session(self, payload: dict[str, Any]) -> int:
         """SessionEnd's bookkeeping, in-process, without the detached worker; tokens injected."""
-        from agentctx.hooks import ledger, spool
-        from agentctx.hooks.lifecycle import fold_ledger, upsert_session
-        from agentctx.hooks.runner import HookContext
-        from agentctx.hooks.storage import open_db
+        from agentctx.core import ledger, sessions, spool
+        from agentctx.core.connect import open_db
+        from agentctx.project import identify
 
-        ctx = HookContext("SessionEnd", payload)
-        tokens = ledger.totals(ledger.read_entries(ctx.session_id))[0]
-        conn = open_db(ctx, write=True)
+        session_id = str(payload["session_id"])
+        cwd = str(payload.get("cwd") or self.paths.project)
+        tokens = ledger.totals(ledger.read_entries(session_id))[0]
+        problems: list[str] = []
+        conn = open_db(problems.append, write=True)
         if conn is None:
-            raise AgentctxError("the demo's store is missing at SessionEnd")
+            raise AgentctxError(f"the demo's store is missing at SessionEnd: {'; '.join(problems)}")
         try:
-            spool.drain(conn, ctx.log)
-            upsert_session(ctx, conn)
-            fold_ledger(conn, ctx.session_id, ended=True)
+            spool.drain(conn, problems.append)
+            sessions.end(
+                conn,
+                session_id,
+                identify(cwd).project_id,
+                cwd,
+                str(payload.get("transcript_path") or ""),
+            )
         finally:
             conn.close()
         return int(tokens)

@@ -2,7 +2,7 @@
 
 ``extract_session`` is what ``agentctx extract`` and the background workers run:
 
-1. one extraction per session at a time (an ``flock`` on ``locks/extract-<session>.lock``, which a
+1. one extraction per session at a time (:func:`agentctx.core.locks.extraction_lock`, which a
    killed worker cannot leave held); the SessionEnd worker ``wait``s for a running one (started by
    Stop) to finish, so the session's last turns are still extracted;
 2. incremental: only transcript lines after the last one already extracted
@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import orjson
 
-from agentctx import clock, config, inventory
+from agentctx import config, inventory
+from agentctx.core import sessions
+from agentctx.core.locks import extraction_lock
 from agentctx.extract import apply, llm, prompt
-from agentctx.locks import ProcessLock
 from agentctx.redact import redact
 from agentctx.tokens import estimate_tokens
 
@@ -99,12 +100,10 @@ async def extract_session(
         report.status = "no_api_key"
         say("ANTHROPIC_API_KEY is not set: no extraction (deterministic capture only)")
         return report
-    from agentctx.hooks.ledger import safe_session_id
-
     deadline = time.monotonic() + wait
     waiting = False
     while True:
-        with ProcessLock(f"extract-{safe_session_id(session_id)}") as locked:
+        with extraction_lock(session_id) as locked:
             if locked:
                 return await _run(
                     store, report, transcript, dry_run, client, concurrency, settings, say
@@ -198,14 +197,15 @@ async def _run(
             open_handover=None if handover is None else handover[0],
             checkout=checkout,
         )
-        await _advance_in(
-            tx,
-            report.session_id,
-            project_id,
-            path,
-            parsed.last_uuid,
-            applied.written,
-            usage.cost_usd,
+        await tx.run(
+            sessions.advance(
+                report.session_id,
+                project_id,
+                path,
+                parsed.last_uuid,
+                applied.written,
+                usage.cost_usd,
+            )
         )
     report.status = "flush_ok" if result.flush_ok else "extracted"
     report.written = applied.added
@@ -309,33 +309,11 @@ async def _advance(
     cost: float,
 ) -> None:
     async with store.transaction() as tx:
-        await _advance_in(
-            tx, report.session_id, project_id, report.transcript, last_uuid, 0, cost, error
+        await tx.run(
+            sessions.advance(
+                report.session_id, project_id, report.transcript, last_uuid, 0, cost, error
+            )
         )
-
-
-async def _advance_in(
-    tx: Any,
-    session_id: str,
-    project_id: str,
-    transcript: str | None,
-    last_uuid: str | None,
-    written: int,
-    cost: float,
-    error: str | None = None,
-) -> None:
-    await tx.execute(
-        "INSERT INTO sessions(session_id, project_id, transcript_path, started_at) "
-        "VALUES (?, ?, ?, ?) ON CONFLICT(session_id) DO NOTHING",
-        (session_id, project_id, transcript, clock.now()),
-    )
-    await tx.execute(
-        "UPDATE sessions SET extracted_uuid = coalesce(?, extracted_uuid), "
-        "extractions = extractions + 1, records_extracted = records_extracted + ?, "
-        "extraction_cost_usd = extraction_cost_usd + ?, extraction_error = ? "
-        "WHERE session_id = ?",
-        (last_uuid, written, cost, error, session_id),
-    )
 
 
 def _describe(exc: BaseException) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentctx.hooks.capture import STUB_NOTE, STUB_NOTE_FIX
+from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX
 from agentctx.records import NewRecord
 from agentctx.redact import redact
 from agentctx.schema import BODY_MAX, CHECKOUT_HANDOVERS, GLOBAL_PROJECT_ID, TITLE_MAX

@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 import re
 
-from agentctx.hooks import fastjson, spool
-from agentctx.hooks.storage import busy_or, open_db
+from agentctx.core import jsonio, spool
+from agentctx.core.connect import busy_or, open_db
+from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX, apply
 from agentctx.redact import redact
 
 TYPE_CHECKING = False
@@ -26,10 +27,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from agentctx.hooks.runner import HookContext
-
-#: The last line of a stub's body; extraction drops it when it explains the stub.
-STUB_NOTE = "(Captured by the PostToolUse hook.)"
-STUB_NOTE_FIX = "(Captured by the PostToolUse hook; extraction may add the cause and fix.)"
 
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 OUTPUT_TAIL_CHARS = 64_000
@@ -82,9 +79,7 @@ def store(ctx: HookContext, observations: list[dict[str, Any]]) -> None:
     """Write observations now, or spool them when the store cannot take them."""
     import sqlean
 
-    from agentctx.hooks.observe import apply
-
-    conn = open_db(ctx, write=True)
+    conn = open_db(ctx.log, write=True)
     if conn is not None:
         try:
             spool.drain(conn, ctx.log)
@@ -265,7 +260,7 @@ def _transcript_state(path: str) -> tuple[str, list[str], str]:
     files: list[str] = []
     for line in reversed(lines):
         try:
-            entry = fastjson.loads(line)
+            entry = jsonio.loads(line)
         except ValueError:
             continue
         if not isinstance(entry, dict) or entry.get("isSidechain"):

@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
-from agentctx import clock, config, home
-from agentctx.hooks import fastjson, ledger, spool
-from agentctx.hooks.storage import busy_or, open_db
+from agentctx import config, home
+from agentctx.core import jsonio, sessions, spool
+from agentctx.core.connect import busy_or, open_db
+from agentctx.core.locks import extraction_running
+from agentctx.core.plan import run
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from datetime import datetime
 
     import sqlean
 
@@ -42,14 +42,13 @@ if TYPE_CHECKING:
 
 #: ~8K tokens of transcript: extraction per turn would cost a call per turn for little new text.
 EXTRACT_GROWTH_BYTES = 32 * 1024
-STALE_LEDGER_S = 24 * 3600
 #: Workers run below the hooks: under load a hook waits less for a CPU (see docs/reliability.md).
 WORKER_NICENESS = 10
 
 
 def handle(ctx: HookContext) -> None:
     """Dispatch on the event; prints nothing."""
-    conn = open_db(ctx, write=True)
+    conn = open_db(ctx.log, write=True)
     if conn is None:
         if ctx.event == "SessionEnd" and os.path.exists(home.db_path()):
             # An older schema (after an upgrade) or a busy store: the worker opens the store
@@ -79,28 +78,16 @@ def _busy(exc: BaseException) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
-def upsert_session(ctx: HookContext, conn: sqlean.Connection, cwd: str | None = None) -> None:
+def _upsert_session(ctx: HookContext, conn: sqlean.Connection) -> None:
     """Create or refresh the session row (project, cwd, transcript path)."""
-    if not ctx.session_id:
-        return
-    from agentctx.project import identify
-
-    project = identify(cwd) if cwd else ctx.project
-    entries = ledger.read_entries(ctx.session_id)
-    started = clock.now()
-    if entries and isinstance(entries[0].get("t"), int | float):
-        started = clock.format_time(_utc(float(entries[0]["t"])))
-    conn.execute(
-        "INSERT INTO sessions(session_id, project_id, cwd, transcript_path, started_at) "
-        "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
-        "project_id = excluded.project_id, cwd = excluded.cwd, ended_at = NULL, "
-        "transcript_path = coalesce(nullif(excluded.transcript_path, ''), transcript_path)",
-        (ctx.session_id, project.project_id, cwd or ctx.cwd, ctx.text("transcript_path"), started),
-    )
+    if ctx.session_id:
+        sessions.refresh(
+            conn, ctx.session_id, ctx.project.project_id, ctx.cwd, ctx.text("transcript_path")
+        )
 
 
 def _stop(ctx: HookContext, conn: sqlean.Connection) -> None:
-    upsert_session(ctx, conn)
+    _upsert_session(ctx, conn)
     transcript = ctx.text("transcript_path")
     if not ctx.session_id or not transcript or not _llm_enabled(ctx, quiet=True):
         return
@@ -108,10 +95,7 @@ def _stop(ctx: HookContext, conn: sqlean.Connection) -> None:
         size = os.path.getsize(transcript)
     except OSError:
         return
-    row = conn.execute(
-        "SELECT extract_requested_size FROM sessions WHERE session_id = ?", (ctx.session_id,)
-    ).fetchone()
-    requested = int(row[0]) if row else 0
+    requested = run(conn, sessions.requested_size(ctx.session_id))
     # raw growth bounds the conversation's, so the cheap test comes first
     if size - requested < EXTRACT_GROWTH_BYTES or extraction_running(ctx.session_id):
         return
@@ -122,10 +106,7 @@ def _stop(ctx: HookContext, conn: sqlean.Connection) -> None:
     if grown < EXTRACT_GROWTH_BYTES:
         return
     start_worker(ctx, ["extract", "--session-id", ctx.session_id, "--transcript", transcript])
-    conn.execute(
-        "UPDATE sessions SET extract_requested_size = ? WHERE session_id = ?",
-        (size, ctx.session_id),
-    )
+    run(conn, sessions.request_extraction(ctx.session_id, size))
 
 
 #: How user and assistant lines look in a transcript (Claude Code writes compact JSON).
@@ -150,7 +131,7 @@ def conversation_bytes(path: str, start: int, enough: int) -> int:
             if not any(marker in line for marker in _MESSAGE_MARKERS):
                 continue
             try:
-                entry = fastjson.loads(line.decode("utf-8", "replace"))
+                entry = jsonio.loads(line.decode("utf-8", "replace"))
             except ValueError:
                 continue
             if isinstance(entry, dict) and entry.get("type") in ("user", "assistant"):
@@ -162,22 +143,10 @@ def conversation_bytes(path: str, start: int, enough: int) -> int:
 
 def _session_end(ctx: HookContext, conn: sqlean.Connection) -> None:
     try:
-        # One transaction: one wait for the write lock (several would eat the 1.5 s budget), and
-        # a fold that happens whole or not at all; the ledgers go only once it committed.
-        folded: list[str] = []
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if ctx.session_id:
-                upsert_session(ctx, conn)
-                _fold_into(conn, ctx.session_id, ended=True)
-                folded.append(ctx.session_id)
-            folded += _fold_stale_ledgers(conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        folded = sessions.end(
+            conn, ctx.session_id, ctx.project.project_id, ctx.cwd, ctx.text("transcript_path")
+        )
         for session_id in folded:
-            _drop_ledger(session_id)
             if session_id != ctx.session_id:
                 ctx.log(f"folded the stale ledger of session {session_id}")
     finally:  # the worker runs whatever happened here: it opens the store itself
@@ -194,70 +163,15 @@ def _session_end_args(ctx: HookContext) -> list[str]:
 
 
 def _cwd_changed(ctx: HookContext, conn: sqlean.Connection) -> None:
+    if not ctx.session_id:
+        return
+    from agentctx.project import identify
+
     new_cwd = ctx.text("new_cwd") or ctx.cwd
-    upsert_session(ctx, conn, cwd=new_cwd)
-    if ctx.session_id:
-        from agentctx.project import identify
-
-        with ledger.Ledger(ctx.session_id) as state:
-            state.append(
-                {"event": ctx.event, "cwd": new_cwd, "project_id": identify(new_cwd).project_id}
-            )
-
-
-def fold_ledger(conn: sqlean.Connection, session_id: str, *, ended: bool) -> None:
-    """Add a session's ledger totals to its row, mark it ended if asked, then drop the ledger."""
-    _fold_into(conn, session_id, ended=ended)
-    _drop_ledger(session_id)
-
-
-def _fold_into(conn: sqlean.Connection, session_id: str, *, ended: bool) -> None:
-    entries = ledger.read_entries(session_id)
-    tokens, count = ledger.totals(entries)
-    # A resumed session keeps its dedup: UserPromptSubmit also reads these.
-    conn.executemany(
-        "INSERT OR IGNORE INTO session_injections(session_id, record_id) VALUES (?, ?)",
-        [(session_id, record_id) for record_id in sorted(ledger.injected_ids(entries))],
+    project_id = identify(new_cwd).project_id
+    sessions.change_cwd(
+        conn, ctx.session_id, project_id, new_cwd, ctx.text("transcript_path"), ctx.event
     )
-    conn.execute(
-        "INSERT INTO sessions(session_id, started_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-        (session_id, clock.now()),
-    )
-    conn.execute(
-        "UPDATE sessions SET tokens_injected = tokens_injected + ?, injections = injections + ?, "
-        "ended_at = CASE WHEN ? THEN ? ELSE ended_at END WHERE session_id = ?",
-        (tokens, count, int(ended), clock.now(), session_id),
-    )
-
-
-def _drop_ledger(session_id: str) -> None:
-    try:
-        os.unlink(ledger.path_for(session_id))
-    except FileNotFoundError:
-        pass
-
-
-def _fold_stale_ledgers(conn: sqlean.Connection) -> list[str]:
-    """Sessions that never saw SessionEnd (a crash) still get their tokens counted, once.
-
-    Folds into the open transaction; returns the sessions whose ledgers to drop after it commits.
-    """
-    folder = home.sub("sessions")
-    try:
-        names = [n for n in os.listdir(folder) if n.endswith(".jsonl")]
-    except OSError:
-        return []
-    cutoff = time.time() - STALE_LEDGER_S
-    folded = []
-    for name in names:
-        try:
-            stale = os.path.getmtime(os.path.join(folder, name)) < cutoff
-        except OSError:
-            continue
-        if stale:
-            _fold_into(conn, name[: -len(".jsonl")], ended=True)
-            folded.append(name[: -len(".jsonl")])
-    return folded
 
 
 def _llm_enabled(ctx: HookContext, *, quiet: bool = False) -> bool:
@@ -273,26 +187,6 @@ def _llm_enabled(ctx: HookContext, *, quiet: bool = False) -> bool:
             ctx.log("ANTHROPIC_API_KEY is not set: no LLM extraction (deterministic capture only)")
         return False
     return True
-
-
-def extraction_running(session_id: str) -> bool:
-    """True while an extraction worker holds the session's lock file."""
-    path = os.path.join(home.sub("locks"), f"extract-{ledger.safe_session_id(session_id)}.lock")
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def start_worker(ctx: HookContext, args: Sequence[str]) -> None:
@@ -343,9 +237,3 @@ def spawn_detached(argv: Sequence[str], log_path: str) -> None:
         except BaseException:
             os._exit(1)
     os.waitpid(pid, 0)
-
-
-def _utc(epoch: float) -> datetime:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(epoch, UTC)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from agentctx import clock
 from agentctx.core import plan, search
-from agentctx.hooks.ledger import Ledger
-from agentctx.hooks.storage import open_db
+from agentctx.core.connect import open_db
+from agentctx.core.ledger import Ledger
 from agentctx.tokens import estimate_tokens, truncate_to_tokens
 
 TYPE_CHECKING = False
@@ -46,14 +46,14 @@ def _prompt(ctx: HookContext) -> str | None:
     terms = search.query_terms(ctx.text("prompt"))
     if not terms:
         return None
-    conn = open_db(ctx)
+    conn = open_db(ctx.log)
     if conn is None:
         return None
     try:
         if not ctx.session_id:
             return render(_search(ctx, conn, terms, ()))[0] or None
         with Ledger(ctx.session_id) as ledger:
-            from agentctx.hooks.ledger import injected_ids
+            from agentctx.core.ledger import injected_ids
 
             earlier = plan.run(conn, search.shown_before(ctx.session_id))
             shown = injected_ids(ledger.entries) | earlier
@@ -138,7 +138,7 @@ def format_record(row: Any) -> str:
 
 
 def _subagent(ctx: HookContext) -> str | None:
-    conn = open_db(ctx)
+    conn = open_db(ctx.log)
     if conn is None:
         return None
     try:

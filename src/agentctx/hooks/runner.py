@@ -14,7 +14,7 @@ import sys
 import time
 
 from agentctx import home
-from agentctx.hooks import fastjson
+from agentctx.core import jsonio
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def run_hook(argv: list[str]) -> int:
             handler = sys.modules[module_name].handle
             text = handler(HookContext(event, payload))
             if text and event in INJECTING:
-                output = fastjson.dumps(
+                output = jsonio.dumps(
                     {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
                 )
     except BaseException as exc:
@@ -135,7 +135,7 @@ def _read_payload(event: str) -> dict[str, Any] | None:
         return None
     text = data.decode("utf-8", "replace")
     try:
-        payload = fastjson.loads(text)
+        payload = jsonio.loads(text)
     except ValueError as exc:
         log(event, f"stdin is not JSON ({exc}); event skipped")
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from agentctx.core import digests
-from agentctx.hooks.ledger import Ledger
+from agentctx.core.ledger import Ledger
 from agentctx.tokens import estimate_tokens, truncate_to_tokens
 
 TYPE_CHECKING = False
@@ -51,11 +51,11 @@ def handle(ctx: HookContext) -> str | None:
 
 def _build(ctx: HookContext) -> dict[str, Any] | None:
     from agentctx import clock
-    from agentctx.hooks.storage import open_db
+    from agentctx.core.connect import open_db
     from agentctx.retrieval import digest
 
     started_ns = time.time_ns()
-    conn = open_db(ctx)
+    conn = open_db(ctx.log)
     if conn is None:
         return None
     try:

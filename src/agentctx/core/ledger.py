@@ -15,7 +15,7 @@ import os
 import time
 
 from agentctx import home
-from agentctx.hooks import fastjson
+from agentctx.core import jsonio
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class Ledger:
     def append(self, entry: dict[str, Any]) -> None:
         """Add one entry (one ``write`` of one line, so concurrent appends never interleave)."""
         if self.writable:
-            line = fastjson.dumps({"t": round(time.time(), 3), **entry}) + "\n"
+            line = jsonio.dumps({"t": round(time.time(), 3), **entry}) + "\n"
             try:
                 os.write(self._fd, line.encode("utf-8"))
             except OSError:  # a full disk: the injection still goes out, unrecorded
@@ -156,7 +156,7 @@ def _parse(text: str) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            value = fastjson.loads(line)
+            value = jsonio.loads(line)
         except ValueError:
             continue
         if isinstance(value, dict):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from agentctx import clock, home
-from agentctx.hooks import fastjson
+from agentctx.core import jsonio
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def save(observations: list[dict[str, Any]]) -> str:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(fastjson.dumps(observations))
+            fh.write(jsonio.dumps(observations))
         os.replace(tmp, path)
     except BaseException:
         try:  # a full disk: leave no empty file behind that nothing would ever drain
@@ -57,7 +57,8 @@ def drain(conn: sqlean.Connection, log: Any = None) -> int:
 
     import sqlean
 
-    from agentctx.hooks.observe import apply
+    from agentctx.core.observe import apply
+    from agentctx.errors import ValidationError
 
     try:
         names = sorted(os.listdir(folder()))
@@ -82,11 +83,11 @@ def drain(conn: sqlean.Connection, log: Any = None) -> int:
             continue  # another process claimed it
         try:
             with open(claimed, encoding="utf-8") as fh:
-                observations = fastjson.loads(fh.read())
+                observations = jsonio.loads(fh.read())
             if not isinstance(observations, list):
                 raise ValueError("not a list")
             apply(conn, [o for o in observations if isinstance(o, dict)])
-        except (ValueError, KeyError, TypeError, sqlean.IntegrityError) as exc:
+        except (ValueError, KeyError, TypeError, ValidationError, sqlean.IntegrityError) as exc:
             os.replace(claimed, path + ".bad")  # kept for inspection, never retried forever
             if log is not None:
                 log(f"spool file {name} unusable ({exc}); kept as {name}.bad")

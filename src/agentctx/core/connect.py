@@ -2,7 +2,7 @@
 
 The CLI and the background workers create and migrate the database; a hook that finds it missing, or
 of another schema version, logs that and does without (reads print nothing; writes are spooled, see
-:mod:`agentctx.hooks.spool`).
+:mod:`agentctx.core.spool`).
 """
 
 from __future__ import annotations
@@ -14,19 +14,19 @@ from agentctx.errors import AgentctxError, SchemaVersionError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import sqlean
+    from collections.abc import Callable
 
-    from agentctx.hooks.runner import HookContext
+    import sqlean
 
 READ_BUSY_MS = 200
 WRITE_BUSY_MS = 400
 
 
-def open_db(ctx: HookContext, *, write: bool = False) -> sqlean.Connection | None:
-    """A connection to the current-schema store, or None (and a log line) when there is none."""
+def open_db(log: Callable[[str], None], *, write: bool = False) -> sqlean.Connection | None:
+    """A connection to the current-schema store, or None (and ``log(why)``) when there is none."""
     path = home.db_path()
     if not os.path.exists(path):
-        ctx.log("no database yet: run `agentctx init`")
+        log("no database yet: run `agentctx init`")
         return None
     try:
         # The version is checked before the write policy switches the file to WAL: a database of
@@ -40,19 +40,19 @@ def open_db(ctx: HookContext, *, write: bool = False) -> sqlean.Connection | Non
             check_version=_require_current,
         )
     except SchemaVersionError as exc:
-        ctx.log(str(exc))
+        log(str(exc))
         return None
     except AgentctxError as exc:
         conn = None if write else _read_only_media(path)
         if conn is None:
-            ctx.log(str(exc))
+            log(str(exc))
             return None
     if not write:  # reads straight from the page cache of the OS: ~1 ms less per prompt
         try:
             conn.execute("PRAGMA mmap_size = 268435456")
         except Exception as exc:
             conn.close()
-            ctx.log(f"database unreadable ({exc}); see `agentctx doctor`")
+            log(f"database unreadable ({exc}); see `agentctx doctor`")
             return None
     return conn
 

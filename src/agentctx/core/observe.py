@@ -1,0 +1,97 @@
+"""Observations: what the capture hooks learned, applied to the store in one transaction.
+
+Capture handlers turn an event into a list of observation dicts (plain data, so that they can wait in
+the spool when the database is busy or missing); :func:`apply` writes them. Kinds:
+
+* ``file``: a file the session wrote → a ``file`` node with an ``observed_in`` edge to the session.
+* ``branch``: a branch the session created or switched to → a ``branch`` node, same edge.
+* ``stub``: an inferred ``bugfix`` record ("Test failure: <command>", "Error observed: <command>"),
+  deduplicated by title against the project's current records, linked to the files it names.
+* ``handover``: an inferred ``handover`` of the session's checkout (``checkout``: its worktree
+  top-level, the record's ``key``) that supersedes that checkout's current one and the legacy (key
+  NULL) one; other worktrees' handovers are left alone. An observation spooled without a checkout
+  writes a legacy handover.
+"""
+
+from __future__ import annotations
+
+from agentctx import clock, schema
+from agentctx.core import digests, writes
+from agentctx.core.plan import run
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    import sqlean
+
+#: The last line of a stub's body; extraction drops it when it explains the stub.
+STUB_NOTE = "(Captured by the PostToolUse hook.)"
+STUB_NOTE_FIX = "(Captured by the PostToolUse hook; extraction may add the cause and fix.)"
+
+
+def apply(conn: sqlean.Connection, observations: list[dict[str, Any]]) -> None:
+    """Write observations atomically (``BEGIN IMMEDIATE`` … ``COMMIT``)."""
+    if not observations:
+        return
+    changed: set[str] = set()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("PRAGMA defer_foreign_keys = ON")
+        for obs in observations:
+            _apply_one(conn, obs, changed)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    digests.invalidate(changed)
+
+
+def _apply_one(conn: sqlean.Connection, obs: dict[str, Any], changed: set[str]) -> None:
+    kind = obs.get("kind")
+    project_id = str(obs["project_id"])
+    session_id = obs.get("session_id") or None
+    at = str(obs.get("at") or clock.now())
+    if kind in ("file", "branch"):
+        node_id = run(conn, writes.node(project_id, kind, str(obs["name"]), at))
+        if session_id:
+            run(conn, writes.edge(node_id, session_id, "observed_in", at))
+    elif kind in ("stub", "handover"):
+        new = record_of(obs, project_id, session_id, at)
+        if kind == "handover":
+            record_id = str(run(conn, writes.add(new))["id"])
+        else:  # stubs dedupe by title: the files still get linked
+            record_id = run(conn, writes.add_stub(new))
+        changed.add(project_id)
+        for name in obs.get("files") or []:
+            node_id = run(conn, writes.node(project_id, "file", str(name), at))
+            run(conn, writes.link_entity(record_id, node_id))
+    else:
+        raise ValueError(f"unknown observation kind {kind!r}")
+
+
+def record_of(
+    obs: dict[str, Any], project_id: str, session_id: str | None, at: str
+) -> dict[str, Any]:
+    """The new record (fields for :func:`agentctx.core.writes.validate`) of a stub or handover.
+
+    Captured text is cut to the schema's limits (and freed of NULs) rather than refused.
+    """
+    title = " ".join(_clean(obs["title"]).split())[: schema.TITLE_MAX]
+    handover = obs["kind"] == "handover"
+    return {
+        "type": "handover" if handover else "bugfix",
+        "title": title,
+        "body": _clean(obs["body"]).strip()[: schema.BODY_MAX] or title,
+        "project_id": project_id,
+        "confidence": "inferred",
+        "source": "hook_observation",
+        "keywords": str(obs.get("keywords") or ""),
+        "key": (obs.get("checkout") or None) if handover else None,
+        "session_id": session_id,
+        "valid_from": at,
+    }
+
+
+def _clean(value: object) -> str:
+    return str(value).replace("\x00", "")

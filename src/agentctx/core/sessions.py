@@ -1,0 +1,226 @@
+"""The ``sessions`` table, owned here: every write to a session's row goes through this module.
+
+A session's row is created or refreshed by the hooks (:func:`upsert`), asks for an extraction when the
+conversation grew (:func:`requested_size`, :func:`request_extraction`), moves its extraction offset
+forward with each run (:func:`advance`) and, at SessionEnd, takes the totals of its hook ledger
+(:mod:`agentctx.core.ledger`) and the ids it was shown (``session_injections``) (:func:`end`). The
+rules are plans (:mod:`agentctx.core.plan`): the hooks run them on a sync connection, extraction inside
+a :class:`agentctx.store.Transaction`. :func:`end` and :func:`change_cwd` also touch the ledger files,
+so they take a sync connection.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from agentctx import clock, home
+from agentctx.core import ledger
+from agentctx.core.plan import execute, execute_many, one
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    import sqlean
+
+    from agentctx.core.plan import Plan
+
+#: A ledger untouched this long belongs to a session that never saw SessionEnd (a crash).
+STALE_LEDGER_S = 24 * 3600
+
+
+def upsert(
+    session_id: str, project_id: str, cwd: str, transcript_path: str, started_at: str
+) -> Plan[None]:
+    """Create or refresh a session's row (project, cwd, transcript path); it is open again."""
+    yield execute(
+        "INSERT INTO sessions(session_id, project_id, cwd, transcript_path, started_at) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
+        "project_id = excluded.project_id, cwd = excluded.cwd, ended_at = NULL, "
+        "transcript_path = coalesce(nullif(excluded.transcript_path, ''), transcript_path)",
+        (session_id, project_id, cwd, transcript_path, started_at),
+    )
+
+
+def started_at(session_id: str) -> str:
+    """When a session started: its ledger's first entry, else now."""
+    entries = ledger.read_entries(session_id)
+    if entries and isinstance(entries[0].get("t"), int | float):
+        from datetime import UTC, datetime
+
+        return clock.format_time(datetime.fromtimestamp(float(entries[0]["t"]), UTC))
+    return clock.now()
+
+
+def refresh(
+    conn: sqlean.Connection, session_id: str, project_id: str, cwd: str, transcript_path: str
+) -> None:
+    """:func:`upsert` with the start time read from the session's ledger."""
+    from agentctx.core.plan import run
+
+    run(conn, upsert(session_id, project_id, cwd, transcript_path, started_at(session_id)))
+
+
+def requested_size(session_id: str) -> Plan[int]:
+    """The transcript size when an extraction was last requested (0: never)."""
+    row = yield one(
+        "SELECT extract_requested_size FROM sessions WHERE session_id = ?", (session_id,)
+    )
+    return int(row[0]) if row else 0
+
+
+def request_extraction(session_id: str, size: int) -> Plan[None]:
+    """Note that an extraction was requested at this transcript size."""
+    yield execute(
+        "UPDATE sessions SET extract_requested_size = ? WHERE session_id = ?", (size, session_id)
+    )
+
+
+def advance(
+    session_id: str,
+    project_id: str,
+    transcript: str | None,
+    last_uuid: str | None,
+    written: int,
+    cost: float,
+    error: str | None = None,
+) -> Plan[None]:
+    """Count one extraction run: its new offset (``last_uuid``, None: unchanged), records, cost."""
+    yield execute(
+        "INSERT INTO sessions(session_id, project_id, transcript_path, started_at) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT(session_id) DO NOTHING",
+        (session_id, project_id, transcript, clock.now()),
+    )
+    yield execute(
+        "UPDATE sessions SET extracted_uuid = coalesce(?, extracted_uuid), "
+        "extractions = extractions + 1, records_extracted = records_extracted + ?, "
+        "extraction_cost_usd = extraction_cost_usd + ?, extraction_error = ? "
+        "WHERE session_id = ?",
+        (last_uuid, written, cost, error, session_id),
+    )
+
+
+def fold(session_id: str, entries: list[dict[str, Any]], *, ended: bool) -> Plan[None]:
+    """Add ledger entries' totals and shown ids to a session's row; mark it ended if asked."""
+    tokens, count = ledger.totals(entries)
+    # A resumed session keeps its dedup: UserPromptSubmit also reads these.
+    yield execute_many(
+        "INSERT OR IGNORE INTO session_injections(session_id, record_id) VALUES (?, ?)",
+        [(session_id, record_id) for record_id in sorted(ledger.injected_ids(entries))],
+    )
+    now = clock.now()
+    yield execute(
+        "INSERT INTO sessions(session_id, started_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (session_id, now),
+    )
+    yield execute(
+        "UPDATE sessions SET tokens_injected = tokens_injected + ?, injections = injections + ?, "
+        "ended_at = CASE WHEN ? THEN ? ELSE ended_at END WHERE session_id = ?",
+        (tokens, count, int(ended), now, session_id),
+    )
+
+
+def end(
+    conn: sqlean.Connection,
+    session_id: str,
+    project_id: str,
+    cwd: str,
+    transcript_path: str,
+) -> list[str]:
+    """SessionEnd's bookkeeping; the sessions whose ledgers were folded (stale ones included).
+
+    One ``BEGIN IMMEDIATE`` transaction (one wait for the write lock, and a fold that happens whole
+    or not at all) refreshes the session's row, folds its ledger and every stale one
+    (:data:`STALE_LEDGER_S`); the ledger files are removed only once it committed. An empty
+    ``session_id`` folds only the stale ledgers.
+    """
+    from agentctx.core.plan import run
+
+    started = started_at(session_id) if session_id else ""
+    folded: list[str] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if session_id:
+            run(conn, upsert(session_id, project_id, cwd, transcript_path, started))
+            run(conn, fold(session_id, ledger.read_entries(session_id), ended=True))
+            folded.append(session_id)
+        for stale in _stale_ledgers():
+            if stale != session_id:
+                run(conn, fold(stale, ledger.read_entries(stale), ended=True))
+                folded.append(stale)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    for folded_id in folded:
+        try:
+            os.unlink(ledger.path_for(folded_id))
+        except FileNotFoundError:
+            pass
+    return folded
+
+
+def _stale_ledgers() -> list[str]:
+    """Sessions whose ledger nobody wrote for :data:`STALE_LEDGER_S` (their file names)."""
+    folder = home.sub("sessions")
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(".jsonl")]
+    except OSError:
+        return []
+    cutoff = time.time() - STALE_LEDGER_S
+    stale = []
+    for name in names:
+        try:
+            if os.path.getmtime(os.path.join(folder, name)) < cutoff:
+                stale.append(name[: -len(".jsonl")])
+        except OSError:
+            continue
+    return stale
+
+
+def change_cwd(
+    conn: sqlean.Connection,
+    session_id: str,
+    project_id: str,
+    cwd: str,
+    transcript_path: str,
+    event: str = "CwdChanged",
+) -> None:
+    """Move a session to another directory (and maybe project); its ledger notes the move."""
+    refresh(conn, session_id, project_id, cwd, transcript_path)
+    with ledger.Ledger(session_id) as state:
+        state.append({"event": event, "cwd": cwd, "project_id": project_id})
+
+
+def with_open_ledgers(
+    rows: list[dict[str, Any]], project_id: str | None = None
+) -> list[dict[str, Any]]:
+    """Session rows with the injections of still-open sessions (read from their ledgers) added.
+
+    A session's injections are in its ledger until SessionEnd folds them into its row; a session
+    with a ledger and no row yet is added (of ``project_id`` only, when given).
+    """
+    by_id = {row["session_id"]: row for row in rows}
+    for session_id, entries in ledger.open_sessions().items():
+        tokens, count = ledger.totals(entries)
+        row = by_id.get(session_id)
+        if row is None:
+            first = entries[0] if entries else {}
+            if project_id is not None and first.get("project_id") != project_id:
+                continue
+            row = {
+                "session_id": session_id,
+                "project_id": first.get("project_id"),
+                "cwd": first.get("cwd"),
+                "started_at": None,
+                "ended_at": None,
+                "tokens_injected": 0,
+                "injections": 0,
+                "extraction_cost_usd": 0.0,
+            }
+            rows.append(row)
+            by_id[session_id] = row
+        row["tokens_injected"] += tokens
+        row["injections"] += count
+    return rows

@@ -1,0 +1,277 @@
+"""Writing records: validation and the insert rule, once, for the hooks and the library.
+
+A new record is a plain dict of fields (those of :class:`agentctx.records.NewRecord`).
+:func:`validate` normalizes and checks it; :func:`new_row` makes the row to insert; :func:`insert` is
+the plan that writes it with supersession: an explicit ``supersedes`` (same type, same project, still
+current; a global record only by a global one), then the keyed rules (one current handover per checkout
+of a project, a keyed one replacing the legacy key NULL one too; one current profile record per key),
+a ``supersedes`` edge to each record replaced, the row, and the replaced record's files and symbols.
+:func:`add_stub` is the capture hooks' variant: a stub whose title a current record already has is not
+written again. The store runs these plans with :func:`agentctx.core.plan.run_async`, the hooks
+(:mod:`agentctx.core.observe`) with :func:`agentctx.core.plan.run`; callers own the transaction.
+"""
+
+from __future__ import annotations
+
+from agentctx import clock, schema
+from agentctx.core.plan import execute, one, rows
+from agentctx.errors import ConflictError, NotFoundError, ValidationError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
+
+    from agentctx.core.plan import Plan
+
+KEYWORDS_MAX = 8
+#: The optional fields of a new record and their defaults.
+DEFAULTS: dict[str, Any] = {
+    "scope": "project",
+    "confidence": "explicit",
+    "source": "cli",
+    "pinned": False,
+    "keywords": "",
+    "key": None,
+    "rationale": None,
+    "session_id": None,
+    "valid_from": None,
+    "supersedes": None,
+}
+_COLS = ", ".join(schema.RECORD_COLUMNS)
+
+
+def normalize_keywords(keywords: Iterable[str] | str) -> str:
+    """Up to eight distinct search keywords as one space-separated, lower-case string."""
+    items = (
+        keywords.split() if isinstance(keywords, str) else [w for k in keywords for w in k.split()]
+    )
+    seen: list[str] = []
+    for word in items:
+        word = word.strip().lower()
+        if word and word not in seen:
+            seen.append(word)
+    return " ".join(seen[:KEYWORDS_MAX])
+
+
+def validate(new: Mapping[str, Any]) -> dict[str, Any]:
+    """The normalized fields of a new record, or :class:`ValidationError` naming every bad one."""
+    fields = {**DEFAULTS, **new}
+    problems: list[str] = []
+    title = " ".join(fields["title"].split()) if isinstance(fields["title"], str) else ""
+    body = fields["body"].strip() if isinstance(fields["body"], str) else ""
+    record_type, scope, key = fields["type"], fields["scope"], fields["key"]
+    _check_choice("type", record_type, schema.RECORD_TYPES, problems)
+    _check_choice("scope", scope, schema.SCOPES, problems)
+    _check_choice("confidence", fields["confidence"], schema.CONFIDENCES, problems)
+    _check_choice("source", fields["source"], schema.SOURCES, problems)
+    _check_text("title", title, schema.TITLE_MAX, problems)
+    _check_text("body", body, schema.BODY_MAX, problems)
+    project_id = schema.GLOBAL_PROJECT_ID if scope == "global" else fields["project_id"]
+    if scope == "project" and (not project_id or project_id == schema.GLOBAL_PROJECT_ID):
+        problems.append("a project-scoped record needs a project id")
+    valid_from = fields["valid_from"]
+    if valid_from is not None:
+        try:
+            valid_from = clock.parse_time(valid_from)
+        except ValueError:
+            problems.append(f"valid_from {fields['valid_from']!r} is not an ISO-8601 time")
+    if record_type in ("profile", "handover") and key is not None and not key.strip():
+        problems.append(f"a {record_type} key, when given, must not be blank")
+    if problems:
+        raise ValidationError("invalid record: " + "; ".join(problems))
+    return {
+        **fields,
+        "title": title,
+        "body": body,
+        "project_id": project_id,
+        "pinned": bool(fields["pinned"]),
+        "keywords": normalize_keywords(fields["keywords"]),
+        # a handover's key is a checkout path, kept exactly (a folder name may end in a space)
+        "key": (key if record_type == "handover" else key.strip()) if key else None,
+        "rationale": (fields["rationale"] or "").strip() or None,
+        "valid_from": valid_from,
+    }
+
+
+def _check_text(name: str, text: str, limit: int, problems: list[str]) -> None:
+    if not text:
+        problems.append(f"{name} is empty")
+    elif len(text) > limit:
+        problems.append(f"{name} is {len(text)} characters, over the limit of {limit}")
+    elif "\x00" in text:  # SQLite's length() stops at NUL: the CHECK would refuse it
+        problems.append(f"{name} contains a NUL character")
+
+
+def _check_choice(name: str, value: object, allowed: tuple[str, ...], problems: list[str]) -> None:
+    if value not in allowed:
+        problems.append(f"{name} {value!r} is not one of: {', '.join(allowed)}")
+
+
+def new_row(
+    valid: Mapping[str, Any], record_id: str | None = None, recorded_at: str | None = None
+) -> dict[str, Any]:
+    """Every column of the row of a validated new record (fresh id and times unless given)."""
+    recorded_at = recorded_at or clock.now()
+    keywords = valid["keywords"]
+    return {
+        "id": record_id or clock.ulid(),
+        "project_id": valid["project_id"],
+        "type": valid["type"],
+        "title": valid["title"],
+        "body": valid["body"],
+        "scope": valid["scope"],
+        "confidence": valid["confidence"],
+        "source": valid["source"],
+        "valid_from": valid["valid_from"] or recorded_at,
+        "recorded_at": recorded_at,
+        "keywords": keywords if isinstance(keywords, str) else " ".join(keywords),
+        "key": valid["key"],
+        "rationale": valid["rationale"],
+        "pinned": bool(valid["pinned"]),
+        "reinforce_count": 0,
+        "superseded_at": None,
+        "superseded_by": None,
+        "access_count": 0,
+        "last_accessed": None,
+        "score": 1.0,
+        "claudemd_drift_score": 0.0,
+        "session_id": valid["session_id"],
+        "pending_embedding": True,
+    }
+
+
+def add(new: Mapping[str, Any]) -> Plan[dict[str, Any]]:
+    """Validate and insert a new record (:func:`insert`); the row written."""
+    valid = validate(new)
+    return (yield from insert(new_row(valid), supersedes=valid["supersedes"]))
+
+
+def insert(row: dict[str, Any], *, supersedes: str | None = None) -> Plan[dict[str, Any]]:
+    """Insert a new row with supersession and the keyed rules; the row written.
+
+    :class:`NotFoundError`, :class:`ValidationError` or :class:`ConflictError` (raised before any
+    write, or when a record to replace was superseded meanwhile) leave the caller to roll back.
+    """
+    replaced: list[str] = []
+    if supersedes:
+        yield from _check_supersedes(row, supersedes)
+        replaced.append(supersedes)
+    for old_id in (yield from keyed_current(row["type"], row["project_id"], row["key"])):
+        if old_id not in replaced:
+            replaced.append(old_id)
+    now = row["recorded_at"]
+    yield execute("PRAGMA defer_foreign_keys = ON")
+    for old_id in replaced:
+        changed = yield execute(schema.SUPERSEDE_SQL, (now, row["id"], old_id))
+        if changed != 1:
+            raise ConflictError(f"record {old_id} was superseded meanwhile; nothing was written")
+        yield from edge(row["id"], old_id, "supersedes", now)
+    yield execute(schema.INSERT_RECORD_SQL, [row[name] for name in schema.RECORD_COLUMNS])
+    if supersedes:  # a new version is about the same files and symbols as the old one
+        yield execute(
+            "INSERT OR IGNORE INTO record_entities(record_id, entity_id) "
+            "SELECT ?, entity_id FROM record_entities WHERE record_id = ?",
+            (row["id"], supersedes),
+        )
+    return row
+
+
+def _check_supersedes(row: Mapping[str, Any], old_id: str) -> Plan[None]:
+    """The explicit supersession's rules: the old record is current, of this project and type."""
+    sql = "SELECT project_id, type, superseded_at, superseded_by FROM {} WHERE id = ?"
+    old = yield one(sql.format("records"), (old_id,))
+    if old is None:
+        old = yield one(sql.format("records_archive"), (old_id,))
+    if old is None:
+        raise NotFoundError(f"no record with id {old_id!r}; find ids with `agentctx search`")
+    project_id, old_type, superseded_at, superseded_by = old
+    if project_id != row["project_id"]:
+        if project_id == schema.GLOBAL_PROJECT_ID:
+            raise ValidationError(
+                f"record {old_id} is global: supersede it with a global record "
+                "(scope global), so that every project sees the new version"
+            )
+        raise NotFoundError(f"no record with id {old_id!r} in this project")
+    if superseded_at is not None:
+        raise ConflictError(
+            f"record {old_id} is already superseded by {superseded_by}; "
+            f"supersede the current version ({superseded_by}) instead"
+        )
+    if old_type != row["type"]:
+        raise ValidationError(
+            f"record {old_id} is a {old_type}; a {row['type']} cannot supersede it"
+        )
+
+
+def keyed_current(record_type: str, project_id: str, key: str | None) -> Plan[list[str]]:
+    """The ids of the current records a keyed rule makes a new record replace (maybe none).
+
+    A handover replaces its checkout's current one (``key``) and the legacy (key NULL) one; a
+    profile record with a key replaces the current one of that key.
+    """
+    if record_type == "handover":
+        found = yield rows(schema.CURRENT_HANDOVER_SQL, (project_id, key))
+        return [str(r[0]) for r in found]
+    if record_type == "profile" and key:
+        current = yield one(schema.CURRENT_PROFILE_KEY_SQL, (project_id, key))
+        return [] if current is None else [str(current[0])]
+    return []
+
+
+def current_by_title(project_id: str, record_type: str, title: str) -> Plan[Any]:
+    """The current record (row) of this project, type and whitespace-normalized title, or None."""
+    found = yield one(
+        f"SELECT {_COLS} FROM records WHERE project_id = ? AND type = ? AND title = ? "
+        "AND superseded_at IS NULL ORDER BY valid_from DESC LIMIT 1",
+        (project_id, record_type, " ".join(title.split())),
+    )
+    return found
+
+
+def add_stub(new: Mapping[str, Any]) -> Plan[str]:
+    """A captured record, unless a current one has its type and title; the id, new or existing."""
+    valid = validate(new)
+    existing = yield from current_by_title(valid["project_id"], valid["type"], valid["title"])
+    if existing is not None:
+        return str(existing[0])
+    row = yield from insert(new_row(valid), supersedes=valid["supersedes"])
+    return str(row["id"])
+
+
+def node(project_id: str, kind: str, name: str, at: str) -> Plan[str]:
+    """The id of the graph node of this project, kind and name (created if new)."""
+    yield execute(
+        "INSERT OR IGNORE INTO nodes(id, project_id, kind, name, created_at) VALUES (?, ?, ?, ?, ?)",
+        (clock.ulid(), project_id, kind, name, at),
+    )
+    found = yield one(
+        "SELECT id FROM nodes WHERE project_id = ? AND kind = ? AND name = ?",
+        (project_id, kind, name),
+    )
+    return str(found[0])
+
+
+def edge(from_id: str, to_id: str, rel_type: str, at: str) -> Plan[bool]:
+    """Link two ids (records, nodes, sessions); False when that link already existed."""
+    added = yield execute(schema.INSERT_EDGE_SQL, (clock.ulid(), from_id, to_id, rel_type, at))
+    return bool(added == 1)
+
+
+def link_entity(record_id: str, entity_id: str) -> Plan[None]:
+    """Say that a record is about a node (a file, a symbol)."""
+    yield execute(
+        "INSERT OR IGNORE INTO record_entities(record_id, entity_id) VALUES (?, ?)",
+        (record_id, entity_id),
+    )
+
+
+def update_body(record_id: str, body: str, keywords: Iterable[str] | str = "") -> Plan[None]:
+    """Enrich a record in place (a captured stub that extraction explained); re-embedded later."""
+    text = body.replace("\x00", "").strip()[: schema.BODY_MAX]
+    if not text:
+        raise ValidationError("a record body cannot be empty")
+    yield execute(
+        "UPDATE records SET body = ?, keywords = ?, pending_embedding = 1 WHERE id = ?",
+        (text, normalize_keywords(keywords), record_id),
+    )
