@@ -21,7 +21,7 @@ from mcp.types import CallToolResult, TextContent
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentctx import clock, db, schema
-from agentctx.mcp_server import (
+from agentctx.mcp.server import (
     FILE_SEARCH_POOL,
     INSTRUCTIONS,
     SYNC_BEGIN,
@@ -756,5 +756,5 @@ def test_imports_stay_lazy() -> None:
         return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
 
     heavy = ("anthropic", "fastembed", "numpy", "onnxruntime", "cyclopts", "agentctx.extract")
-    assert loaded("agentctx.mcp_server", *heavy) == ""
-    assert loaded("agentctx.cli", "mcp", "pydantic", "agentctx.mcp_server") == ""
+    assert loaded("agentctx.mcp.server", *heavy) == ""
+    assert loaded("agentctx.cli", "mcp", "pydantic", "agentctx.mcp.server") == ""

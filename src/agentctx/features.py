@@ -8,7 +8,7 @@ there, and the SessionStart digest names only tools Claude can call.
 from __future__ import annotations
 
 WORKERS = "agentctx.workers"
-MCP_SERVER = "agentctx.mcp_server"
+MCP_SERVER = "agentctx.mcp.server"
 
 
 def available(module: str) -> bool:

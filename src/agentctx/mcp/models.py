@@ -1,6 +1,6 @@
 """The MCP tools' results: pydantic models whose fields are the output schema Claude sees.
 
-Each tool of :mod:`agentctx.mcp_server` returns one of these, so the SDK publishes an output schema
+Each tool of :mod:`agentctx.mcp.server` returns one of these, so the SDK publishes an output schema
 and sends structured content; field descriptions are part of what Claude reads. Kept apart from the
 tools so that the server module holds the protocol plumbing and the adapters only.
 

@@ -16,8 +16,8 @@ stdout: the SDK moves stdio onto private descriptors, and logging goes to stderr
 the query model, loaded lazily in the background by the lifespan's :class:`~agentctx.hybrid.QueryModel`,
 is ready and the store has vectors; keywords alone until then (the result's ``mode`` says which).
 
-The results are the pydantic models of :mod:`agentctx.mcp_models`; the graph reads (``ctx_related``
-and the ``file`` filter of ``ctx_search``) are the SQL of :mod:`agentctx.mcp_graph`, run on a short
+The results are the pydantic models of :mod:`agentctx.mcp.models`; the graph reads (``ctx_related``
+and the ``file`` filter of ``ctx_search``) are the SQL of :mod:`agentctx.mcp.graph`, run on a short
 read-only connection in a worker thread.
 
 No ``from __future__ import annotations`` here: the SDK evaluates the tools' signatures and pydantic
@@ -39,12 +39,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from agentctx import __version__, claudemd, clock, config, hybrid, inventory, mcp_graph, retrieval
+from agentctx import __version__, claudemd, clock, config, hybrid, inventory, retrieval
 from agentctx.claudemd import SYNC_BEGIN as SYNC_BEGIN
 from agentctx.claudemd import SYNC_END as SYNC_END
 from agentctx.claudemd import SYNC_MAX as SYNC_MAX
 from agentctx.errors import AgentctxError, NotFoundError, ValidationError
-from agentctx.mcp_models import (
+from agentctx.mcp import graph as mcp_graph
+from agentctx.mcp.models import (
     ClaudeMdReport,
     IndexEntry,
     MissingRecord,
