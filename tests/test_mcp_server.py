@@ -21,13 +21,9 @@ from mcp.types import CallToolResult, TextContent
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentctx import clock, db, schema
-from agentctx.mcp.server import (
-    FILE_SEARCH_POOL,
-    INSTRUCTIONS,
-    SYNC_BEGIN,
-    SYNC_END,
-    create_server,
-)
+from agentctx.claudemd import SYNC_BEGIN, SYNC_END
+from agentctx.mcp.server import INSTRUCTIONS, create_server
+from agentctx.mcp.tools import FILE_SEARCH_POOL
 from agentctx.project import identify
 from agentctx.records import NewRecord
 

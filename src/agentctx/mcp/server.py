@@ -1,76 +1,63 @@
 """The MCP server: seven tools that give Claude the store's depth on demand (ADR-008).
 
-``agentctx mcp`` serves it on stdio; Claude Code starts it with the session. A typed lifespan opens one
-:class:`~agentctx.store.Store` for the server's life and identifies the project once, from
-``CLAUDE_PROJECT_DIR`` or else the working directory. Each tool is a thin adapter over library calls
-(P-8) whose return type is a pydantic model, so the SDK publishes an output schema and sends structured
-content. Progressive disclosure: ``ctx_search`` answers with a compact index without bodies, and
-``ctx_get`` with the full records of the few ids Claude picks from it.
+``agentctx mcp`` serves it on stdio. Claude Code starts it with the session and sends its first
+model request as soon as the server has listed its tools or its wait ran out, so this module holds
+only what ``initialize`` and ``tools/list`` need: the tools' names, descriptions, argument schemas
+(their signatures) and result schemas (:mod:`agentctx.mcp.models`). Their bodies, the store, the
+rankings and the project's identity live in :mod:`agentctx.mcp.tools`, which the lifespan's
+:class:`ServerState` imports in a worker thread and opens once the tools are listed (or at the first
+tool call): one :class:`~agentctx.store.Store` and one query model for the server's life. The SDK's
+own import is the floor of the start-up (benchmarks/results/mcp.md,
+docs/upstream/mcp-sdk-import-time.md).
 
-Errors: an :class:`~agentctx.errors.AgentctxError` (or a driver error) becomes a tool error that
-carries its message (P-5); the SDK validates arguments against the input schema and reports a
-mismatch the same way, so a bad call never takes the server down. Nothing but the protocol reaches
-stdout: the SDK moves stdio onto private descriptors, and logging goes to stderr.
-
-``ctx_search`` ranks through :mod:`agentctx.hybrid`: keyword and vector rankings fused with RRF once
-the query model, loaded lazily in the background by the lifespan's :class:`~agentctx.hybrid.QueryModel`,
-is ready and the store has vectors; keywords alone until then (the result's ``mode`` says which).
-
-The results are the pydantic models of :mod:`agentctx.mcp.models`; the graph reads (``ctx_related``
-and the ``file`` filter of ``ctx_search``) are the SQL of :mod:`agentctx.mcp.graph`, run on a short
-read-only connection in a worker thread.
+Progressive disclosure: ``ctx_search`` answers with a compact index without bodies, and ``ctx_get``
+with the full records of the few ids Claude picks from it. Errors: an
+:class:`~agentctx.errors.AgentctxError` (or a driver error) becomes a tool error that carries its
+message (P-5); the SDK validates arguments against the input schema and reports a mismatch the same
+way, so a bad call never takes the server down. Nothing but the protocol reaches stdout: the SDK
+moves stdio onto private descriptors, and logging goes to stderr.
 
 No ``from __future__ import annotations`` here: the SDK evaluates the tools' signatures and pydantic
 the models' fields at run time, so every name they mention is a run-time import.
 """
 
-import functools
 import inspect
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import sqlean
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import Tool, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from agentctx import __version__, claudemd, clock, config, hybrid, inventory, retrieval
-from agentctx.claudemd import SYNC_BEGIN as SYNC_BEGIN
-from agentctx.claudemd import SYNC_END as SYNC_END
-from agentctx.claudemd import SYNC_MAX as SYNC_MAX
-from agentctx.errors import AgentctxError, NotFoundError, ValidationError
-from agentctx.mcp import graph as mcp_graph
+from agentctx import __version__
 from agentctx.mcp.models import (
     ClaudeMdReport,
-    IndexEntry,
-    MissingRecord,
     ProjectOverview,
     RecordDetail,
     Records,
-    RelatedEntry,
     RelatedRecords,
     SearchResults,
-    SessionSummary,
-    StaleText,
     Superseded,
-    record_detail,
 )
-from agentctx.project import ProjectIdentity, identify
-from agentctx.records import NewRecord, Record, RecordType
-from agentctx.store import SearchHit, SearchQuery, Store
+from agentctx.records import RecordType
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from agentctx.hybrid import QueryModel
+    from agentctx.mcp.tools import Backend
 
 SEARCH_MAX = 15
 GET_MAX = 10
-RELATED_MAX = 20
-#: ``ctx_search`` with ``file`` filters ranked hits: it ranks this many first, four times more
-#: while too few are linked to the file and the search is not exhausted, up to the maximum.
-FILE_SEARCH_POOL = 250
-FILE_SEARCH_POOL_MAX = 64_000
+#: When set, the first ``tools/list`` writes the names of the modules loaded by then to this file,
+#: one per line, before the tools' backend starts loading (the test of the lazy start reads it).
+IMPORT_LOG_ENV = "AGENTCTX_MCP_IMPORT_LOG"
 
 INSTRUCTIONS = (
     "agentctx is this project's memory: typed, versioned records of decisions, conventions, "
@@ -86,108 +73,71 @@ INSTRUCTIONS = (
 )
 
 log = logging.getLogger("agentctx.mcp")
-P = ParamSpec("P")
-R = TypeVar("R")
-T = TypeVar("T")
 
-# -- state and plumbing ----------------------------------------------------------------------------
+# -- state ------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class ServerState:
-    """What the lifespan opens once: the project, the store (None if it could not be opened) and
-    the query model for hybrid search."""
+    """The lifespan's state: the project folder and the tools' backend, opened once, in the
+    background, after the handshake (:func:`agentctx.mcp.tools.opened`)."""
 
-    project: ProjectIdentity
-    project_dir: str
-    store: Store | None = None
-    error: str | None = None
-    model: hybrid.QueryModel | None = None
+    def __init__(self, folder: str, model: "QueryModel | None", tasks: "TaskGroup") -> None:
+        self.folder = folder
+        self._model = model
+        self._tasks = tasks
+        self._backend: Backend | None = None
+        self._failure = ""
+        self._started = False
+        self._ready = anyio.Event()
+        self._closing = anyio.Event()
 
-    def require_store(self) -> Store:
-        """The open store, or a tool error saying why there is none."""
-        if self.store is None:
-            raise ToolError(f"the agentctx store could not be opened: {self.error}")
-        return self.store
+    def open_soon(self) -> None:
+        """Start opening the backend in the background, once; never waits for it."""
+        if not self._started:
+            self._started = True
+            self._tasks.start_soon(self._open)
+
+    async def backend(self) -> "Backend":
+        """The open backend (opening it now if nothing asked before), or a tool error."""
+        self.open_soon()
+        await self._ready.wait()
+        if self._backend is None:
+            raise ToolError(f"the agentctx tools could not start: {self._failure}")
+        return self._backend
+
+    def close(self) -> None:
+        """Let the backend close (its task ends once it is open)."""
+        self._closing.set()
+
+    async def _open(self) -> None:
+        try:
+            # the store's modules load in a worker thread: the loop stays free to answer meanwhile
+            opened = await anyio.to_thread.run_sync(_import_opened)
+            async with opened(self.folder, self._model) as backend:
+                self._backend = backend
+                self._ready.set()
+                await self._closing.wait()
+        except Exception as exc:  # a bug here must not end the session: the tools report it
+            log.exception("agentctx: the MCP tools could not start")
+            self._failure = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._ready.set()
+
+
+def _import_opened() -> "Callable[[str, QueryModel | None], AbstractAsyncContextManager[Backend]]":
+    from agentctx.mcp.tools import opened
+
+    return opened
 
 
 ServerContext = Context[ServerState, Any]
 
 
-def _lifespan(
-    project_dir: str | None, model: hybrid.QueryModel | None
-) -> Callable[[MCPServer[ServerState]], AbstractAsyncContextManager[ServerState]]:
-    folder = os.path.abspath(project_dir or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
-    project = identify(folder)
-
-    @asynccontextmanager
-    async def lifespan(_server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
-        try:
-            store = await Store.open()
-        except AgentctxError as exc:
-            # Serve anyway: every tool then answers with this message, which says what to do,
-            # where a server that dies at start-up shows Claude Code only "failed to connect".
-            log.error("agentctx: %s", exc)
-            yield ServerState(project, folder, error=str(exc))
-            return
-        try:
-            async with (model or hybrid.QueryModel(_settings())).running() as running:
-                yield ServerState(project, folder, store, model=running)
-        finally:
-            await store.close()
-
-    return lifespan
+async def _backend(ctx: ServerContext) -> "Backend":
+    return await ctx.request_context.lifespan_context.backend()
 
 
-def _settings() -> dict[str, Any]:
-    """The embedding settings; an unreadable config means keyword-only (one log line)."""
-    try:
-        return config.load()
-    except AgentctxError as exc:
-        log.warning("agentctx: %s; hybrid search off", exc)
-        return {"embeddings": False}
-
-
-def _state(ctx: ServerContext) -> ServerState:
-    return ctx.request_context.lifespan_context
-
-
-def _translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """Library errors become tool errors carrying their message (P-5)."""
-
-    @functools.wraps(fn)
-    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return await fn(*args, **kwargs)
-        except AgentctxError as exc:
-            raise ToolError(str(exc)) from exc
-        except sqlean.Error as exc:
-            raise ToolError(
-                f"the database failed ({exc}); run `agentctx doctor` for a fix"
-            ) from exc
-
-    return call
-
-
-async def _find(
-    state: ServerState, query: SearchQuery, within: set[str] | None = None
-) -> hybrid.Ranked:
-    """Rank records for a query: hybrid (keywords and vectors, RRF) when the model is ready and the
-    store has vectors, else keywords alone (FTS5 BM25 and the rerank of retrieval.py); hits below
-    the relevance floor are left out (hybrid.Floor)."""
-    store = state.require_store()
-    if state.model is None:
-        floor = hybrid.floor_for(_settings(), None)
-        return await hybrid.hybrid_search(store, query, None, floor=floor, within=within)
-    return await hybrid.search(store, query, state.model, within=within)
-
-
-async def _read(store: Store, query: Callable[[Any], T]) -> T:
-    """Run ``query(conn)`` on a short read-only connection to the store, in a worker thread."""
-    return await store.read_sync(query)
-
-
-# -- the tools -------------------------------------------------------------------------------------
+# -- the tools: what tools/list publishes; each body is one call of the backend -------------------
 
 TypeArg = Annotated[RecordType | None, Field(description="Only records of this type.")]
 FileArg = Annotated[
@@ -223,85 +173,7 @@ async def ctx_search(
     """Search the project's memory by keywords (and by meaning once the embedding model is
     loaded); returns a compact index (id, type, title, age, confidence, score), no bodies. Call
     ctx_get with the ids you need to read them in full."""
-    state = _state(ctx)
-    store = state.require_store()
-    if not retrieval.query_terms(query):
-        raise ValidationError(
-            "the query has no searchable words (stop words and one-letter words are skipped): "
-            "use a few distinctive keywords"
-        )
-    moment = _parse_as_of(as_of)
-    linked: set[str] | None = None
-    if file is not None:
-        names = mcp_graph.file_names(state.project_dir, state.project.root, file)
-        pid = state.project.project_id
-        linked = await _read(store, lambda conn: mcp_graph.linked_ids(conn, pid, names))
-        if not linked:
-            return SearchResults(results=[], note=f"no records are linked to {names[0]}")
-    search = SearchQuery(
-        text=query,
-        project_id=state.project.project_id,
-        types=(type,) if type else (),
-        scope="all" if scope == "project" else "global",
-        as_of=moment,
-        limit=limit,
-    )
-    if linked is None:
-        result = await _find(state, search)
-        hits = result.hits
-    else:
-        result, hits = await _find_linked(state, search, linked)
-    note = None
-    if not hits and result.dropped:
-        note = (
-            f"nothing relevant found: {result.dropped} record(s) share a word with the query but "
-            "none is close enough to it; the store has no answer to this, or try other words"
-        )
-    return SearchResults(
-        results=[
-            IndexEntry(
-                id=h.record.id,
-                type=h.record.type,
-                title=h.record.title,
-                age=clock.age_label(h.record.valid_from),
-                confidence=h.record.confidence,
-                score=float(f"{h.score:.4g}"),
-            )
-            for h in hits
-        ],
-        mode=result.mode,
-        note=note,
-        degraded=result.degraded,
-    )
-
-
-async def _find_linked(
-    state: ServerState, search: SearchQuery, linked: set[str]
-) -> tuple[hybrid.Ranked, list[SearchHit]]:
-    """The best ``search.limit`` hits among ``linked`` ids.
-
-    SearchQuery cannot restrict the ids it ranks, so this ranks a pool and keeps the linked ids
-    (before the relevance floor judges them), widening the pool until enough linked hits are in it
-    or every matching record was ranked.
-    """
-    pool = FILE_SEARCH_POOL
-    while True:
-        result = await _find(state, replace(search, limit=pool), within=linked)
-        hits = result.hits[: search.limit]
-        if len(hits) >= search.limit or result.considered < pool or pool >= FILE_SEARCH_POOL_MAX:
-            return result, hits
-        pool *= 4
-
-
-def _parse_as_of(text: str | None) -> str | None:
-    if text is None or not text.strip():
-        return None
-    try:
-        return clock.parse_time(text)
-    except ValueError:
-        raise ValidationError(
-            f"as_of {text!r} is not an ISO date or date-time (e.g. 2026-04-01 or 2026-04-01T12:00Z)"
-        ) from None
+    return await (await _backend(ctx)).search(query, type, file, scope, as_of, limit)
 
 
 async def ctx_get(
@@ -316,23 +188,7 @@ async def ctx_get(
 ) -> Records:
     """Read full records by id (1-10 per call), with their supersession links; ids not found in
     this project or the global records are listed as missing (an error when none is found)."""
-    state = _state(ctx)
-    store = state.require_store()
-    if len(ids) > GET_MAX:
-        raise ValidationError(
-            f"ctx_get takes at most {GET_MAX} ids per call (got {len(ids)}): "
-            "ask for the ones you need most, then call it again if you must"
-        )
-    wanted = [i.strip() for i in ids if i.strip()]
-    if not wanted:
-        raise ValidationError("ctx_get needs at least one record id: find ids with ctx_search")
-    found, missing = await store.get_many(wanted, state.project.project_id)
-    if not found:
-        raise NotFoundError(
-            f"no record with id {', '.join(missing)} in this project or the global records: "
-            "find ids with ctx_search"
-        )
-    return Records(records=[await record_detail(store, r) for r in found], missing=missing)
+    return await (await _backend(ctx)).get(ids)
 
 
 async def ctx_record(
@@ -352,23 +208,7 @@ async def ctx_record(
 ) -> RecordDetail:
     """Record a fact the user stated or agreed to (a decision, convention, preference, ...) as an
     explicit record; returns it. To change a recorded fact, prefer ctx_supersede."""
-    state = _state(ctx)
-    store = state.require_store()
-    created = await store.add(
-        NewRecord(
-            type=type,
-            title=title,
-            body=body,
-            project_id=state.project.project_id,
-            scope=scope,
-            confidence="explicit",
-            source="mcp_tool",
-            supersedes=(supersedes or "").strip() or None,
-            key=state.project.checkout if type == "handover" else None,
-        )
-    )
-    await store.touch_project(state.project)
-    return await record_detail(store, created)
+    return await (await _backend(ctx)).record(type, title, body, supersedes, scope)
 
 
 async def ctx_supersede(
@@ -379,63 +219,13 @@ async def ctx_supersede(
 ) -> Superseded:
     """Replace a recorded fact that changed: the old record is kept as history and marked
     superseded by a new version with the new body; returns both ids."""
-    state = _state(ctx)
-    store = state.require_store()
-    old, new = await store.supersede(
-        old_id.strip(),
-        new_body,
-        rationale,
-        project_id=state.project.project_id,
-        source="mcp_tool",
-        confidence="explicit",
-    )
-    await store.touch_project(state.project)
-    return Superseded(old_id=old.id, new_id=new.id, type=new.type, title=new.title)
-
-
-_COMMANDS = ("test", "build", "lint", "format", "typecheck", "run")
-_NAMED_FACTS = ("stack", "languages", "package_manager", "entry_points")
+    return await (await _backend(ctx)).supersede(old_id, new_body, rationale)
 
 
 async def ctx_project(ctx: ServerContext) -> ProjectOverview:
     """The project: name, id, stack, commands (test, build, lint, ...), entry points, record counts
     by type and the last session."""
-    state = _state(ctx)
-    store = state.require_store()
-    pid = state.project.project_id
-    facts: dict[str, str] = {}
-    for record in await store.list_records(pid, types=("profile",), include_superseded=False):
-        facts.setdefault(record.key or record.title, record.body)
-    commands = {
-        name: facts.pop(f"{name}_command") for name in _COMMANDS if f"{name}_command" in facts
-    }
-    named = {key: facts.pop(key, None) for key in _NAMED_FACTS}
-    status = await inventory.status(store, pid)
-    sessions = status["recent_sessions"]
-    last = next((s for s in sessions if s["started_at"]), sessions[0] if sessions else None)
-    return ProjectOverview(
-        name=state.project.name,
-        project_id=pid,
-        root=state.project.root,
-        remote=state.project.remote,
-        stack=named["stack"],
-        languages=named["languages"],
-        package_manager=named["package_manager"],
-        commands=commands,
-        entry_points=named["entry_points"],
-        other_facts=facts,
-        counts=status["counts"],
-        superseded=status["superseded"],
-        last_session=None
-        if last is None
-        else SessionSummary(
-            session_id=last["session_id"],
-            started_at=last["started_at"],
-            ended_at=last["ended_at"],
-            tokens_injected=last["tokens_injected"],
-            injections=last["injections"],
-        ),
-    )
+    return await (await _backend(ctx)).overview()
 
 
 async def ctx_related(
@@ -444,80 +234,14 @@ async def ctx_related(
 ) -> RelatedRecords:
     """Current records linked to a file through the store's graph (its entities and edges, up to
     3 links away), nearest first. Use before editing a file; read bodies with ctx_get."""
-    state = _state(ctx)
-    store = state.require_store()
-    names = mcp_graph.file_names(state.project_dir, state.project.root, file)
-    pid = state.project.project_id
-    allowed = retrieval.scope_projects(pid, "all")
-    known, rows = await _read(store, lambda conn: mcp_graph.related_rows(conn, pid, allowed, names))
-    found = [(Record.from_row(row), int(row["hops"])) for row in rows]
-    found.sort(key=lambda item: item[0].valid_from, reverse=True)
-    found.sort(key=lambda item: (item[1], -retrieval.TYPE_WEIGHT.get(item[0].type, 1.0)))
-    return RelatedRecords(
-        file=names[0],
-        known=known,
-        results=[
-            RelatedEntry(
-                id=record.id,
-                type=record.type,
-                title=record.title,
-                age=clock.age_label(record.valid_from),
-                confidence=record.confidence,
-                hops=hops,
-            )
-            for record, hops in found[:RELATED_MAX]
-        ],
-    )
+    return await (await _backend(ctx)).related(file)
 
 
 async def ctx_sync_claudemd(ctx: ServerContext) -> ClaudeMdReport:
     """Compare CLAUDE.md with the store (read-only): current explicit or reinforced decisions and
     conventions it does not mention, superseded text it still contains, and a proposed diff that
     appends the missing ones. Show the diff to the user; never apply it without their consent."""
-    state = _state(ctx)
-    store = state.require_store()
-    files = await claudemd.discover(state.project_dir, state.project.root)
-    target = files[0].path if files else os.path.join(state.project.root, "CLAUDE.md")
-    # judged as consolidation judges (keywords and meaning), so the report and the digest's drift
-    # note agree; without a model (off, offline) keywords alone, as the method field says
-    embedder = await state.model.wait() if state.model is not None else None
-    sync = await claudemd.report(
-        store,
-        state.project.project_id,
-        files=files,
-        target=target,
-        root=state.project.root,
-        embedder=embedder,
-    )
-    return ClaudeMdReport(
-        files=sync.files,
-        checked=sync.checked,
-        missing=[
-            MissingRecord(
-                id=m.id,
-                type=m.type,
-                title=m.title,
-                coverage=m.coverage,
-                missing_words=m.missing_words,
-            )
-            for m in sync.missing
-        ],
-        missing_total=sync.missing_total,
-        contradictions=[
-            StaleText(
-                id=c.id,
-                title=c.title,
-                superseded_by=c.superseded_by,
-                current_title=c.current_title,
-                file=c.file,
-                line=c.line,
-                text=c.text,
-            )
-            for c in sync.contradictions
-        ],
-        proposed_diff=sync.diff,
-        method=sync.method,
-    )
+    return await (await _backend(ctx)).sync_claudemd()
 
 
 # -- the server ------------------------------------------------------------------------------------
@@ -539,32 +263,89 @@ TOOLS: tuple[tuple[Callable[..., Awaitable[BaseModel]], str, ToolAnnotations], .
 )
 
 
+class AgentctxServer(MCPServer[ServerState]):
+    """The SDK's server with the seven tools, for the project in ``folder``.
+
+    Its lifespan gives each connection a :class:`ServerState`; the backend starts opening once the
+    tools are listed.
+    """
+
+    def __init__(self, folder: str, model: "QueryModel | None" = None) -> None:
+        self.folder = folder
+        self._model = model
+        self._state: ServerState | None = None
+        with _without_rich():
+            super().__init__(
+                "agentctx",
+                title="agentctx",
+                version=__version__,
+                instructions=INSTRUCTIONS,
+                lifespan=self._lifespan,
+                log_level="WARNING",
+            )
+        for tool, title, annotations in TOOLS:
+            self.add_tool(
+                tool,
+                name=tool.__name__,
+                title=title,
+                description=" ".join(inspect.cleandoc(tool.__doc__ or "").split()),
+                annotations=annotations,
+                structured_output=True,
+            )
+
+    @asynccontextmanager
+    async def _lifespan(self, _server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
+        async with anyio.create_task_group() as tasks:
+            self._state = state = ServerState(self.folder, self._model, tasks)
+            try:
+                yield state
+            finally:
+                self._state = None
+                state.close()
+
+    async def list_tools(self) -> list[Tool]:
+        """The tools, as ``tools/list`` publishes them; then the backend starts opening."""
+        tools = await super().list_tools()
+        if path := os.environ.pop(IMPORT_LOG_ENV, ""):
+            _write_import_log(path)
+        if self._state is not None:
+            self._state.open_soon()
+        return tools
+
+
+def _write_import_log(path: str) -> None:
+    with open(path, "w", encoding="utf-8") as out:  # a few KB, once: no thread for it
+        out.write("".join(f"{name}\n" for name in sorted(sys.modules)))
+
+
+@contextmanager
+def _without_rich() -> Iterator[None]:
+    """Hide rich from imports while the SDK's server is made.
+
+    ``MCPServer()`` sets up logging with rich's handler whenever rich can be imported (rich comes
+    with cyclopts here, not with the SDK): ~50 ms of imports on the path to ``tools/list``. Hidden,
+    the SDK logs through a plain stderr handler, which suits a log file better anyway.
+    """
+    if "rich" in sys.modules:
+        yield
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich...` raises ImportError
+    try:
+        yield
+    finally:
+        del sys.modules["rich"]
+
+
 def create_server(
-    project_dir: str | None = None, *, model: hybrid.QueryModel | None = None
-) -> MCPServer[ServerState]:
+    project_dir: str | None = None, *, model: "QueryModel | None" = None
+) -> AgentctxServer:
     """The agentctx MCP server; the project is ``project_dir``, else $CLAUDE_PROJECT_DIR, else cwd.
 
     ``model`` is the query model for hybrid search (default: one for the configured embedding
     settings, loaded on first need).
     """
-    server = MCPServer(
-        "agentctx",
-        title="agentctx",
-        version=__version__,
-        instructions=INSTRUCTIONS,
-        lifespan=_lifespan(project_dir, model),
-        log_level="WARNING",
-    )
-    for tool, title, annotations in TOOLS:
-        server.add_tool(
-            _translated(tool),
-            name=tool.__name__,
-            title=title,
-            description=" ".join(inspect.cleandoc(tool.__doc__ or "").split()),
-            annotations=annotations,
-            structured_output=True,
-        )
-    return server
+    folder = project_dir or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    return AgentctxServer(os.path.abspath(folder), model)
 
 
 async def serve(project_dir: str | None = None) -> None:
