@@ -113,6 +113,8 @@ class ServerState:
         try:
             # the store's modules load in a worker thread: the loop stays free to answer meanwhile
             opened = await anyio.to_thread.run_sync(_import_opened)
+            if self._closing.is_set():  # the client left meanwhile: no store to open
+                return
             async with opened(self.folder, self._model) as backend:
                 self._backend = backend
                 self._ready.set()
