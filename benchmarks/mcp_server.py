@@ -56,7 +56,7 @@ def mode_of(result: CallToolResult) -> str:
     return str(result.structured_content["mode"])
 
 
-INITIALIZE = {
+INITIALIZE: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
@@ -66,7 +66,7 @@ INITIALIZE = {
         "clientInfo": {"name": "bench", "version": "0"},
     },
 }
-LIST_TOOLS = [
+LIST_TOOLS: list[dict[str, Any]] = [
     {"jsonrpc": "2.0", "method": "notifications/initialized"},
     {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
 ]
