@@ -195,16 +195,16 @@ async def time_searches(
 ) -> dict[str, Any]:
     """Two warm servers, one keyword-only and one hybrid, timed call by call in turn.
 
-    The config is read when a server starts: the first starts with embeddings off, the second
-    with them on. The calls are interleaved (the order swapped every round), so that the machine's
-    other load falls on both alike and the difference between them is the ranking's.
+    A server reads the config when it opens its store (after its first ``tools/list`` or at its
+    first call), so the first server is warm before the config turns embeddings on for the second. The calls are interleaved (the order swapped every round), so that the machine's other load
+    falls on both alike and the difference between them is the ranking's.
     """
     async with AsyncExitStack() as stack:
         config.set_value("embeddings", "off", config_path)
         keyword_session = await open_session(stack, params, errlog)
+        await warm(keyword_session, "keyword")
         config.set_value("embeddings", "on", config_path)
         hybrid_session = await open_session(stack, params, errlog)
-        await warm(keyword_session, "keyword")
         warmed = await warm(hybrid_session, "hybrid")
         times: dict[str, list[float]] = {"keyword": [], "hybrid": []}
         sessions = [("keyword", keyword_session), ("hybrid", hybrid_session)]
@@ -325,8 +325,8 @@ def main() -> None:
         "The two searches run on two servers over the same store, one call each in turn, so "
         "that other load on the machine falls on both alike. With embeddings on, the first "
         f"`ctx_search` answered in {warmed['first_seconds'] * ms:.0f} ms with mode "
-        f"`{warmed['first_mode']}` (it starts the model load in the background and does not wait "
-        f"for it); searches answered `hybrid` {warmed['ready_seconds']:.1f} s after the first one "
+        f"`{warmed['first_mode']}` (the server opened its store for it, and it starts the model "
+        f"load in the background without waiting for it); searches answered `hybrid` {warmed['ready_seconds']:.1f} s after the first one "
         f"({warmed['warm_calls']} keyword answers meanwhile). A hybrid search adds to the keyword "
         "one the query embedding (one MiniLM call in a worker thread), an exact sqlite-vec KNN "
         "over every stored vector and the lookup of the vector candidates through the filters; "
