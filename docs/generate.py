@@ -74,7 +74,7 @@ def _schema_type(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
 
 def _tools() -> list[Any]:
     """The tools the MCP server registers, as ``tools/list`` publishes them."""
-    from agentctx.mcp_server import create_server
+    from agentctx.mcp.server import create_server
 
     # The project folder only names the project; listing the tools opens no store.
     server = create_server(str(SPEC.parent))

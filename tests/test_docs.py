@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from agentctx.config import SETTINGS
-from agentctx.mcp_server import TOOLS
+from agentctx.mcp.server import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATOR = ROOT / "docs" / "generate.py"

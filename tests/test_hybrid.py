@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 
 from agentctx import config, db, embed
-from agentctx.mcp_server import create_server
+from agentctx.mcp.server import create_server
 from agentctx.project import identify
 from agentctx.records import NewRecord
 from agentctx.retrieval import hybrid

@@ -21,13 +21,9 @@ from mcp.types import CallToolResult, TextContent
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentctx import clock, db, schema
-from agentctx.mcp_server import (
-    FILE_SEARCH_POOL,
-    INSTRUCTIONS,
-    SYNC_BEGIN,
-    SYNC_END,
-    create_server,
-)
+from agentctx.claude.claudemd import SYNC_BEGIN, SYNC_END
+from agentctx.mcp.server import IMPORT_LOG_ENV, INSTRUCTIONS, create_server
+from agentctx.mcp.tools import FILE_SEARCH_POOL
 from agentctx.project import identify
 from agentctx.records import NewRecord
 
@@ -744,6 +740,64 @@ async def test_stdout_carries_only_protocol(
     }
 
 
+#: What the handshake must not wait for: the tools' bodies and the store, rankings, CLAUDE.md report
+#: and project identity they use, the SQLite driver, models, the LLM client, the CLI, rich.
+BACKEND_MODULES = {
+    "agentctx.mcp.tools",
+    "agentctx.store",
+    "agentctx.retrieval",
+    "agentctx.retrieval.hybrid",
+    "agentctx.retrieval.digest",
+    "agentctx.core.search",
+    "agentctx.claude.claudemd",
+    "agentctx.inventory",
+    "agentctx.project",
+    "agentctx.config",
+    "agentctx.db",
+    "agentctx.mcp.graph",
+    "sqlean",
+    "sqlean._sqlite3",
+    "aiosqlite",
+    "sqlite_vec",
+    "numpy",
+    "fastembed",
+    "onnxruntime",
+    "anthropic",
+    "cyclopts",
+    "rich",
+}
+
+
+async def test_the_handshake_waits_for_no_backend(
+    project_dir: Path, agentctx_home: Path, seed: Seed, tmp_path: Path
+) -> None:
+    """The real ``agentctx mcp`` answers ``initialize`` and ``tools/list`` with none of the
+    backend's modules loaded (the server writes the loaded modules to IMPORT_LOG_ENV's file when it
+    answers the first ``tools/list``), lists the tools as the server declares them, and opens the
+    store for the first tool call."""
+    import_log = tmp_path / "imports.txt"
+    params = server_params(project_dir, agentctx_home)
+    assert params.env is not None
+    params.command = os.path.join(os.path.dirname(sys.executable), "agentctx")
+    params.args = ["mcp"]
+    params.env[IMPORT_LOG_ENV] = str(import_log)
+    with (tmp_path / "stderr.txt").open("w") as errlog, anyio.fail_after(DEADLINE):
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            init = await session.initialize()
+            assert init.server_info.name == "agentctx" and init.instructions == INSTRUCTIONS
+            listed = (await session.list_tools()).tools
+            loaded = set(import_log.read_text().split())
+            found = ok(await session.call_tool("ctx_search", {"query": "auth"}))
+    declared = await create_server(str(project_dir)).list_tools()
+    assert [t.model_dump() for t in listed] == [t.model_dump() for t in declared]
+    assert {"agentctx.mcp.server", "agentctx.mcp.models", "mcp.server.mcpserver"} <= loaded
+    assert loaded & BACKEND_MODULES == set()
+    assert set(ids(found)) == {seed.jwt, seed.auth_convention, seed.gateway}
+
+
 def test_imports_stay_lazy() -> None:
     """The server loads no model or LLM client; the rest of the CLI never loads mcp or pydantic."""
     probe = (
@@ -756,5 +810,5 @@ def test_imports_stay_lazy() -> None:
         return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
 
     heavy = ("anthropic", "fastembed", "numpy", "onnxruntime", "cyclopts", "agentctx.extract")
-    assert loaded("agentctx.mcp_server", *heavy) == ""
-    assert loaded("agentctx.cli", "mcp", "pydantic", "agentctx.mcp_server") == ""
+    assert loaded("agentctx.mcp.server", *heavy) == ""
+    assert loaded("agentctx.cli", "mcp", "pydantic", "agentctx.mcp.server") == ""

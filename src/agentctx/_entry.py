@@ -30,7 +30,7 @@ def main() -> None:
         # rolled back by SQLite), instead of waiting for the stdin reader thread.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
-        from agentctx.mcp_server import serve
+        from agentctx.mcp.server import serve
 
         anyio.run(serve)
         sys.exit(0)

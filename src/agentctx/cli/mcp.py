@@ -9,7 +9,7 @@ from agentctx.cli import app
 async def mcp() -> int:
     """Serve the MCP tools on stdio (Claude Code runs this; `agentctx init` registers it)."""
     # Imported here: mcp and pydantic load only for this command, never for the other commands.
-    from agentctx.mcp_server import serve
+    from agentctx.mcp.server import serve
 
     await serve()
     return 0

@@ -1,8 +1,9 @@
 """The MCP tools' results: pydantic models whose fields are the output schema Claude sees.
 
-Each tool of :mod:`agentctx.mcp_server` returns one of these, so the SDK publishes an output schema
-and sends structured content; field descriptions are part of what Claude reads. Kept apart from the
-tools so that the server module holds the protocol plumbing and the adapters only.
+Each tool of :mod:`agentctx.mcp.server` returns one of these, so the SDK publishes an output schema
+and sends structured content; field descriptions are part of what Claude reads. The handshake
+needs them (``tools/list`` carries the output schemas), so this module imports pydantic and the
+record literals only, never the store.
 
 No ``from __future__ import annotations``: pydantic evaluates the fields at run time.
 """
@@ -11,8 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agentctx.records import Confidence, Record, RecordType, Scope, Source
-from agentctx.store import Store
+from agentctx.records import Confidence, RecordType, Scope, Source
 
 
 class IndexEntry(BaseModel):
@@ -165,30 +165,3 @@ class ClaudeMdReport(BaseModel):
     contradictions: list[StaleText]
     proposed_diff: str = Field(description="A unified diff appending the missing records.")
     method: str
-
-
-async def record_detail(store: Store, record: Record) -> RecordDetail:
-    """A record as ``ctx_get`` and ``ctx_record`` return it, with the ids it superseded."""
-    chain = await store.history(record.id)
-    return RecordDetail(
-        id=record.id,
-        type=record.type,
-        title=record.title,
-        body=record.body,
-        scope=record.scope,
-        confidence=record.confidence,
-        source=record.source,
-        current=record.is_current,
-        valid_from=record.valid_from,
-        recorded_at=record.recorded_at,
-        superseded_at=record.superseded_at,
-        superseded_by=record.superseded_by,
-        supersedes=[r.id for r in chain if r.superseded_by == record.id],
-        rationale=record.rationale,
-        key=record.key,
-        keywords=record.keywords,
-        pinned=record.pinned,
-        access_count=record.access_count,
-        last_accessed=record.last_accessed,
-        session_id=record.session_id,
-    )
