@@ -22,8 +22,8 @@ from agentctx.hooks import prompt
 from agentctx.hooks.runner import HookContext
 from agentctx.hooks.storage import open_db
 from agentctx.project import identify
-from agentctx.records import NewRecord
 from agentctx.store import Store
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -159,7 +159,7 @@ def seed(project_dir: Path) -> dict[str, str]:
             made = {}
             for name, (kind, title, body) in MEMORY.items():
                 record = await store.add(
-                    NewRecord(type=kind, title=title, body=body, project_id=project.project_id)
+                    new_record(type=kind, title=title, body=body, project_id=project.project_id)
                 )
                 made[name] = record.id
             return made
