@@ -220,6 +220,7 @@ def _consolidate_process() -> subprocess.Popen[bytes]:
     )
 
 
+@pytest.mark.slow  # ten consolidations killed and ten complete reruns: a minute or more
 def test_kill_9_at_random_points_loses_and_doubles_nothing(
     minilm_config: dict[str, Any],
 ) -> None:

@@ -628,6 +628,7 @@ async def _invariants(store: Store) -> tuple[set[str], int]:
     return live, len(superseded)
 
 
+@pytest.mark.slow  # kill -9 trials of merging processes
 async def test_kill_9_during_merges_leaves_whole_merges(
     embedder: embed.Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

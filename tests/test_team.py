@@ -400,6 +400,7 @@ def seed(cwd: Path, home: Path) -> None:
     "remote",
     [pytest.param("git@github.com:acme/shop.git", id="remote"), pytest.param(None, id="no-remote")],
 )
+@pytest.mark.slow  # the CLI in two homes, a dozen subprocesses
 def test_round_trip_between_two_homes(tmp_path: Path, remote: str | None) -> None:
     home_a, home_b = tmp_path / "home-a", tmp_path / "home-b"
     mine = clone(tmp_path / "a" / "shop", remote)
