@@ -1,4 +1,8 @@
-"""Shared fixtures: every test runs against its own agentctx home in a tmp folder."""
+"""Shared fixtures: every test runs against its own agentctx home in a tmp folder.
+
+Records to add are built by the one factory, :func:`tests.helpers.new_record` (defaults for every
+required field, any field by keyword), a plain function so that module-level helpers use it too.
+"""
 
 from __future__ import annotations
 

@@ -21,6 +21,23 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 FORBIDDEN = ("cyclopts", "anthropic", "mcp", "fastembed", "numpy", "pydantic")
+#: The project of :func:`new_record` when a test names none.
+PROJECT = "a" * 64
+
+
+def new_record(
+    type: str = "decision",
+    title: str = "t",
+    body: str = "b",
+    project_id: str = PROJECT,
+    **fields: Any,
+) -> NewRecord:
+    """The tests' one record factory: a :class:`NewRecord` of these defaults, any field overridden.
+
+    The defaults are short words no search or test looks for; a test that cares about a field
+    names it.
+    """
+    return NewRecord(type=type, title=title, body=body, project_id=project_id, **fields)
 
 
 def run_hook(

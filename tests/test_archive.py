@@ -17,9 +17,9 @@ from agentctx.consolidate.scoring import rescore
 from agentctx.consolidate.timebox import TimeBox
 from agentctx.embed import BLOB_TABLE
 from agentctx.project import identify
-from agentctx.records import NewRecord
 from agentctx.schema import EMBEDDING_DIMS
 from agentctx.store import SearchQuery, Store
+from tests.helpers import new_record
 from tests.test_cli import ok, ok_json, status
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ async def chain(
 ) -> list[Record]:
     """A decision superseded ``versions - 1`` times; every version as stored now, oldest first."""
     first = await store.add(
-        NewRecord(
+        new_record(
             type="decision",
             title=title,
             body="We use postgres, version 0.",
@@ -252,7 +252,7 @@ async def stale(store: Store, title: str, project: str = P, **extra: Any) -> Rec
     """A discovery so old that it scores below 0.1."""
     fields: dict[str, Any] = {"type": "discovery", "title": title, "body": "Once true.",
                               "project_id": project, "valid_from": "2020-01-01", **extra}  # fmt: skip
-    return await store.add(NewRecord(**fields))
+    return await store.add(new_record(**fields))
 
 
 async def test_prune_candidates_after_sixty_low_days(store: Store) -> None:
@@ -261,7 +261,7 @@ async def test_prune_candidates_after_sixty_low_days(store: Store) -> None:
     await stale(store, "Another project's", project=Q)
     gone = await stale(store, "Superseded one")
     await store.supersede(gone.id, "Replaced.", "newer")
-    fresh = await store.add(NewRecord(type="discovery", title="New", body="b", project_id=P))
+    fresh = await store.add(new_record(type="discovery", title="New", body="b", project_id=P))
     fell = days(-61)
     await rescore(store, None, now=fell)
     candidates = await prune_candidates(store, P)
@@ -304,7 +304,7 @@ async def test_status_shows_archived_and_prune_candidates(project_dir: Path) -> 
 
 async def test_reinforcement_counts_the_sessions_of_archived_versions(store: Store) -> None:
     old = await store.add(
-        NewRecord(
+        new_record(
             type="preference",
             title="Small commits",
             body="Commit small.",

@@ -9,6 +9,8 @@ import textwrap
 from contextlib import ExitStack, closing
 from typing import TYPE_CHECKING
 
+import pytest
+
 from agentctx import db, schema
 
 if TYPE_CHECKING:
@@ -105,6 +107,7 @@ def check_workers(results: list[tuple[int, str, str]]) -> None:
         assert out.split() == ["ready", "done"]
 
 
+@pytest.mark.slow  # eight processes writing 200 records each: seconds of CPU
 def test_eight_processes_create_migrate_and_write_one_store(tmp_path: Path) -> None:
     path = str(tmp_path / "fresh" / "agentctx.db")
     assert not os.path.exists(os.path.dirname(path))
@@ -186,6 +189,7 @@ anyio.run(main)
 """
 
 
+@pytest.mark.slow  # rounds of processes racing to create one store
 def test_processes_creating_the_same_new_store_together(tmp_path: Path) -> None:
     """Round after round, 8 processes open one brand-new path at the same moment.
 

@@ -25,10 +25,12 @@ from agentctx.core.locks import ProcessLock
 from agentctx.records import NewRecord
 from agentctx.store import Store
 from tests import minilm
-from tests.helpers import run_cli
+from tests.helpers import new_record, run_cli
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from agentctx.records import NewRecord
 
 
 pytestmark = pytest.mark.anyio
@@ -67,10 +69,10 @@ def _records(count: int, seed: int) -> list[NewRecord]:
             f"For {topic}, the {words[0]} and the {words[1]} work through {words[2]}; "
             f"note {index}: keep {words[3]} in mind ({rng.randint(1, 10_000)})."
         )
-        made.append(NewRecord(kind, title, body, PROJECT))
+        made.append(new_record(kind, title, body, PROJECT))
     for index in range(0, min(count, 40), 8):  # near-identical twins of a few records
         twin = made[index]
-        made.append(NewRecord(twin.type, twin.title, twin.body + " ", PROJECT))
+        made.append(new_record(twin.type, twin.title, twin.body + " ", PROJECT))
     return made
 
 
@@ -164,10 +166,10 @@ async def test_the_digest_ranks_what_the_project_works_on_now(
     store: Store, minilm_config: dict[str, Any]
 ) -> None:
     adds = [
-        NewRecord("decision", "Stripe webhooks", "Stripe webhooks are verified with the signing secret", PROJECT),
-        NewRecord("decision", "Postgres replicas", "Read queries go to the Postgres read replica", PROJECT),
-        NewRecord("convention", "React state", "React components keep state in hooks, not classes", PROJECT),
-        NewRecord("handover", "Next: refunds", "Working on Stripe refunds and the refund webhook retries", PROJECT),
+        new_record("decision", "Stripe webhooks", "Stripe webhooks are verified with the signing secret", PROJECT),
+        new_record("decision", "Postgres replicas", "Read queries go to the Postgres read replica", PROJECT),
+        new_record("convention", "React state", "React components keep state in hooks, not classes", PROJECT),
+        new_record("handover", "Next: refunds", "Working on Stripe refunds and the refund webhook retries", PROJECT),
     ]  # fmt: skip
     for new in adds:
         await store.add(new)
@@ -220,6 +222,7 @@ def _consolidate_process() -> subprocess.Popen[bytes]:
     )
 
 
+@pytest.mark.slow  # ten consolidations killed and ten complete reruns: a minute or more
 def test_kill_9_at_random_points_loses_and_doubles_nothing(
     minilm_config: dict[str, Any],
 ) -> None:

@@ -22,13 +22,15 @@ from anthropic import AsyncAnthropic
 from agentctx import db, embed, home
 from agentctx.consolidate import dedupe, merge_check
 from agentctx.consolidate.timebox import TimeBox
-from agentctx.records import NewRecord, Record
 from agentctx.store import Store
+from tests.helpers import new_record
 from tests.messages_server import ErrorReply, MessagesServer, Recorded, ToolUseReply
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
+
+    from agentctx.records import Record
 
 pytestmark = pytest.mark.anyio
 
@@ -72,7 +74,7 @@ async def add(
     store: Store, text: tuple[str, str], record_type: str = "decision", **fields: Any
 ) -> Record:
     return await store.add(
-        NewRecord(type=record_type, title=text[0], body=text[1], project_id="p1", **fields)
+        new_record(type=record_type, title=text[0], body=text[1], project_id="p1", **fields)
     )
 
 
@@ -470,7 +472,7 @@ def test_similar_pairs_blockwise_equals_the_full_matrix(monkeypatch: pytest.Monk
 
 def test_the_survivor_order() -> None:
     base = (
-        NewRecord(type="decision", title="t", body="b", project_id="p1")
+        new_record(type="decision", title="t", body="b", project_id="p1")
         .validated()
         .to_record("01B", "2026-02-01T00:00:00.000000Z")
     )
@@ -490,7 +492,7 @@ def test_the_survivor_order() -> None:
 def test_what_merges_without_the_llm() -> None:
     def record(body: str) -> Record:
         return (
-            NewRecord(type="decision", title="Retry policy", body=body, project_id="p1")
+            new_record(type="decision", title="Retry policy", body=body, project_id="p1")
             .validated()
             .to_record("01A", "2026-02-01T00:00:00.000000Z")
         )
@@ -626,6 +628,7 @@ async def _invariants(store: Store) -> tuple[set[str], int]:
     return live, len(superseded)
 
 
+@pytest.mark.slow  # kill -9 trials of merging processes
 async def test_kill_9_during_merges_leaves_whole_merges(
     embedder: embed.Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

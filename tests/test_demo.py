@@ -60,6 +60,7 @@ def demo(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple
     return result.stdout, scratch
 
 
+@pytest.mark.slow  # the whole demo in a subprocess: seconds (the in-process test below is fast)
 def test_demo_shows_the_whole_loop_and_leaves_nothing(tmp_path: Path, agentctx_home: Path) -> None:
     user_home = Path(os.environ["HOME"])
     before = snapshot(user_home)
@@ -88,6 +89,7 @@ def test_demo_shows_the_whole_loop_and_leaves_nothing(tmp_path: Path, agentctx_h
     assert snapshot(user_home) == before
 
 
+@pytest.mark.slow  # the whole demo in a subprocess
 def test_demo_never_touches_the_callers_store_key_or_api(
     tmp_path: Path, agentctx_home: Path, project_dir: Path
 ) -> None:
@@ -114,6 +116,7 @@ def test_demo_never_touches_the_callers_store_key_or_api(
     assert list(scratch.iterdir()) == []
 
 
+@pytest.mark.slow  # the whole demo in a subprocess
 @pytest.mark.anyio
 async def test_demo_keep_leaves_a_store_with_the_extracted_records(tmp_path: Path) -> None:
     stdout, scratch = demo(tmp_path, "--keep")

@@ -9,7 +9,7 @@ never candidates, ``.claude/CLAUDE.md``, the time box, and agreement with ``agen
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,9 +18,10 @@ from agentctx.claude import claudemd
 from agentctx.consolidate.drift import DriftReport, score_drift
 from agentctx.consolidate.timebox import TimeBox
 from agentctx.project import identify
-from agentctx.records import COLUMNS, NewRecord
+from agentctx.records import COLUMNS
 from agentctx.retrieval import digest
 from tests import minilm
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -64,47 +65,62 @@ class Shop:
     discovery: str
 
 
-def _new(pid: str, type_: str, title: str, body: str, **extra: Any) -> NewRecord:
-    return NewRecord(type=type_, title=title, body=body, project_id=pid, **extra)
-
-
 @pytest.fixture
 async def shop(store: Store, project_dir: Path) -> Shop:
     project = identify(str(project_dir))
     await store.touch_project(project)
     pid = project.project_id
     grpc = await store.add(
-        _new(
-            pid,
-            "decision",
-            "Use gRPC for internal services",
-            "Internal services talk to each other over gRPC, not REST.",
+        new_record(
+            type="decision",
+            title="Use gRPC for internal services",
+            body="Internal services talk to each other over gRPC, not REST.",
+            project_id=pid,
         )
     )
     money = await store.add(
-        _new(
-            pid,
-            "decision",
-            "Store money as integer cents",
-            "Amounts are stored as integer cents, never floats.",
+        new_record(
+            type="decision",
+            title="Store money as integer cents",
+            body="Amounts are stored as integer cents, never floats.",
+            project_id=pid,
         )
     )
     old = await store.add(
-        _new(
-            pid, "decision", "Use JWT for auth", "Sessions use JWT access tokens signed with RS256."
+        new_record(
+            type="decision",
+            title="Use JWT for auth",
+            body="Sessions use JWT access tokens signed with RS256.",
+            project_id=pid,
         )
     )
     _, jwt = await store.supersede(
         old.id, "Sessions use opaque tokens stored in Redis.", "revocable", project_id=pid
     )
     pytest_ = await store.add(
-        _new(pid, "convention", "Pytest for every test", "All tests use pytest; run pytest -q.")
+        new_record(
+            type="convention",
+            title="Pytest for every test",
+            body="All tests use pytest; run pytest -q.",
+            project_id=pid,
+        )
     )
     inferred = await store.add(
-        _new(pid, "convention", "Tabs for indentation", "Indent with tabs.", confidence="inferred")
+        new_record(
+            type="convention",
+            title="Tabs for indentation",
+            body="Indent with tabs.",
+            project_id=pid,
+            confidence="inferred",
+        )
     )
     discovery = await store.add(
-        _new(pid, "discovery", "Slow CI", "CI is slow because the Docker layer cache is off.")
+        new_record(
+            type="discovery",
+            title="Slow CI",
+            body="CI is slow because the Docker layer cache is off.",
+            project_id=pid,
+        )
     )
     return Shop(
         pid,

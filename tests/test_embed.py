@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import logging
+import threading
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -10,9 +12,9 @@ import numpy as np
 import pytest
 
 from agentctx import db, embed
-from agentctx.records import NewRecord
 from agentctx.store import Store
 from tests import minilm
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,7 +41,7 @@ async def _fill(store: Store, texts: list[tuple[str, str, str]] = TEXTS) -> list
     ids = []
     for record_type, title, body in texts:
         record = await store.add(
-            NewRecord(type=record_type, title=title, body=body, project_id="p1")
+            new_record(type=record_type, title=title, body=body, project_id="p1")
         )
         ids.append(record.id)
     return ids
@@ -66,7 +68,7 @@ async def test_paraphrases_are_closer_than_unrelated_texts(embedder: embed.Embed
 
 def test_record_text_shape() -> None:
     record = (
-        NewRecord(type="decision", title="Use gRPC", body=REST, project_id="p1")
+        new_record(type="decision", title="Use gRPC", body=REST, project_id="p1")
         .validated()
         .to_record("01ID", "2026-11-29T10:00:00.000Z")
     )
@@ -166,26 +168,48 @@ async def test_missing_model_means_keyword_only(
     embed.clear_model_cache()
 
 
+class LoopGate:
+    """The model, wrapped: a batch computed in the worker thread returns only once a task on the
+    event loop has answered meanwhile, which it cannot do if the batch blocks the loop."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.asked = threading.Event()
+        self.answered = threading.Event()
+        self.batches = 0
+
+    def embed(self, texts: list[str], **kwargs: Any) -> list[Any]:
+        rows = list(self.model.embed(texts, **kwargs))
+        self.answered.clear()
+        self.asked.set()
+        if not self.answered.wait(timeout=60):
+            raise AssertionError("the event loop ran no task while a batch was being embedded")
+        self.batches += 1
+        return rows
+
+
 async def test_event_loop_stays_responsive_while_embedding(
     store: Store, embedder: embed.Embedder
 ) -> None:
-    bodies = [f"Record number {i}: the service {i % 7} talks to queue {i % 11}" for i in range(300)]
+    count = 2 * embed.BATCH_SIZE + 2  # three batches
+    bodies = [
+        f"Record number {i}: the service {i % 7} talks to queue {i % 11}" for i in range(count)
+    ]
     await _fill(store, [("discovery", f"Note {i}", body) for i, body in enumerate(bodies)])
-    ticks = 0
+    gate = LoopGate(embedder.model)
+    gated = copy.copy(embedder)  # the session's model, its batches gated
+    gated.model = gate
     done = anyio.Event()
 
-    async def ticker() -> None:
-        nonlocal ticks
+    async def answer() -> None:  # another task on the loop, polling for the gate's question
         while not done.is_set():
-            ticks += 1
-            await anyio.sleep(0.005)
+            if gate.asked.is_set():
+                gate.asked.clear()
+                gate.answered.set()
+            await anyio.sleep(0.001)
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(ticker)
-        start = anyio.current_time()
-        assert await embed.embed_pending(store, embedder) == 300
-        elapsed = anyio.current_time() - start
+        tg.start_soon(answer)
+        assert await embed.embed_pending(store, gated) == count
         done.set()
-    # the loop ran the ticker throughout: about one tick per 5 ms, at least a fifth of that
-    assert elapsed > 0.1
-    assert ticks >= elapsed / 0.005 / 5, (ticks, elapsed)
+    assert gate.batches == 3  # every batch waited for the loop to run another task, and got it

@@ -17,9 +17,8 @@ from anthropic import AsyncAnthropic
 from agentctx import clock, home, inventory
 from agentctx.extract import extract_session, llm, prompt
 from agentctx.project import identify
-from agentctx.records import NewRecord
 from agentctx.store import Store
-from tests.helpers import payload, run_hook
+from tests.helpers import new_record, payload, run_hook
 from tests.messages_server import ErrorReply, MessagesServer, Recorded, TextReply, ToolUseReply
 
 if TYPE_CHECKING:
@@ -327,7 +326,7 @@ async def test_supersedes_a_real_id_and_ignores_an_unknown_one(
 ) -> None:
     pid = identify(str(project)).project_id
     async with await Store.open() as store:
-        old = await store.add(NewRecord(type="decision", title="Services talk REST",
+        old = await store.add(new_record(type="decision", title="Services talk REST",
                                         body="JSON over HTTP", project_id=pid))  # fmt: skip
     transcript.add("user", "Drop REST, we go gRPC.")
     replacing = {**DECISION, "supersedes": old.id}
@@ -494,12 +493,20 @@ async def test_a_waiting_run_gets_the_lock_when_the_running_one_ends(
         assert sum("waiting for the running extraction" in line for line in lines) == 1
         assert server.messages_requests() == []
 
-        async def release_soon() -> None:
-            await anyio.sleep(0.2)  # the "running extraction" ends while the other one waits
+        waiting = anyio.Event()
+
+        def log(line: str) -> None:
+            lines.append(line)
+            if "waiting for the running extraction" in line:
+                waiting.set()
+
+        async def release_once_waiting() -> None:
+            await waiting.wait()  # the "running extraction" ends while the other one waits
             lock.__exit__(None, None, None)
 
         assert lock.__enter__()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(release_soon)
-            waited = await run(server, transcript, wait=5, log=lines.append)
+            tg.start_soon(release_once_waiting)
+            waited = await run(server, transcript, wait=30, log=log)
     assert waited.status == "extracted"
+    assert sum("waiting for the running extraction" in line for line in lines) == 2

@@ -37,6 +37,9 @@ from tests.reliability.procs import EVENTS, INJECTING, wait_for_workers
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+#: Many seconds of generated input through hooks and hook processes: its own session (nox -s slow).
+pytestmark = pytest.mark.slow
+
 # What runner._log_exception writes: "<Type>: <message> at <file>:<line>" (deliberate lines differ).
 CRASH = re.compile(r" [A-Za-z_.]*(?:Error|Exception|Exit|Interrupt|Warning)\b.* at \S+:\d+$", re.M)
 IN_PROCESS = settings(

@@ -11,9 +11,10 @@ import pytest
 from agentctx import db, home
 from agentctx.extract import apply
 from agentctx.project import identify
-from agentctx.records import NewRecord, Record
+from agentctx.records import Record
 from agentctx.retrieval import digest
 from agentctx.store import Store
+from tests.helpers import new_record
 from tests.messages_server import MessagesServer
 from tests.test_extract import SID, Transcript, extraction, records, run
 
@@ -41,7 +42,7 @@ def transcript(tmp_path: Path, project_dir: Path) -> Transcript:
 async def open_handover(project_dir: Path, *, session_id: str = "earlier-session") -> Record:
     async with await Store.open() as store:
         return await store.add(
-            NewRecord(
+            new_record(
                 type="handover",
                 title=OPEN_TASK,
                 body="Current task: Migrating the billing service to gRPC\n"

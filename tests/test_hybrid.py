@@ -19,9 +19,9 @@ from mcp import Client
 from agentctx import config, db, embed
 from agentctx.mcp.server import create_server
 from agentctx.project import identify
-from agentctx.records import NewRecord
 from agentctx.retrieval import hybrid
 from agentctx.store import SearchQuery, Store
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
@@ -93,7 +93,7 @@ async def fill(store: Store, project_id: str, embedder: embed.Embedder | None) -
     made = {}
     for name, (record_type, title, body) in RECORDS.items():
         record = await store.add(
-            NewRecord(type=record_type, title=title, body=body, project_id=project_id)
+            new_record(type=record_type, title=title, body=body, project_id=project_id)
         )
         made[name] = record.id
     if embedder is not None:
@@ -217,7 +217,7 @@ async def test_filters_hold_for_vector_candidates(
     assert len((await search(unfloored_client, query=PARAPHRASE, limit=3))[1]) == 3
     # scope: another project's record and a global one, both near the query
     other = await store.add(
-        NewRecord(
+        new_record(
             type="discovery",
             title="CI is slow in the other repository",
             body="Its CI takes forever too.",
@@ -225,7 +225,7 @@ async def test_filters_hold_for_vector_candidates(
         )
     )
     shared = await store.add(
-        NewRecord(
+        new_record(
             type="preference",
             title="Keep CI fast",
             body="Continuous integration should finish in five minutes.",

@@ -25,7 +25,7 @@ from agentctx.claude.claudemd import SYNC_BEGIN, SYNC_END
 from agentctx.mcp.server import IMPORT_LOG_ENV, INSTRUCTIONS, create_server
 from agentctx.mcp.tools import FILE_SEARCH_POOL
 from agentctx.project import identify
-from agentctx.records import NewRecord
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -69,15 +69,11 @@ class Seed:
     session_id: str
 
 
-def add(**fields: Any) -> NewRecord:
-    return NewRecord(**{"type": "decision", "body": "See the title.", **fields})
-
-
 async def seed_store(store: Store, project_id: str) -> Seed:
     """Records, a supersession, profile facts, a session and a small graph around auth.py."""
     p = project_id
     jwt_old = await store.add(
-        add(
+        new_record(
             title="Use JWT for auth",
             body="Sessions use JWT access tokens signed with RS256.",
             project_id=p,
@@ -91,7 +87,7 @@ async def seed_store(store: Store, project_id: str) -> Seed:
         project_id=p,
     )
     auth = await store.add(
-        add(
+        new_record(
             type="convention",
             title="Auth handlers live in one module",
             body="Every auth handler lives in src/app/auth.py.",
@@ -99,32 +95,52 @@ async def seed_store(store: Store, project_id: str) -> Seed:
         )
     )
     pytest_convention = await store.add(
-        add(type="convention", title="Pytest for every test", project_id=p)
+        new_record(
+            type="convention", title="Pytest for every test", body="See the title.", project_id=p
+        )
     )
     gateway = await store.add(
-        add(type="discovery", title="Auth rate limits sit in the gateway", project_id=p)
+        new_record(
+            type="discovery",
+            title="Auth rate limits sit in the gateway",
+            body="See the title.",
+            project_id=p,
+        )
     )
     bugfix = await store.add(
-        add(type="bugfix", title="Connection pool leak in db.py", project_id=p)
+        new_record(
+            type="bugfix",
+            title="Connection pool leak in db.py",
+            body="See the title.",
+            project_id=p,
+        )
     )
-    deep = await store.add(add(type="discovery", title="Pool sizing notes", project_id=p))
+    deep = await store.add(
+        new_record(type="discovery", title="Pool sizing notes", body="See the title.", project_id=p)
+    )
     inferred = await store.add(
-        add(
+        new_record(
             type="convention",
             title="Maybe tabs for indentation",
+            body="See the title.",
             project_id=p,
             confidence="inferred",
         )
     )
     preference = await store.add(
-        add(
+        new_record(
             type="preference",
             title="Prefer short functions",
+            body="See the title.",
             project_id=p,
             scope="global",
         )
     )
-    foreign = await store.add(add(title="Use JWT for auth everywhere", project_id=OTHER_PROJECT))
+    foreign = await store.add(
+        new_record(
+            title="Use JWT for auth everywhere", body="See the title.", project_id=OTHER_PROJECT
+        )
+    )
     for key, body in (
         ("stack", "Python 3.11, anyio, SQLite"),
         ("languages", "Python"),
@@ -134,7 +150,7 @@ async def seed_store(store: Store, project_id: str) -> Seed:
         ("package_manager", "uv"),
     ):
         await store.add(
-            NewRecord(type="profile", title=key, body=body, project_id=p, key=key, source="cli")
+            new_record(type="profile", title=key, body=body, project_id=p, key=key, source="cli")
         )
     session = "session-1"
     now = clock.now()
@@ -326,9 +342,16 @@ async def test_file_filter_finds_a_linked_record_ranked_below_the_first_pool(
     """The filter ranks a pool and widens it: a weak linked hit is still found."""
     async with store.transaction() as tx:
         for n in range(FILE_SEARCH_POOL + 50):
-            await tx.add(add(type="discovery", title=f"Cache note {n}", project_id=seed.project_id))
+            await tx.add(
+                new_record(
+                    type="discovery",
+                    title=f"Cache note {n}",
+                    body="See the title.",
+                    project_id=seed.project_id,
+                )
+            )
         weak = await tx.add(
-            add(
+            new_record(
                 type="bugfix",
                 title="Stale cache entry",
                 body="An old, inferred cache observation.",

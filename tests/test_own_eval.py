@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import sys
 from dataclasses import replace
@@ -23,12 +24,13 @@ from agentctx.claude.transcript import read_transcript, render
 from agentctx.consolidate import merge_check
 from agentctx.extract import prompt as extract_prompt
 from agentctx.project import identify
-from agentctx.records import NewRecord
 from agentctx.redact import redact
 from agentctx.store import SearchQuery
 from own_eval import author, floors, replay, report, scoring
 from own_eval import figures as own_eval_figures
 from own_eval import run as own_eval
+from quality import check as check_quality
+from tests.helpers import new_record
 from tests.messages_server import ErrorReply, MessagesServer, Recorded, ToolUseReply
 
 if TYPE_CHECKING:
@@ -511,7 +513,9 @@ async def test_on_real_cosines_squeezing_moves_the_absolute_floor_not_the_relati
 ) -> None:
     project_id = identify(str(project_dir)).project_id
     for title in NOTES[: floors.BACKGROUND_MIN - 1]:
-        await store.add(NewRecord(type="discovery", title=title, body=title, project_id=project_id))
+        await store.add(
+            new_record(type="discovery", title=title, body=title, project_id=project_id)
+        )
     await embed.embed_pending(store, embedder)
     query = SearchQuery("How do we keep user passwords safe?", project_id, limit=5)
     few = await floors.search_candidates(store, query, embedder)
@@ -520,7 +524,9 @@ async def test_on_real_cosines_squeezing_moves_the_absolute_floor_not_the_relati
     assert floors.search_kept(few, floors.RELATIVE_RULE) == every  # too few vectors: no floor
 
     for title in NOTES[floors.BACKGROUND_MIN - 1 :]:
-        await store.add(NewRecord(type="discovery", title=title, body=title, project_id=project_id))
+        await store.add(
+            new_record(type="discovery", title=title, body=title, project_id=project_id)
+        )
     await embed.embed_pending(store, embedder)
     found = await floors.search_candidates(store, query, embedder)
     assert len(found[0].background) == len(NOTES)
@@ -536,3 +542,21 @@ async def test_on_real_cosines_squeezing_moves_the_absolute_floor_not_the_relati
     squeezed = replace(floors.MINILM_RULE, squeeze=True)
     assert floors.search_kept(found, squeezed) == [c.id for c in found]
     assert len(floors.search_kept(found, floors.MINILM_RULE)) < len(found)
+
+
+# -- the eval session's quality floors -----------------------------------------------------------
+
+
+def test_quality_floors_pass_the_recorded_results_and_fail_a_regression(tmp_path: Path) -> None:
+    results = HERE.parent / "results"
+    floors_file = json.loads((HERE.parent / "quality_floors.json").read_text())["floors"]
+    assert not [x for x in check_quality(results, floors_file, live=False) if x.startswith("FAIL")]
+    own = json.loads((results / "own_eval.json").read_text())
+    own["supersession"]["correct"] -= 1  # one supersession lost
+    own["tokens"]["mean_agentctx"] = 5000.0  # and far more tokens injected
+    (tmp_path / "own_eval.json").write_text(json.dumps(own))
+    shutil.copy(results / "eval.json", tmp_path / "eval.json")
+    lines = check_quality(tmp_path, floors_file, live=False)
+    failed = [x for x in lines if x.startswith("FAIL")]
+    assert len(failed) == 2 and "supersession.correct" in failed[0], lines
+    assert not [x for x in check_quality(tmp_path, floors_file, live=True) if "own_eval" in x]

@@ -20,13 +20,15 @@ import pytest
 from agentctx import clock, db, preferences, transfer
 from agentctx.core import digests
 from agentctx.errors import ConflictError, NotFoundError, ValidationError
-from agentctx.records import NewRecord, Record
+from agentctx.records import Record
 from agentctx.retrieval import digest
 from agentctx.store import SearchQuery, Store
-from tests.helpers import run_cli
+from tests.helpers import new_record, run_cli
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from agentctx.records import Record
 
 P = "c" * 64
 
@@ -43,7 +45,7 @@ async def pref(
 ) -> Record:
     """A preference as extraction or the CLI writes it."""
     return await store.add(
-        NewRecord(
+        new_record(
             type=type_,
             title=title,
             body=body,

@@ -13,24 +13,17 @@ import pytest
 from agentctx import clock, db
 from agentctx.core.writes import KEYWORDS_MAX, normalize_keywords
 from agentctx.errors import ValidationError
-from agentctx.records import COLUMNS, NewRecord, Record
+from agentctx.records import COLUMNS, Record
 from agentctx.schema import BODY_MAX, RECORD_COLUMNS, TITLE_MAX
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from agentctx.store import Store
 
 PROJECT = "p" * 64
-
-
-def new(**changes: Any) -> NewRecord:
-    fields: dict[str, Any] = {
-        "type": "decision",
-        "title": "Use gRPC for internal services",
-        "body": "We moved from REST to gRPC.",
-        "project_id": PROJECT,
-    }
-    fields.update(changes)
-    return NewRecord(**fields)
+#: The text of a record when a test names none.
+TITLE = "Use gRPC for internal services"
+BODY = "We moved from REST to gRPC."
 
 
 def table_counts(path: str) -> tuple[int, int, int]:
@@ -73,20 +66,31 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
 async def test_invalid_record_writes_nothing(
     store: Store, changes: dict[str, Any], message: str
 ) -> None:
-    await store.add(new(title="an existing record"))
+    await store.add(new_record(title="an existing record", body=BODY, project_id=PROJECT))
     before = table_counts(store.path)
     with pytest.raises(ValidationError, match=re.escape(message)) as caught:
-        await store.add(new(**changes))
+        await store.add(
+            new_record(
+                **{
+                    "title": TITLE,
+                    "body": BODY,
+                    "project_id": PROJECT,
+                    **changes,
+                }
+            )
+        )
     assert str(caught.value).startswith("invalid record: ")
     assert table_counts(store.path) == before == (1, 0, 1)
     # The store is still writable afterwards.
-    await store.add(new(title="another"))
+    await store.add(new_record(title="another", body=BODY, project_id=PROJECT))
     assert table_counts(store.path) == (2, 0, 2)
 
 
 def test_validation_reports_every_problem_at_once() -> None:
     with pytest.raises(ValidationError) as caught:
-        new(type="x", title="", body="", scope="y", confidence="z", source="w").validated()
+        new_record(
+            type="x", title="", body="", project_id=PROJECT, scope="y", confidence="z", source="w"
+        ).validated()
     message = str(caught.value)
     for field in ("type 'x'", "scope 'y'", "confidence 'z'", "source 'w'", "title", "body"):
         assert field in message
@@ -96,7 +100,7 @@ def test_validation_reports_every_problem_at_once() -> None:
 async def test_exactly_at_the_limits_passes(store: Store) -> None:
     title = "t" * TITLE_MAX
     body = "b" * BODY_MAX
-    record = await store.add(new(title=title, body=body))
+    record = await store.add(new_record(title=title, body=body, project_id=PROJECT))
     assert (record.title, record.body) == (title, body)
     stored = await store.get(record.id)
     assert len(stored.title) == TITLE_MAX
@@ -106,7 +110,7 @@ async def test_exactly_at_the_limits_passes(store: Store) -> None:
 @pytest.mark.anyio
 async def test_limits_count_characters_not_bytes(store: Store) -> None:
     title = "é" * TITLE_MAX  # 240 bytes of UTF-8
-    record = await store.add(new(title=title, body="ü" * BODY_MAX))
+    record = await store.add(new_record(title=title, body="ü" * BODY_MAX, project_id=PROJECT))
     assert (await store.get(record.id)).title == title
 
 
@@ -115,7 +119,9 @@ async def test_title_whitespace_is_normalized(store: Store) -> None:
     # 191 characters before normalization, 119 after: the limit applies to the normalized title.
     raw = "  " + " \t\n ".join(["word"] * 24) + "\n"
     assert len(raw) > TITLE_MAX
-    record = await store.add(new(title=raw, body="\n  keep   inner\n\nspacing  \n"))
+    record = await store.add(
+        new_record(title=raw, body="\n  keep   inner\n\nspacing  \n", project_id=PROJECT)
+    )
     assert record.title == " ".join(["word"] * 24)
     assert len(record.title) == 119
     assert record.body == "keep   inner\n\nspacing"
@@ -123,9 +129,11 @@ async def test_title_whitespace_is_normalized(store: Store) -> None:
 
 
 def test_normalization_of_the_other_fields() -> None:
-    valid = new(
-        scope="global",
+    valid = new_record(
+        title=TITLE,
+        body=BODY,
         project_id=PROJECT,
+        scope="global",
         keywords=["Kafka Queue", "kafka", "  ", "A", "b", "c", "d", "e", "f", "g", "h"],
         key="  editor ",
         rationale="   ",
@@ -145,7 +153,16 @@ def test_normalize_keywords_from_text() -> None:
 
 
 def test_record_round_trips_through_a_row() -> None:
-    record = new(pinned=True).validated().to_record(clock.ulid(), clock.now())
+    record = (
+        new_record(
+            title=TITLE,
+            body=BODY,
+            project_id=PROJECT,
+            pinned=True,
+        )
+        .validated()
+        .to_record(clock.ulid(), clock.now())
+    )
     row = {name: getattr(record, name) for name in COLUMNS}
     row["pinned"], row["pending_embedding"] = 1, 0
     back = Record.from_row(row)

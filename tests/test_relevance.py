@@ -23,8 +23,8 @@ from agentctx.errors import ConfigError
 from agentctx.hooks import prompt
 from agentctx.hooks.runner import HookContext
 from agentctx.project import identify
-from agentctx.records import NewRecord
 from agentctx.store import Store
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -160,7 +160,7 @@ def seed(project_dir: Path) -> dict[str, str]:
             made = {}
             for name, (kind, title, body) in MEMORY.items():
                 record = await store.add(
-                    NewRecord(type=kind, title=title, body=body, project_id=project.project_id)
+                    new_record(type=kind, title=title, body=body, project_id=project.project_id)
                 )
                 made[name] = record.id
             return made

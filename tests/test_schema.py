@@ -12,8 +12,8 @@ import sqlean
 
 from agentctx import db, schema
 from agentctx.errors import DatabaseError, SchemaVersionError
-from agentctx.records import NewRecord
 from agentctx.store import SearchQuery, Store
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -331,7 +331,7 @@ def test_migrating_twice_applies_nothing(db_path: str) -> None:
 @pytest.mark.anyio
 async def test_reopening_a_store_migrates_nothing(db_path: str) -> None:
     async with await Store.open(db_path) as store:
-        await store.add(NewRecord(type="decision", title="t", body="b", project_id="p"))
+        await store.add(new_record(type="decision", title="t", body="b", project_id="p"))
     async with await Store.open(db_path) as store:
         assert len(await store.list_records()) == 1
     assert migrated(db_path) == []
@@ -349,7 +349,7 @@ async def test_capability_objects_are_added_later_and_rebuilt(db_path: str) -> N
     with closing(conn):
         assert schema.migrate(conn, caps, db_path) == [name for name, _ in schema.MIGRATIONS]
         record = (
-            NewRecord(type="decision", title="Use gRPC", body="internal calls", project_id="p")
+            new_record(type="decision", title="Use gRPC", body="internal calls", project_id="p")
             .validated()
             .to_record("01ARZ3NDEKTSV4RRFFQ69G5FAV", "2026-01-01T00:00:00.000000Z")
         )
@@ -473,10 +473,14 @@ async def test_0004_keeps_legacy_handovers_until_a_keyed_one_supersedes_them(
     async with await Store.open(db_path) as store:
         assert (await store.current_handover("p" * 64, "/wt/a")).id == "H2"  # type: ignore[union-attr]
         a = await store.add(
-            NewRecord(type="handover", title="A's task", body="a", project_id="p" * 64, key="/wt/a")
+            new_record(
+                type="handover", title="A's task", body="a", project_id="p" * 64, key="/wt/a"
+            )
         )
         b = await store.add(
-            NewRecord(type="handover", title="B's task", body="b", project_id="p" * 64, key="/wt/b")
+            new_record(
+                type="handover", title="B's task", body="b", project_id="p" * 64, key="/wt/b"
+            )
         )
         legacy = await store.get("H2")
         assert legacy.superseded_by == a.id  # the first keyed handover replaced the legacy one

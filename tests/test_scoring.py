@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from contextlib import closing
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,10 +16,10 @@ from agentctx.consolidate.timebox import TimeBox
 from agentctx.core import digests
 from agentctx.core.search import CONFIDENCE_WEIGHT, HALF_LIFE_DAYS, TYPE_WEIGHT
 from agentctx.extract import apply
-from agentctx.records import NewRecord
 from agentctx.retrieval import digest
 from agentctx.schema import GLOBAL_PROJECT_ID, INSERT_RECORD_SQL, RECORD_COLUMNS
 from agentctx.store import LOW_SCORE, Store
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from agentctx.records import Record
@@ -32,17 +32,6 @@ P = "a" * 64
 def later(stamp: str, days: float) -> str:
     """The stored time ``days`` after ``stamp``."""
     return clock.format_time(datetime.fromisoformat(stamp) + timedelta(days=days))
-
-
-def new(type_: str = "discovery", **changes: Any) -> NewRecord:
-    fields: dict[str, Any] = {
-        "type": type_,
-        "title": f"A {type_}",
-        "body": f"What the {type_} says.",
-        "project_id": P,
-    }
-    fields.update(changes)
-    return NewRecord(**fields)
 
 
 async def score_at(store: Store, record: Record, now: str) -> float:
@@ -59,7 +48,7 @@ async def score_at(store: Store, record: Record, now: str) -> float:
 )
 async def test_one_half_life_halves_the_score(store: Store, type_: str, half_life: float) -> None:
     assert HALF_LIFE_DAYS[type_] == half_life  # the documented half-lives (docs/consolidation.md)
-    record = await store.add(new(type_))
+    record = await store.add(new_record(type=type_))
     fresh = await score_at(store, record, record.valid_from)
     assert fresh == pytest.approx(TYPE_WEIGHT[type_])
     aged = await score_at(store, record, later(record.valid_from, half_life))
@@ -71,23 +60,25 @@ async def test_one_half_life_halves_the_score(store: Store, type_: str, half_lif
 
 @pytest.mark.parametrize("type_", ["decision", "convention", "profile"])
 async def test_decisions_conventions_and_profile_never_decay(store: Store, type_: str) -> None:
-    record = await store.add(new(type_, key="k" if type_ == "profile" else None))
+    record = await store.add(new_record(type=type_, key="k" if type_ == "profile" else None))
     fresh = await score_at(store, record, record.valid_from)
     assert fresh == pytest.approx(TYPE_WEIGHT[type_])
     assert await score_at(store, record, later(record.valid_from, 3650)) == fresh
 
 
 async def test_a_pinned_record_never_decays(store: Store) -> None:
-    pinned = await store.add(new("handover", pinned=True))
-    other = await store.add(new("handover", project_id="b" * 64))
+    pinned = await store.add(new_record(type="handover", pinned=True))
+    other = await store.add(new_record(type="handover", project_id="b" * 64))
     await rescore(store, None, now=later(pinned.valid_from, 365))
     assert (await store.get(pinned.id)).score == pytest.approx(TYPE_WEIGHT["handover"])
     assert (await store.get(other.id)).score < 0.8 * 0.5**26
 
 
 async def test_confidence_weights_the_score(store: Store) -> None:
-    explicit = await store.add(new("decision", title="Explicit one"))
-    inferred = await store.add(new("decision", title="Inferred one", confidence="inferred"))
+    explicit = await store.add(new_record(type="decision", title="Explicit one"))
+    inferred = await store.add(
+        new_record(type="decision", title="Inferred one", confidence="inferred")
+    )
     await rescore(store, P, now=inferred.valid_from)
     assert (await store.get(explicit.id)).score == pytest.approx(1.3)
     assert (await store.get(inferred.id)).score == pytest.approx(
@@ -96,8 +87,8 @@ async def test_confidence_weights_the_score(store: Store) -> None:
 
 
 async def test_reads_raise_the_score_and_the_lift_fades(store: Store) -> None:
-    read = await store.add(new(title="Read often"))
-    unread = await store.add(new(title="Never read"))
+    read = await store.add(new_record(type="discovery", title="Read often"))
+    unread = await store.add(new_record(type="discovery", title="Never read"))
     for _ in range(3):
         await store.get_many([read.id])  # what ctx_get does: bumps access_count, last_accessed
     bumped = await store.get(read.id)
@@ -112,7 +103,7 @@ async def test_reads_raise_the_score_and_the_lift_fades(store: Store) -> None:
 
 
 async def test_low_score_since_is_set_once_and_cleared(store: Store) -> None:
-    record = await store.add(new(confidence="inferred"))
+    record = await store.add(new_record(type="discovery", confidence="inferred"))
     start = record.valid_from
     await rescore(store, P, now=later(start, 200))
     assert (await store.get(record.id)).score >= LOW_SCORE
@@ -135,7 +126,7 @@ async def low_since(store: Store, record_id: str) -> str | None:
 
 
 async def test_rescore_writes_only_changes_and_leaves_history_alone(store: Store) -> None:
-    old = await store.add(new(title="Old"))
+    old = await store.add(new_record(type="discovery", title="Old"))
     _, current = await store.supersede(old.id, "Newer text.", "changed")
     now = later(current.valid_from, 45)
     assert await rescore(store, P, now=now) == 1  # the current record only
@@ -145,7 +136,7 @@ async def test_rescore_writes_only_changes_and_leaves_history_alone(store: Store
 
 
 async def test_scores_do_not_invalidate_the_digest(store: Store) -> None:
-    await store.add(new("decision"))
+    await store.add(new_record(type="decision"))
     started = time.time_ns()
     assert await rescore(store, P, now=later(clock.now(), 1)) == 1
     probe = {"version": 1, "project_id": P, "text": "x", "ids": [], "tokens": 1}
@@ -153,7 +144,7 @@ async def test_scores_do_not_invalidate_the_digest(store: Store) -> None:
 
 
 async def test_an_expired_time_box_writes_nothing(store: Store) -> None:
-    await store.add(new())
+    await store.add(new_record(type="discovery"))
     assert await rescore(store, P, now=later(clock.now(), 10), timebox=TimeBox(0)) == 0
 
 
@@ -163,7 +154,9 @@ async def test_ten_thousand_records_rescore_in_one_pass(store: Store) -> None:
     rows = []
     for n in range(10_000):
         stamp = later(now, -(n % 400))
-        draft = new(types[n % len(types)], title=f"Record {n}", valid_from=stamp).validated()
+        draft = new_record(
+            type=types[n % len(types)], title=f"Record {n}", valid_from=stamp
+        ).validated()
         record = draft.to_record(clock.ulid(), now)
         rows.append([getattr(record, name) for name in RECORD_COLUMNS])
     async with store.transaction() as tx:
@@ -178,8 +171,8 @@ async def test_ten_thousand_records_rescore_in_one_pass(store: Store) -> None:
 
 async def preference(store: Store, *, scope: str = "project", session: str = "s1") -> Record:
     return await store.add(
-        new(
-            "preference",
+        new_record(
+            type="preference",
             title="Prefer small commits",
             confidence="inferred",
             scope=scope,
@@ -208,7 +201,7 @@ async def test_three_sessions_reinforce_two_do_not(store: Store) -> None:
 
 async def test_only_distinct_sessions_count(store: Store) -> None:
     pref = await preference(store)
-    other = await store.add(new("decision"))
+    other = await store.add(new_record(type="decision"))
     await seen_in(store, pref.id, "s1", other.id)  # its own session again; a record, not a session
     await seen_in(store, pref.id, "s2")
     assert await reinforce_preferences(store, P, threshold=3) == 0
@@ -225,8 +218,8 @@ async def test_the_configured_threshold_is_used(store: Store) -> None:
 
 
 async def test_only_current_inferred_preferences_are_promoted(store: Store) -> None:
-    decision = await store.add(new("decision", confidence="inferred", session_id="s1"))
-    explicit = await store.add(new("preference", title="Tabs", session_id="s1"))
+    decision = await store.add(new_record(type="decision", confidence="inferred", session_id="s1"))
+    explicit = await store.add(new_record(type="preference", title="Tabs", session_id="s1"))
     old = await preference(store)
     await seen_in(store, decision.id, "s2", "s3")
     await seen_in(store, explicit.id, "s2", "s3")
@@ -266,7 +259,8 @@ def digest_text(store: Store) -> str:
 
 
 async def test_a_reinforced_global_preference_enters_the_digest(store: Store) -> None:
-    await store.add(new("decision", title="Use sqlite"))  # something for the digest to show
+    # something for the digest to show
+    await store.add(new_record(type="decision", title="Use sqlite"))
     pref = await preference(store, scope="global")
     await seen_in(store, pref.id, "s2", "s3")
     assert "Prefer small commits" not in digest_text(store)

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from agentctx import clock, db, schema
 from agentctx.core import search as keyword
-from agentctx.records import NewRecord
 from agentctx.store import SearchQuery, Store
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -38,12 +38,6 @@ FILLER = [
 ]
 
 
-def new(**changes: Any) -> NewRecord:
-    fields: dict[str, Any] = {"type": "decision", "title": "t", "body": "b", "project_id": P}
-    fields.update(changes)
-    return NewRecord(**fields)
-
-
 def days_ago(days: float) -> str:
     return clock.format_time(datetime.now(UTC) - timedelta(days=days))
 
@@ -51,7 +45,7 @@ def days_ago(days: float) -> str:
 async def add_filler(store: Store) -> None:
     """Records without the searched words, so BM25's IDF behaves as in a real store."""
     for title, body in FILLER:
-        await store.add(new(type="convention", title=title, body=body))
+        await store.add(new_record(type="convention", title=title, body=body))
 
 
 async def search(store: Store, text: str, **options: Any) -> SearchResult:
@@ -70,10 +64,10 @@ def by_id(result: SearchResult) -> dict[str, float]:
 async def test_title_match_ranks_above_body_only_match(store: Store) -> None:
     await add_filler(store)
     body_only = await store.add(
-        new(title="Pipeline notes", body="The kafka consumer group settings live in config.")
+        new_record(title="Pipeline notes", body="The kafka consumer group settings live in config.")
     )
     in_title = await store.add(
-        new(title="Kafka consumer group", body="The pipeline settings live in config.")
+        new_record(title="Kafka consumer group", body="The pipeline settings live in config.")
     )
     result = await search(store, "kafka")
     assert [hit.record.id for hit in result.hits] == [in_title.id, body_only.id]
@@ -83,9 +77,11 @@ async def test_title_match_ranks_above_body_only_match(store: Store) -> None:
 @pytest.mark.anyio
 async def test_keywords_rank_between_title_and_body(store: Store) -> None:
     await add_filler(store)
-    body = await store.add(new(title="One", body="zookeeper ensemble notes here"))
-    keyword = await store.add(new(title="Two", body="ensemble notes here", keywords="zookeeper"))
-    title = await store.add(new(title="Zookeeper", body="ensemble notes here"))
+    body = await store.add(new_record(title="One", body="zookeeper ensemble notes here"))
+    keyword = await store.add(
+        new_record(title="Two", body="ensemble notes here", keywords="zookeeper")
+    )
+    title = await store.add(new_record(title="Zookeeper", body="ensemble notes here"))
     result = await search(store, "zookeeper")
     assert [hit.record.id for hit in result.hits] == [title.id, keyword.id, body.id]
 
@@ -95,21 +91,25 @@ async def test_rerank_factors(store: Store) -> None:
     """Identical text has identical BM25, so score ratios are exactly the documented factors."""
     await add_filler(store)
     for n in range(20):  # keep the searched word in fewer than half of the rows (BM25's IDF)
-        await store.add(new(type="convention", title=f"Rule {n}", body=f"Something else, {n}."))
+        await store.add(
+            new_record(type="convention", title=f"Rule {n}", body=f"Something else, {n}.")
+        )
     text = {"title": "Flaky websocket reconnects", "body": "Backoff resets after a clean close."}
-    base = await store.add(new(type="discovery", **text))
-    pinned = await store.add(new(type="discovery", pinned=True, **text))
-    inferred = await store.add(new(type="discovery", confidence="inferred", **text))
-    reinforced = await store.add(new(type="discovery", confidence="reinforced", **text))
-    half = await store.add(new(type="discovery", valid_from=days_ago(90), **text))
-    ancient = await store.add(new(type="discovery", valid_from=days_ago(3650), **text))
-    bugfix = await store.add(new(type="bugfix", valid_from=days_ago(60), **text))
-    future = await store.add(new(type="discovery", valid_from=days_ago(-30), **text))
-    decision = await store.add(new(type="decision", **text))
-    old_decision = await store.add(new(type="decision", valid_from=days_ago(3 * 365), **text))
-    convention = await store.add(new(type="convention", valid_from=days_ago(1000), **text))
-    profile = await store.add(new(type="profile", valid_from=days_ago(1000), **text))
-    handover = await store.add(new(type="handover", valid_from=days_ago(14), **text))
+    base = await store.add(new_record(type="discovery", **text))
+    pinned = await store.add(new_record(type="discovery", pinned=True, **text))
+    inferred = await store.add(new_record(type="discovery", confidence="inferred", **text))
+    reinforced = await store.add(new_record(type="discovery", confidence="reinforced", **text))
+    half = await store.add(new_record(type="discovery", valid_from=days_ago(90), **text))
+    ancient = await store.add(new_record(type="discovery", valid_from=days_ago(3650), **text))
+    bugfix = await store.add(new_record(type="bugfix", valid_from=days_ago(60), **text))
+    future = await store.add(new_record(type="discovery", valid_from=days_ago(-30), **text))
+    decision = await store.add(new_record(type="decision", **text))
+    old_decision = await store.add(
+        new_record(type="decision", valid_from=days_ago(3 * 365), **text)
+    )
+    convention = await store.add(new_record(type="convention", valid_from=days_ago(1000), **text))
+    profile = await store.add(new_record(type="profile", valid_from=days_ago(1000), **text))
+    handover = await store.add(new_record(type="handover", valid_from=days_ago(14), **text))
 
     scores = by_id(await search(store, "websocket", limit=50))
     assert len(scores) == 13
@@ -185,7 +185,7 @@ async def test_identifiers_find_their_records(store: Store, fts: bool) -> None:
     await add_filler(store)
     made = {}
     for needle, title, body in IDENTIFIERS:
-        made[needle] = await store.add(new(type="bugfix", title=title, body=body))
+        made[needle] = await store.add(new_record(type="bugfix", title=title, body=body))
     store.capabilities.fts5 = fts
     for needle, _, _ in IDENTIFIERS:
         result = await search(store, needle)
@@ -199,7 +199,7 @@ async def test_identifiers_find_their_records(store: Store, fts: bool) -> None:
     "text", ["", "   ", "the and of is", "a", "?!", "I want to use it, thanks", "x y z", "---"]
 )
 async def test_trivial_queries_return_nothing(store: Store, text: str) -> None:
-    await store.add(new(title="the and of is a", body="I want to use it, thanks x y z ?!"))
+    await store.add(new_record(title="the and of is a", body="I want to use it, thanks x y z ?!"))
     result = await search(store, text)
     assert result.hits == []
     assert result.degraded is None
@@ -208,8 +208,8 @@ async def test_trivial_queries_return_nothing(store: Store, text: str) -> None:
 @pytest.mark.anyio
 async def test_limit_and_filters(store: Store) -> None:
     await add_filler(store)
-    made = [await store.add(new(title=f"Parser case {n}", body="parser")) for n in range(6)]
-    bug = await store.add(new(type="bugfix", title="Parser crash", body="parser"))
+    made = [await store.add(new_record(title=f"Parser case {n}", body="parser")) for n in range(6)]
+    bug = await store.add(new_record(type="bugfix", title="Parser crash", body="parser"))
     assert len((await search(store, "parser", limit=3)).hits) == 3
     assert (await search(store, "parser", limit=0)).hits == []
     only = await search(store, "parser", types=["bugfix"])
@@ -231,9 +231,15 @@ def drop_fts(path: str) -> None:
 
 async def fallback_corpus(store: Store) -> Record:
     await add_filler(store)
-    await store.add(new(title="Retry policy", body="Retries use exponential backoff with jitter."))
-    await store.add(new(title="Timeouts", body="Every outbound call has a timeout and retries."))
-    return await store.add(new(title="Backoff and retries", body="Backoff caps at 30 seconds."))
+    await store.add(
+        new_record(title="Retry policy", body="Retries use exponential backoff with jitter.")
+    )
+    await store.add(
+        new_record(title="Timeouts", body="Every outbound call has a timeout and retries.")
+    )
+    return await store.add(
+        new_record(title="Backoff and retries", body="Backoff caps at 30 seconds.")
+    )
 
 
 @pytest.mark.anyio
@@ -264,7 +270,7 @@ async def test_like_fallback_without_fts5(
         patch.setattr(db, "_has_fts5", lambda conn: False)  # an SQLite built without FTS5
         async with await Store.open() as store:
             assert not store.has_fts
-            later = await store.add(new(title="Quokka backoff", body="Added without FTS5."))
+            later = await store.add(new_record(title="Quokka backoff", body="Added without FTS5."))
             like = await search(store, "backoff retries")
             assert like.degraded == "FTS5 is not available in this SQLite; used LIKE search"
             assert like.hits[0].record.id == top.id
@@ -342,7 +348,7 @@ EXAMPLES = ['"', 'a" OR "b', "NEAR(a b, 2)", "title:foo", "foo*", "^bar", "NOT",
 async def corpus(store: Store) -> Store:
     await fallback_corpus(store)
     for _, title, body in IDENTIFIERS:
-        await store.add(new(type="bugfix", title=title, body=body, scope="global"))
+        await store.add(new_record(type="bugfix", title=title, body=body, scope="global"))
     return store
 
 
@@ -375,7 +381,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlean.Connec
     schema.migrate(conn, caps, path)
     texts = [(t, b) for t, b in FILLER] + [(t, b) for _, t, b in IDENTIFIERS]
     for n, (title, body) in enumerate(texts):
-        record = new(title=title, body=body).validated().to_record(f"R{n:04d}", clock.now())
+        record = new_record(title=title, body=body).validated().to_record(f"R{n:04d}", clock.now())
         conn.execute(schema.INSERT_RECORD_SQL, [getattr(record, c) for c in schema.RECORD_COLUMNS])
     yield conn
     conn.close()

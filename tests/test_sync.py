@@ -17,8 +17,7 @@ from agentctx.claude import claudemd
 from agentctx.claude.claudemd import SYNC_BEGIN, SYNC_END
 from agentctx.errors import ValidationError
 from agentctx.project import identify
-from agentctx.records import NewRecord
-from tests.helpers import run_cli
+from tests.helpers import new_record, run_cli
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -45,15 +44,11 @@ class Seed:
     inferred: str
 
 
-def _new(**fields: str) -> NewRecord:
-    return NewRecord(**{"type": "decision", "body": "See the title.", **fields})  # type: ignore[arg-type]
-
-
 @pytest.fixture
 async def seed(store: Store, project_dir: Path) -> Seed:
     pid = identify(str(project_dir)).project_id
     old = await store.add(
-        _new(
+        new_record(
             title="Use JWT for auth",
             body="Sessions use JWT access tokens signed with RS256.",
             project_id=pid,
@@ -63,15 +58,23 @@ async def seed(store: Store, project_dir: Path) -> Seed:
         old.id, "Sessions use opaque tokens stored in Redis.", "revocable", project_id=pid
     )
     auth = await store.add(
-        _new(type="convention", title="Auth handlers live in one module", project_id=pid)
+        new_record(
+            type="convention",
+            title="Auth handlers live in one module",
+            body="See the title.",
+            project_id=pid,
+        )
     )
     pytest_ = await store.add(
-        _new(type="convention", title="Pytest for every test", project_id=pid)
+        new_record(
+            type="convention", title="Pytest for every test", body="See the title.", project_id=pid
+        )
     )
     inferred = await store.add(
-        _new(
+        new_record(
             type="convention",
             title="Maybe tabs for indentation",
+            body="See the title.",
             project_id=pid,
             confidence="inferred",
         )

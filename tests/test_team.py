@@ -17,13 +17,14 @@ import pytest
 
 from agentctx import config, team, transfer
 from agentctx.project import identify
-from agentctx.records import NewRecord, Record
 from agentctx.store import Store
-from tests.helpers import run_cli
+from tests.helpers import new_record, run_cli
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
+
+    from agentctx.records import Record
 
 P = "d" * 64
 Q = "e" * 64
@@ -46,10 +47,6 @@ STUB_BODY = (
 )
 
 
-def new(type_: str, title: str, body: str, **changes: Any) -> NewRecord:
-    return NewRecord(type=type_, title=title, body=body, project_id=P, **changes)
-
-
 @pytest.fixture
 async def other(tmp_path: Path) -> AsyncIterator[Store]:
     """A teammate's store: another database file."""
@@ -67,33 +64,60 @@ def root(tmp_path: Path) -> Path:
 async def populate(store: Store) -> dict[str, Record]:
     """One project with every kind of record, shared or not, plus global and foreign ones."""
     made: dict[str, Record] = {}
-    made["queue_v1"] = await store.add(new("decision", "Queue", "Use RabbitMQ.", session_id="s1"))
+    made["queue_v1"] = await store.add(
+        new_record(
+            type="decision", title="Queue", body="Use RabbitMQ.", project_id=P, session_id="s1"
+        )
+    )
     _, made["queue_v2"] = await store.supersede(made["queue_v1"].id, "Use Kafka.", "throughput")
     made["naming"] = await store.add(
-        new("convention", "Snake case", "Modules are snake_case.", keywords="naming style")
+        new_record(
+            type="convention",
+            title="Snake case",
+            body="Modules are snake_case.",
+            project_id=P,
+            keywords="naming style",
+        )
     )
-    made["local_pref"] = await store.add(new("preference", "Small PRs", "Keep PRs small."))
+    made["local_pref"] = await store.add(
+        new_record(type="preference", title="Small PRs", body="Keep PRs small.", project_id=P)
+    )
     made["discovery"] = await store.add(
-        new("discovery", "Slow CI", "CI caches nothing.", confidence="inferred")
+        new_record(
+            type="discovery",
+            title="Slow CI",
+            body="CI caches nothing.",
+            project_id=P,
+            confidence="inferred",
+        )
     )
     made["bugfix"] = await store.add(
-        new("bugfix", "Fix leak", "Closed handles.", source="llm_extraction", session_id="s2")
+        new_record(
+            type="bugfix",
+            title="Fix leak",
+            body="Closed handles.",
+            project_id=P,
+            source="llm_extraction",
+            session_id="s2",
+        )
     )
     made["raw_stub"] = await store.add(
-        new(
-            "bugfix",
-            "Test failure: pytest tests/test_api.py",
-            STUB_BODY,
+        new_record(
+            type="bugfix",
+            title="Test failure: pytest tests/test_api.py",
+            body=STUB_BODY,
+            project_id=P,
             confidence="inferred",
             source="hook_observation",
             session_id="s3",
         )
     )
     made["explained"] = await store.add(
-        new(
-            "bugfix",
-            "Test failure: pytest tests/test_db.py",
-            STUB_BODY.replace("test_api", "test_db"),
+        new_record(
+            type="bugfix",
+            title="Test failure: pytest tests/test_db.py",
+            body=STUB_BODY.replace("test_api", "test_db"),
+            project_id=P,
             confidence="inferred",
             source="hook_observation",
             session_id="s3",
@@ -104,11 +128,21 @@ async def populate(store: Store) -> dict[str, Record]:
             made["explained"].id,
             f"The fixture leaked a connection.\n\nObserved: {made['explained'].body}",
         )
-    made["profile"] = await store.add(new("profile", "Tests", "pytest -q", key="test_command"))
-    made["handover"] = await store.add(new("handover", "Handover", "Next: the importer."))
-    made["global"] = await store.add(new("preference", "Tabs", "Indent with tabs.", scope="global"))
+    made["profile"] = await store.add(
+        new_record(
+            type="profile", title="Tests", body="pytest -q", project_id=P, key="test_command"
+        )
+    )
+    made["handover"] = await store.add(
+        new_record(type="handover", title="Handover", body="Next: the importer.", project_id=P)
+    )
+    made["global"] = await store.add(
+        new_record(
+            type="preference", title="Tabs", body="Indent with tabs.", project_id=P, scope="global"
+        )
+    )
     made["foreign"] = await store.add(
-        NewRecord(type="decision", title="Other", body="Elsewhere.", project_id=Q)
+        new_record(type="decision", title="Other", body="Elsewhere.", project_id=Q)
     )
     return made
 
@@ -168,10 +202,14 @@ async def test_the_file_shares_project_knowledge_only(store: Store, root: Path) 
 async def test_a_superseded_record_whose_successor_is_not_shared_is_left_out(
     store: Store,
 ) -> None:
-    first = await store.add(new("bugfix", "Flaky login", "Retry the login test."))
+    first = await store.add(
+        new_record(type="bugfix", title="Flaky login", body="Retry the login test.", project_id=P)
+    )
     _, second = await store.supersede(first.id, "Seed the clock.", "root cause")
     _, third = await store.supersede(second.id, "Freeze time in the fixture.", "simpler")
-    other = await store.add(new("bugfix", "Fix leak", "Closed handles."))
+    other = await store.add(
+        new_record(type="bugfix", title="Fix leak", body="Closed handles.", project_id=P)
+    )
     async with store.transaction() as tx:  # the newest version becomes a stub the file leaves out
         await tx.execute("UPDATE records SET source = 'hook_observation' WHERE id = ?", (third.id,))
 
@@ -214,7 +252,9 @@ async def test_a_change_touches_only_its_own_lines(store: Store, root: Path) -> 
     made = await populate(store)
     before = await team.render(store, P)
 
-    await store.add(new("decision", "Cache", "Redis for sessions."))
+    await store.add(
+        new_record(type="decision", title="Cache", body="Redis for sessions.", project_id=P)
+    )
     added = await team.render(store, P)
     ops = difflib.SequenceMatcher(
         None, before.splitlines(), added.splitlines(), autojunk=False
@@ -360,6 +400,7 @@ def seed(cwd: Path, home: Path) -> None:
     "remote",
     [pytest.param("git@github.com:acme/shop.git", id="remote"), pytest.param(None, id="no-remote")],
 )
+@pytest.mark.slow  # the CLI in two homes, a dozen subprocesses
 def test_round_trip_between_two_homes(tmp_path: Path, remote: str | None) -> None:
     home_a, home_b = tmp_path / "home-a", tmp_path / "home-b"
     mine = clone(tmp_path / "a" / "shop", remote)

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from agentctx import clock, db, transfer
 from agentctx.errors import TransferError, ValidationError
 from agentctx.project import ProjectIdentity
-from agentctx.records import NewRecord
 from agentctx.store import Store
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -43,20 +43,16 @@ TRICKY_BODY = (
 )
 
 
-def new(**changes: Any) -> NewRecord:
-    fields: dict[str, Any] = {"type": "decision", "title": "t", "body": "b", "project_id": P}
-    fields.update(changes)
-    return NewRecord(**fields)
-
-
 async def populate(store: Store) -> dict[str, Any]:
     """A store with every kind of row an export carries."""
     await store.touch_project(ProjectIdentity(P, "alpha", "/src/alpha", "github.com/o/alpha"))
     await store.touch_project(ProjectIdentity(Q, "beta -- two", "/src/beta", None))
-    first = await store.add(new(title="Queue", body="Use RabbitMQ.", valid_from="2025-01-01"))
+    first = await store.add(
+        new_record(title="Queue", body="Use RabbitMQ.", valid_from="2025-01-01")
+    )
     await store.supersede(first.id, "Use Kafka.", "throughput --> needed")
     tricky = await store.add(
-        new(
+        new_record(
             type="bugfix",
             title="Fix `--flag` parsing -> no more #### issues (superseded)",
             body=TRICKY_BODY,
@@ -68,14 +64,16 @@ async def populate(store: Store) -> dict[str, Any]:
             pinned=True,
         )
     )
-    await store.add(new(type="handover", title="Handover", body="Next: wire the importer."))
-    await store.add(new(type="profile", title="Tests", body="pytest -q", key="test_command"))
+    await store.add(new_record(type="handover", title="Handover", body="Next: wire the importer."))
+    await store.add(new_record(type="profile", title="Tests", body="pytest -q", key="test_command"))
     await store.add(
-        new(type="discovery", title="Beta", body="Beta builds with make.", project_id=Q)
+        new_record(type="discovery", title="Beta", body="Beta builds with make.", project_id=Q)
     )
-    await store.add(new(type="preference", title="Style", body="Short names.", scope="global"))
+    await store.add(
+        new_record(type="preference", title="Style", body="Short names.", scope="global")
+    )
     editor = await store.add(
-        new(type="profile", title="Editor", body="vim", key="editor", scope="global")
+        new_record(type="profile", title="Editor", body="vim", key="editor", scope="global")
     )
     await store.supersede(editor.id, "helix", "switched", title="Editor (superseded)")
     conn, _ = db.connect(store.path, load_vec=False)
@@ -175,7 +173,7 @@ async def test_markdown_is_organized_for_people(source: dict[str, Any]) -> None:
 
 @pytest.mark.anyio
 async def test_crlf_markdown_is_accepted(store: Store, other: Store) -> None:
-    await store.add(new(title="Plain", body="line one\nline two   \n\nline four"))
+    await store.add(new_record(title="Plain", body="line one\nline two   \n\nline four"))
     data = await transfer.export_data(store)
     parsed = transfer.parse(transfer.to_markdown(data).replace("\n", "\r\n"))
     await transfer.import_data(other, parsed)
@@ -185,7 +183,7 @@ async def test_crlf_markdown_is_accepted(store: Store, other: Store) -> None:
 @pytest.mark.anyio
 async def test_mixed_line_endings_keep_markers_and_bodies(store: Store, other: Store) -> None:
     """Marker lines edited to CRLF still match; a body keeps exactly its own characters."""
-    await store.add(new(title="Mixed", body="first line\nsecond line\r\nthird line"))
+    await store.add(new_record(title="Mixed", body="first line\nsecond line\r\nthird line"))
     data = await transfer.export_data(store)
     lines = transfer.to_markdown(data).split("\n")
     text = "\n".join(line + "\r" if line.startswith(("#", "<!--")) else line for line in lines)
@@ -238,7 +236,7 @@ bodies = st.text(min_size=1, max_size=300).map(lambda b: b.replace("\x00", "")).
 def test_markdown_round_trip_of_arbitrary_text(items: list[tuple[str, str, bool]]) -> None:
     records = []
     for n, (title, body, superseded) in enumerate(items):
-        valid = new(title=title, body=body).validated()
+        valid = new_record(title=title, body=body).validated()
         record = valid.to_record(f"ID{n:03d}", "2026-01-01T00:00:00.000000Z").to_dict()
         if superseded:
             record.update(superseded_at="2026-02-01T00:00:00.000000Z", superseded_by="ID999")
@@ -261,7 +259,7 @@ def test_markdown_round_trip_of_arbitrary_text(items: list[tuple[str, str, bool]
 
 async def handover_store(store: Store, body: str, valid_from: str) -> tuple[str, dict[str, Any]]:
     record = await store.add(
-        new(type="handover", title="Handover", body=body, valid_from=valid_from)
+        new_record(type="handover", title="Handover", body=body, valid_from=valid_from)
     )
     return record.id, await transfer.export_data(store)
 
@@ -321,10 +319,10 @@ async def test_import_tie_on_valid_from_goes_to_the_incoming_handover(
 @pytest.mark.anyio
 async def test_import_of_a_colliding_profile_key(store: Store, other: Store) -> None:
     mine = await store.add(
-        new(type="profile", title="t", body="make test", key="test", valid_from="2026-03-01")
+        new_record(type="profile", title="t", body="make test", key="test", valid_from="2026-03-01")
     )
     theirs = await other.add(
-        new(type="profile", title="t", body="tox", key="test", valid_from="2026-01-01")
+        new_record(type="profile", title="t", body="tox", key="test", valid_from="2026-01-01")
     )
     report = await transfer.import_data(store, await transfer.export_data(other))
     assert report.superseded_on_conflict == [theirs.id]
@@ -432,13 +430,13 @@ async def test_bad_record_entries_import_nothing(
     assert await store.list_records() == []
     assert await store.projects() == []
     # A failed import leaves the store writable.
-    await store.add(new())
+    await store.add(new_record())
     assert len(await store.list_records()) == 1
 
 
 @pytest.mark.anyio
 async def test_successor_already_in_the_store_of_the_same_project(store: Store) -> None:
-    successor = await store.add(new(title="Kafka"))
+    successor = await store.add(new_record(title="Kafka"))
     older = record_entry(superseded_by=successor.id, superseded_at="2026-02-01T00:00:00.000000Z")
     report = await transfer.import_data(store, {"format": "agentctx-export", "records": [older]})
     assert report.added == {"records": 1}
@@ -450,7 +448,7 @@ async def test_successor_already_in_the_store_of_the_same_project(store: Store) 
 async def test_successor_of_another_project_is_refused(store: Store, where: str) -> None:
     successor_id = "01HX00000000000000000000SQ"
     if where == "store":
-        successor_id = (await store.add(new(project_id=Q))).id
+        successor_id = (await store.add(new_record(project_id=Q))).id
         records = []
     else:
         records = [record_entry(id=successor_id, project_id=Q)]

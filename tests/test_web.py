@@ -26,14 +26,16 @@ import pytest
 
 from agentctx import clock, preferences
 from agentctx.project import ProjectIdentity
-from agentctx.records import NewRecord, Record
+from agentctx.records import Record
 from agentctx.web import forcelayout, graph, server
 from agentctx.web.html import Safe, escape, tag
 from agentctx.web.security import CSP, TOKEN_HEADER
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from agentctx.records import Record
     from agentctx.store import Store
 
 pytestmark = pytest.mark.anyio
@@ -71,7 +73,7 @@ async def project(store: Store, root: str = "/nowhere", name: str = "shop") -> s
 async def add(store: Store, title: str, body: str = "body", **fields: Any) -> Record:
     fields.setdefault("project_id", P)
     fields.setdefault("type", "decision")
-    return await store.add(NewRecord(title=title, body=body, **fields))
+    return await store.add(new_record(title=title, body=body, **fields))
 
 
 # -- security ---------------------------------------------------------------------------------------
@@ -568,7 +570,7 @@ async def test_graph_page_of_2000_nodes(store: Store) -> None:
     async with store.transaction() as tx:
         for i in range(1500):
             record = await tx.add(
-                NewRecord(type="discovery", title=f"fact {i}", body="b", project_id=P)
+                new_record(type="discovery", title=f"fact {i}", body="b", project_id=P)
             )
             if i % 3 == 0:
                 await tx.execute(

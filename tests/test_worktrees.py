@@ -12,9 +12,8 @@ from agentctx import transfer
 from agentctx.core import ledger
 from agentctx.extract import apply, extract_session
 from agentctx.project import checkout_key, identify
-from agentctx.records import NewRecord
 from agentctx.store import Store
-from tests.helpers import contract, payload, run_cli, run_hook, seed
+from tests.helpers import contract, new_record, payload, run_cli, run_hook, seed
 from tests.messages_server import MessagesServer
 from tests.test_extract import Transcript, client, extraction, records
 from tests.test_hooks import query
@@ -181,7 +180,7 @@ async def test_keyed_handovers_survive_an_export_import_round_trip(
     async with await Store.open() as store:
         for key, title in ((None, "Legacy"), (real(main), "A"), ("/x/b", "B")):
             await store.add(
-                NewRecord(type="handover", title=title, body=title, project_id=project, key=key)
+                new_record(type="handover", title=title, body=title, project_id=project, key=key)
             )
         data = await transfer.export_data(store, project)
     (tmp_path / "other").mkdir()

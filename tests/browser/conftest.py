@@ -1,9 +1,9 @@
 """Browser tests: the dashboard in real headless Chromium, driven by Playwright.
 
 Chromium is the system's (Debian's ``chromium`` at /usr/bin/chromium, or ``AGENTCTX_CHROMIUM``):
-Playwright never downloads a browser here. The tests are marked ``browser`` and run with the rest of
-the suite (``nox -s tests``, which CI runs after ``.ci/run`` installs Chromium); deselect them with
-``-m "not e2e and not browser"``. Without Chromium they fail and say how to install it.
+Playwright never downloads a browser here. The tests are marked ``browser`` (here, below) and run in
+their own session, ``nox -s browser`` (``pytest -m browser tests/browser``), which CI runs after
+``.ci/run`` installs Chromium. Without Chromium they fail and say how to install it.
 
 Each test gets a seeded store (:mod:`tests.browser.demo`), the dashboard on a free loopback port in
 the test's own event loop, and a fresh browser page that records console errors (a CSP violation
@@ -11,7 +11,7 @@ is one) and uncaught page errors; the fixture fails the test if any occurred.
 
 Screenshots go to ``AGENTCTX_SCREENSHOTS`` (default ``.cache/screenshots/``, git-ignored); the
 documentation's pictures are refreshed with
-``AGENTCTX_SCREENSHOTS=docs/screenshots pytest tests/browser``.
+``AGENTCTX_SCREENSHOTS=docs/screenshots pytest -m browser tests/browser``.
 """
 
 from __future__ import annotations
@@ -49,13 +49,9 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1280, "height": 860}
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Register the ``browser`` marker (the suite runs with --strict-markers)."""
-    config.addinivalue_line("markers", "browser: dashboard tests in real headless Chromium")
-
-
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test in this folder ``browser``."""
+    """Mark every test in this folder ``browser`` (before ``-m`` selects; pyproject registers it)."""
     here = Path(__file__).parent
     for item in items:
         if here in Path(item.path).parents:

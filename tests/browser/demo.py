@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from agentctx import clock
 from agentctx.project import ProjectIdentity
-from agentctx.records import NewRecord
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -65,7 +65,7 @@ async def seed(store: Store, root: Path) -> Demo:
 
     async def add(title: str, body: str, kind: str = "decision", **extra: object) -> Record:
         extra.setdefault("project_id", API)
-        return await store.add(NewRecord(type=kind, title=title, body=body, **extra))  # type: ignore[arg-type]
+        return await store.add(new_record(type=kind, title=title, body=body, **extra))  # type: ignore[arg-type]
 
     sessions = [f"sess-{i:02d}-{'x' * 8}" for i in range(12)]
     v1 = await add(

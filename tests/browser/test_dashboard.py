@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from agentctx import clock, preferences
-from agentctx.records import NewRecord
 from tests.browser.demo import API, XSS_BODY
+from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from agentctx.store import Store
@@ -225,7 +225,7 @@ async def test_graph_of_2000_nodes_stays_usable(site: Site, store: Store) -> Non
         )
         for i in range(1400):
             record = await tx.add(
-                NewRecord(
+                new_record(
                     type=("decision", "convention", "discovery", "bugfix")[i % 4],
                     title=f"Fact number {i} about module {i % 97}",
                     body="generated",
