@@ -98,6 +98,17 @@ def test_hooks_import_nothing_heavy(event: str, project_dir: Path) -> None:
     assert not heavy, f"{event} imported {sorted(heavy)}"
 
 
+@pytest.mark.parametrize("event", ["user-prompt-submit", "subagent-start", "stop"])
+def test_database_hooks_load_the_driver_alone(event: str, project_dir: Path) -> None:
+    """The hooks that open the store load sqlean's C module, not its Python layer (datetime...)."""
+    seed(project_dir, DECISIONS)
+    data = payload(EVENTS[event], SID, project_dir, prompt="grpc services", source="startup")
+    loaded = _modules(event, data, project_dir)
+    assert "sqlean._sqlite3" in loaded
+    for name in ("sqlean", "sqlean.dbapi2", "datetime", "json", "re", "typing"):
+        assert name not in loaded, f"{event} imported {name}"
+
+
 def test_session_start_fast_path_imports_no_sqlite_no_json(project_dir: Path) -> None:
     seed(project_dir, DECISIONS)
     data = payload("SessionStart", SID, project_dir, source="startup")

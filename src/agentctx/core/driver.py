@@ -34,14 +34,19 @@ def _load() -> ModuleType:
     if loaded is not None:
         return loaded
     try:
+        # the import system's own modules, loaded at start-up (importlib.machinery would add
+        # importlib and warnings)
+        import _frozen_importlib
+        import _frozen_importlib_external
         import _imp
-        from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec
 
+        ExtensionFileLoader = _frozen_importlib_external.ExtensionFileLoader
+        ModuleSpec = _frozen_importlib.ModuleSpec
         for entry in sys.path:
             folder = os.path.join(entry or ".", "sqlean")
             if not os.path.isfile(os.path.join(folder, "__init__.py")):
                 continue
-            for suffix in EXTENSION_SUFFIXES:
+            for suffix in _imp.extension_suffixes():
                 path = os.path.join(folder, "_sqlite3" + suffix)
                 if os.path.isfile(path):
                     loader = ExtensionFileLoader(NAME, path)

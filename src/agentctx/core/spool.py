@@ -55,8 +55,7 @@ def drain(conn: sqlean.Connection, log: Any = None) -> int:
     """
     import time
 
-    import sqlean
-
+    from agentctx.core.driver import sqlite
     from agentctx.core.observe import apply
     from agentctx.errors import ValidationError
 
@@ -87,12 +86,12 @@ def drain(conn: sqlean.Connection, log: Any = None) -> int:
             if not isinstance(observations, list):
                 raise ValueError("not a list")
             apply(conn, [o for o in observations if isinstance(o, dict)])
-        except (ValueError, KeyError, TypeError, ValidationError, sqlean.IntegrityError) as exc:
+        except (ValueError, KeyError, TypeError, ValidationError, sqlite.IntegrityError) as exc:
             os.replace(claimed, path + ".bad")  # kept for inspection, never retried forever
             if log is not None:
                 log(f"spool file {name} unusable ({exc}); kept as {name}.bad")
             continue
-        except sqlean.DatabaseError:
+        except sqlite.DatabaseError:
             os.replace(claimed, path)  # busy, full or damaged: left for a later writer
             break
         except BaseException:

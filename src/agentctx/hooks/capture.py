@@ -77,7 +77,7 @@ def handle(ctx: HookContext) -> None:
 
 def store(ctx: HookContext, observations: list[dict[str, Any]]) -> None:
     """Write observations now, or spool them when the store cannot take them."""
-    import sqlean
+    from agentctx.core.driver import sqlite
 
     conn = open_db(ctx.log, write=True)
     if conn is not None:
@@ -85,7 +85,7 @@ def store(ctx: HookContext, observations: list[dict[str, Any]]) -> None:
             spool.drain(conn, ctx.log)
             apply(conn, observations)
             return
-        except sqlean.DatabaseError as exc:  # busy, or a write the store refused: keep it
+        except sqlite.DatabaseError as exc:  # busy, or a write the store refused: keep it
             ctx.log(f"{busy_or(exc)}; observations spooled for the next hook")
         finally:
             conn.close()

@@ -55,7 +55,7 @@ def handle(ctx: HookContext) -> None:
             # itself, migrating it, so the session's work is not skipped.
             start_worker(ctx, _session_end_args(ctx))
         return
-    import sqlean
+    from agentctx.core.driver import sqlite
 
     try:
         spool.drain(conn, ctx.log)
@@ -65,7 +65,7 @@ def handle(ctx: HookContext) -> None:
             _session_end(ctx, conn)
         elif ctx.event == "CwdChanged":
             _cwd_changed(ctx, conn)
-    except sqlean.OperationalError as exc:
+    except sqlite.OperationalError as exc:
         if not _busy(exc):
             raise
         # Stop and CwdChanged redo it at the next event; SessionEnd's ledger is folded later
