@@ -6,3 +6,8 @@ generator that yields SQL steps and decides from their results; :func:`.plan.run
 sync connection and :func:`.plan.run_async` on an aiosqlite one. Nothing in this package imports
 anything heavier than the SQLite driver (checked by the import contract in ``pyproject.toml``).
 """
+
+#: True in a hook process, set by the entry point: the process ends with ``os._exit`` as soon as the
+#: handler returns, so what only tidies up (closing a read connection: unmapping the file) is left
+#: to the end of the process (:func:`agentctx.core.connect.release`).
+ENDS_WITH_HANDLER = False

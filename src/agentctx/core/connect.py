@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 READ_BUSY_MS = 200
 WRITE_BUSY_MS = 400
+_left_open: list[object] = []
 
 
 def open_db(log: Callable[[str], None], *, write: bool = False) -> sqlean.Connection | None:
@@ -55,6 +56,20 @@ def open_db(log: Callable[[str], None], *, write: bool = False) -> sqlean.Connec
             log(f"database unreadable ({exc}); see `agentctx doctor`")
             return None
     return conn
+
+
+def release(conn: sqlean.Connection) -> None:
+    """Done with a read connection: close it, or in a hook process leave it to the process's end.
+
+    Closing unmaps the file and frees the page cache SQLite built: work that grows with the store
+    and that ``os._exit`` makes pointless (:data:`agentctx.core.ENDS_WITH_HANDLER`).
+    """
+    import agentctx.core
+
+    if agentctx.core.ENDS_WITH_HANDLER:
+        _left_open.append(conn)  # referenced, so it is not closed when the caller drops it
+    else:
+        conn.close()
 
 
 def _read_only_media(path: str) -> sqlean.Connection | None:

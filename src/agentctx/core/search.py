@@ -329,10 +329,14 @@ def search_sql(
     if fts:
         match = fts_query(terms)
         w_title, w_body, w_keywords = BM25_WEIGHTS
+        # The best candidates are chosen on (rowid, rank) alone, then their columns are read: the
+        # sorter holds two numbers per match instead of every column of every match.
         sql = (
-            f"SELECT {_COLUMNS_SQL}, bm25(records_fts, {w_title}, {w_body}, {w_keywords}) AS rank "
+            f"SELECT {_COLUMNS_SQL}, best.rank AS rank FROM ("
+            f"SELECT r.seq AS seq, bm25(records_fts, {w_title}, {w_body}, {w_keywords}) AS rank "
             "FROM records_fts JOIN records AS r ON r.seq = records_fts.rowid "
-            f"WHERE records_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
+            f"WHERE records_fts MATCH ? AND {where} ORDER BY rank, r.seq LIMIT ?"
+            ") AS best JOIN records AS r ON r.seq = best.seq ORDER BY best.rank, best.seq"
         )
         return sql, [match, *params, candidates]
     hits = " + ".join(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from agentctx import clock
 from agentctx.core import plan, search
-from agentctx.core.connect import open_db
+from agentctx.core.connect import open_db, release
 from agentctx.core.ledger import Ledger
 from agentctx.tokens import estimate_tokens, truncate_to_tokens
 
@@ -64,7 +64,7 @@ def _prompt(ctx: HookContext) -> str | None:
             ledger.append({"event": ctx.event, "ids": ids, "tokens": estimate_tokens(text)})
             return text
     finally:
-        conn.close()
+        release(conn)
 
 
 def _search(
@@ -144,7 +144,7 @@ def _subagent(ctx: HookContext) -> str | None:
     try:
         rows = plan.run(conn, search.standing_rules(ctx.project.project_id))
     finally:
-        conn.close()
+        release(conn)
     if not rows:
         return None
     lines = ["Project decisions and conventions (agentctx):"]

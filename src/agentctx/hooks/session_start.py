@@ -51,7 +51,7 @@ def handle(ctx: HookContext) -> str | None:
 
 def _build(ctx: HookContext) -> dict[str, Any] | None:
     from agentctx import clock
-    from agentctx.core.connect import open_db
+    from agentctx.core.connect import open_db, release
     from agentctx.retrieval import digest
 
     started_ns = time.time_ns()
@@ -61,7 +61,7 @@ def _build(ctx: HookContext) -> dict[str, Any] | None:
     try:
         data = digest.build(conn, ctx.project.project_id, ctx.project.name, ctx.project.checkout)
     finally:
-        conn.close()
+        release(conn)
     try:
         digests.write(data, clock.now(), started_ns)
     except OSError as exc:
