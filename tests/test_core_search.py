@@ -206,3 +206,47 @@ async def test_the_archive_is_searched_alike_through_both_executors(store: Store
     assert {i for i, _ in hits(every)} == {first.id, second.id, current.id}  # two archived
     then = run_sync(store.path, rule({"as_of": first.valid_from}))
     assert [i for i, _ in hits(then)] == [first.id]
+
+
+def _full_ranking(
+    terms: list[str], project_ids: tuple[str, ...], candidates: int
+) -> Plan[list[str]]:
+    """The ranking as before the pool and the capped counts: every match filtered, then reranked."""
+    counts_sql, counts_params = search.term_counts_sql(terms)
+    counts = [int(n) for n in (yield plan.one(counts_sql, counts_params))]
+    chosen = search.select_terms(terms, counts)
+    sql, params = search.search_sql(
+        chosen, fts=True, project_ids=project_ids, candidates=candidates
+    )
+    rows = yield plan.rows(sql, params)
+    return [str(row["id"]) for row, _score in search.rerank(rows, candidates)]
+
+
+@pytest.mark.parametrize("ours", [5, 150, 400])
+async def test_pool_and_capped_counts_rank_as_every_match_would(
+    store: Store, monkeypatch: pytest.MonkeyPatch, ours: int
+) -> None:
+    """The index's best ``pool`` matches are filtered first; when the filters leave too few of them
+    (another project's records rank above ours) every match is ranked, as before the pool; common
+    terms are counted only up to the budget. The result is the same either way."""
+    monkeypatch.setattr(search, "MATCH_BUDGET", 300)  # so that common terms are capped here
+    other, mine = "b" * 64, "a" * 64
+    rows = [
+        *(("decision", f"Queue worker retry {i}", "retry retry queue worker", other) for i in range(600)),
+        *(("decision", f"Queue note {i}", "retry once when the queue stalls", mine) for i in range(ours)),
+    ]  # fmt: skip
+    async with store.transaction() as tx:
+        for kind, title, body, owner in rows:
+            await tx.add(NewRecord(type=kind, title=title, body=body, project_id=owner))
+    terms = ["retry", "queue", "stalls"]
+    scope = search.scope_projects(mine, "all")
+    found = await store.run(
+        search.keyword_search(terms, project_ids=scope, candidates=40, limit=40)
+    )
+    counts = await store.run(search.term_counts(terms))
+    # capped above the budget, unless every term is that common: then the rarest must be known
+    assert counts == ([301, 301, ours] if ours <= 300 else [600 + ours, 600 + ours, ours])
+    assert [str(row["id"]) for row, _score in found.hits] == await store.run(
+        _full_ranking(terms, scope, 40)
+    )
+    assert len(found.hits) == min(40, ours)

@@ -228,6 +228,9 @@ STOPWORDS = frozenset(
 )
 
 MATCH_BUDGET = 4000
+#: How many of the index's best matches a search ranks before its filters (at least; see
+#: :func:`search_sql`): most queries find their candidates among them without reading other rows.
+BM25_POOL = 200
 MAX_TEXT = 20_000  # characters of a prompt looked at for terms (a pasted log can be huge)
 _COLUMNS_SQL = ", ".join(f"r.{name}" for name in RECORD_COLUMNS)
 
@@ -252,9 +255,16 @@ def fts_query(terms: Sequence[str]) -> str | None:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def term_counts_sql(terms: Sequence[str]) -> tuple[str, list[str]]:
-    """One query returning, in one row, how many records each term matches."""
-    each = "(SELECT count(*) FROM records_fts WHERE records_fts MATCH ?)"
+def term_counts_sql(terms: Sequence[str], cap: int | None = None) -> tuple[str, list[str]]:
+    """One query returning, in one row, how many records each term matches (at most ``cap``).
+
+    A capped count stops reading the term's matches at ``cap``: a common term costs no more to
+    count than a rare one.
+    """
+    if cap is None:
+        each = "(SELECT count(*) FROM records_fts WHERE records_fts MATCH ?)"
+    else:
+        each = f"(SELECT count(*) FROM (SELECT 1 FROM records_fts WHERE records_fts MATCH ? LIMIT {int(cap)}))"
     return "SELECT " + ", ".join([each] * len(terms)), [fts_query([t]) or "" for t in terms]
 
 
@@ -319,13 +329,28 @@ def search_sql(
     include_superseded: bool = False,
     exclude_ids: Iterable[str] = (),
     candidates: int = 50,
+    pool: int | None = None,
 ) -> tuple[str, list[Any]]:
     """SQL and parameters returning record columns plus ``rank`` (lower is better), best first.
 
     ``fts=True`` uses the FTS5 index and BM25; ``fts=False`` is the degraded LIKE-style fallback
-    that counts term hits with ``instr`` (title ×4, keywords ×2, body ×1).
+    that counts term hits with ``instr`` (title ×4, keywords ×2, body ×1). With a ``pool`` the FTS
+    query ranks the index alone and filters only its ``pool`` best matches (the same rows as without
+    it whenever at least ``candidates`` of them pass the filters: :func:`keyword_search` checks).
     """
     where, params = filters(project_ids, types, as_of, include_superseded, exclude_ids)
+    if fts and pool is not None:
+        # Ranking the index alone reads no record row: a row is read only for the pool's matches
+        # (the filters' columns live in the records table, one page read per row).
+        w_title, w_body, w_keywords = BM25_WEIGHTS
+        sql = (
+            f"SELECT {_COLUMNS_SQL}, top.rank AS rank FROM ("
+            f"SELECT rowid AS seq, bm25(records_fts, {w_title}, {w_body}, {w_keywords}) AS rank "
+            "FROM records_fts WHERE records_fts MATCH ? ORDER BY rank, rowid LIMIT ?"
+            f") AS top JOIN records AS r ON r.seq = top.seq WHERE {where} "
+            "ORDER BY top.rank, top.seq LIMIT ?"
+        )
+        return sql, [fts_query(terms), pool, *params, candidates]
     if fts:
         match = fts_query(terms)
         w_title, w_body, w_keywords = BM25_WEIGHTS
@@ -535,8 +560,13 @@ def keyword_search(
             chosen = select_terms(terms, counts)
             if not chosen:
                 return Found()
-            sql, params = search_sql(chosen, fts=True, **args)
+            pool = max(BM25_POOL, 5 * candidates)
+            sql, params = search_sql(chosen, fts=True, pool=pool, **args)
             found = yield plan.rows(sql, params)
+            matched = sum(n for term, n in zip(terms, counts, strict=True) if term in chosen)
+            if len(found) < candidates and matched > pool:  # the filters left too few: all
+                sql, params = search_sql(chosen, fts=True, **args)
+                found = yield plan.rows(sql, params)
             degraded = None
             if not past:  # the past is searched on purpose: no floor (nor an FTS index)
                 ranked = rerank(found, limit)
@@ -614,10 +644,23 @@ def archive_rows(terms: Sequence[str], args: Mapping[str, Any]) -> Plan[list[Any
 
 
 def term_counts(terms: Sequence[str]) -> Plan[list[int]]:
-    """How many records each term matches (FTS5)."""
-    sql, params = term_counts_sql(terms)
-    row = yield plan.one(sql, params)
-    return [int(n) for n in row]
+    """How many records each term matches (FTS5), exactly up to :data:`MATCH_BUDGET`.
+
+    A term found more often is counted as ``MATCH_BUDGET + 1``: :func:`select_terms` searches it
+    only when it is the rarest of all, and then it is counted exactly; terms it does not search
+    count on neither side of :func:`relevance`. So capping changes no result, and bounds the cost.
+    """
+    cap = MATCH_BUDGET + 1
+    sql, params = term_counts_sql(terms, cap)
+    counts = [int(n) for n in (yield plan.one(sql, params))]
+    if any(0 < n < cap for n in counts) or cap not in counts:
+        return counts
+    common = [i for i, n in enumerate(counts) if n == cap]  # every term found is that common
+    sql, params = term_counts_sql([terms[i] for i in common])
+    exact = yield plan.one(sql, params)
+    for i, n in zip(common, exact, strict=True):
+        counts[i] = int(n)
+    return counts
 
 
 def query_weights(
