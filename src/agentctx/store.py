@@ -395,23 +395,12 @@ class Store:
 
         Superseded records include the archived ones; ``as_of`` keeps the records valid then.
         """
-        clauses: list[str] = []
-        params: list[Any] = []
-        if project_id is not None:
-            clauses.append("project_id = ?")
-            params.append(project_id)
-        if types:
-            clauses.append(f"type IN ({', '.join('?' * len(types))})")
-            params.extend(types)
-        if as_of is not None:
-            clauses.append("valid_from <= ? AND (superseded_at IS NULL OR superseded_at > ?)")
-            params.extend((as_of, as_of))
-        elif not include_superseded:
-            clauses.append("superseded_at IS NULL")
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        sql = f"SELECT {_COLS} FROM records {where}"
+        projects = () if project_id is None else (project_id,)
+        clause, params = search.filters(projects, types, as_of, include_superseded, ())
+        where = f" WHERE {clause}" if clause else ""
+        sql = f"SELECT {_COLS} FROM records AS r{where}"
         if include_superseded or as_of is not None:
-            sql += f" UNION ALL SELECT {_COLS} FROM records_archive {where}"
+            sql += f" UNION ALL SELECT {_COLS} FROM records_archive AS r{where}"
             params = [*params, *params]
         rows = await self._rows(f"{sql} ORDER BY project_id, type, recorded_at, id", params)
         return [Record.from_row(row) for row in rows]

@@ -75,52 +75,64 @@ def execute_many(sql: str, params: Iterable[Sequence[Any]]) -> Step:
     return Step(sql, list(params), MANY)
 
 
+class _Done:
+    """A plan's decision, when it has returned."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _advance(rule: Plan[Any], result: Any, error: BaseException | None) -> Step | _Done:
+    """Hand the plan its last step's result (or error): its next step, or its decision."""
+    try:
+        return rule.send(result) if error is None else rule.throw(error)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
 def run(conn: sqlean.Connection, plan: Plan[T]) -> T:
     """Run ``plan`` on a synchronous connection; return its decision."""
-    result: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = plan.send(result) if error is None else plan.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        error = result = None
+    step = _advance(plan, None, None)
+    while isinstance(step, Step):
         try:
             if step.read == MANY:
-                result = conn.executemany(step.sql, step.params).rowcount
+                result: Any = conn.executemany(step.sql, step.params).rowcount
             else:
                 cursor = conn.execute(step.sql, step.params)
-                if step.read == ALL:
-                    result = cursor.fetchall()
-                elif step.read == ONE:
-                    result = cursor.fetchone()
-                else:
-                    result = cursor.rowcount
+                result = _read(cursor, step.read)
         except Exception as exc:
-            error = exc
+            step = _advance(plan, None, exc)
+        else:
+            step = _advance(plan, result, None)
+    return step.value  # type: ignore[no-any-return]
+
+
+def _read(cursor: sqlean.Cursor, read: str) -> Any:
+    if read == ALL:
+        return cursor.fetchall()
+    return cursor.fetchone() if read == ONE else cursor.rowcount
 
 
 async def run_async(conn: aiosqlite.Connection, plan: Plan[T]) -> T:
     """Run ``plan`` on an aiosqlite connection; return its decision."""
-    result: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = plan.send(result) if error is None else plan.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        error = result = None
+    step = _advance(plan, None, None)
+    while isinstance(step, Step):
         try:
             if step.read == MANY:
-                cursor = await conn.executemany(step.sql, step.params)
-                result = cursor.rowcount
+                result: Any = (await conn.executemany(step.sql, step.params)).rowcount
             else:
                 async with conn.execute(step.sql, step.params) as cursor:
-                    if step.read == ALL:
-                        result = list(await cursor.fetchall())
-                    elif step.read == ONE:
-                        result = await cursor.fetchone()
-                    else:
-                        result = cursor.rowcount
+                    result = await _read_async(cursor, step.read)
         except Exception as exc:
-            error = exc
+            step = _advance(plan, None, exc)
+        else:
+            step = _advance(plan, result, None)
+    return step.value  # type: ignore[no-any-return]
+
+
+async def _read_async(cursor: aiosqlite.Cursor, read: str) -> Any:
+    if read == ALL:
+        return list(await cursor.fetchall())
+    return await cursor.fetchone() if read == ONE else cursor.rowcount

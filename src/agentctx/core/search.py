@@ -299,10 +299,11 @@ def filters(
 ) -> tuple[str, list[Any]]:
     """The WHERE clause (over ``records AS r``) and parameters of a search's filters.
 
-    Shared by keyword search and the vector half of hybrid search, so neither lets through a record
-    the other would filter out.
+    Shared by keyword search, the vector half of hybrid search and :meth:`Store.list_records`, so
+    none lets through a record the others would filter out. No ``project_ids``: every project; no
+    filter at all: an empty clause.
     """
-    clauses = [f"r.project_id IN ({', '.join('?' * len(project_ids))})"]
+    clauses = [f"r.project_id IN ({', '.join('?' * len(project_ids))})"] if project_ids else []
     params: list[Any] = list(project_ids)
     if types:
         clauses.append(f"r.type IN ({', '.join('?' * len(types))})")
