@@ -10,7 +10,7 @@ records), a few are pinned, inferred or flagged as CLAUDE.md drift.
 
 Rows are made by the library itself (``NewRecord(...).validated().to_record(...)``) so they satisfy
 every CHECK constraint, and inserted with ``schema.INSERT_RECORD_SQL`` in one transaction on a
-connection opened by ``agentctx.db.connect`` and migrated by ``agentctx.schema.migrate``; the FTS5
+connection opened by ``agentctx.core.db.connect`` and migrated by ``agentctx.core.schema.migrate``; the FTS5
 triggers index them as they go in. Deterministic for a given seed (except the ULIDs).
 """
 
@@ -22,9 +22,9 @@ import random
 import time
 from datetime import UTC, datetime, timedelta
 
-from agentctx import clock, db, schema
+from agentctx.core import clock, db, schema
+from agentctx.core.tokens import estimate_tokens
 from agentctx.records import COLUMNS, NewRecord, Record
-from agentctx.tokens import estimate_tokens
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx import clock, home
-from agentctx.core import jsonio
+from agentctx.core import clock, home, jsonio
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,8 +56,8 @@ def drain(conn: sqlean.Connection, log: Any = None) -> int:
 
     import sqlean
 
+    from agentctx.core.errors import ValidationError
     from agentctx.core.observe import apply
-    from agentctx.errors import ValidationError
 
     try:
         names = sorted(os.listdir(folder()))

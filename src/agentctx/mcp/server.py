@@ -12,7 +12,7 @@ docs/upstream/mcp-sdk-import-time.md).
 
 Progressive disclosure: ``ctx_search`` answers with a compact index without bodies, and ``ctx_get``
 with the full records of the few ids Claude picks from it. Errors: an
-:class:`~agentctx.errors.AgentctxError` (or a driver error) becomes a tool error that carries its
+:class:`~agentctx.core.errors.AgentctxError` (or a driver error) becomes a tool error that carries its
 message (P-5); the SDK validates arguments against the input schema and reports a mismatch the same
 way, so a bad call never takes the server down. Nothing but the protocol reaches stdout: the SDK
 moves stdio onto private descriptors, and logging goes to stderr.
