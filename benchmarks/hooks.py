@@ -561,9 +561,9 @@ def render(
         "of the hook's `cwd` (a git work tree with an `origin` remote); preferences are global. "
         "Rows are built with `NewRecord(...).validated().to_record(...)` and bulk-inserted with "
         "`schema.INSERT_RECORD_SQL` in one transaction on an `agentctx.core.db.connect` connection "
-        "migrated by `agentctx.core.schema.migrate` (the FTS5 triggers index them), then the WAL is "
-        "checkpointed. *UPS handler ms* and *digest.build ms* are in-process timings (median of 9) "
-        "of the UserPromptSubmit handler (`agentctx.hooks.prompt.handle` without a session id: "
+        "migrated by `agentctx.core.schema.migrate` (the FTS5 triggers index them), then the WAL "
+        "is checkpointed. *UPS handler ms* and *digest.build ms* are in-process timings (median of "
+        "9) of the UserPromptSubmit handler (`agentctx.hooks.prompt.handle` without a session id: "
         "open the store, search, rerank, render) and of the digest build that the cold "
         "SessionStart path runs: the part of the hook time that grows with the store."
     )

@@ -1,4 +1,4 @@
-"""Tests for agentctx.core.project: remote normalization and project identity from real git repos."""
+"""Tests for agentctx.core.project: remote normalization and project identity from git repos."""
 
 from __future__ import annotations
 

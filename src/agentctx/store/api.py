@@ -5,8 +5,8 @@ awaits its methods. Writes run in ``BEGIN IMMEDIATE`` transactions serialized by
 failed write leaves nothing behind and concurrent processes queue on SQLite's busy timeout rather than
 failing. Supersession and the keyed rules (one current handover per checkout of a project, one current
 profile record per key) happen inside the same transaction as the insert; partial unique indexes make
-them hold even against a racing writer. Nothing here deletes a record. Whole-store operations are free
-functions over a ``Store`` in the modules beside this one: ``inventory`` (status, sessions),
+them hold even against a racing writer. Nothing here deletes a record. Whole-store operations are
+free functions over a ``Store`` in the modules beside this one: ``inventory`` (status, sessions),
 ``transfer`` (export, import) and ``deletion`` (reset, the one deletion).
 """
 
@@ -36,8 +36,8 @@ T = TypeVar("T")
 
 _COLS = ", ".join(COLUMNS)
 HISTORY_MAX_DEPTH = 1000
-#: Consolidation stamps ``records.low_score_since`` when a score falls below this; a record that stays
-#: below it long enough is a prune candidate (:mod:`agentctx.store.inventory`), never deleted for it.
+#: Consolidation stamps ``records.low_score_since`` when a score falls below this; a record that
+#: stays below it long enough is a prune candidate (:mod:`.inventory`), never deleted for it.
 LOW_SCORE = 0.1
 
 
