@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from agentctx import clock
-from agentctx.schema import TITLE_MAX
+from agentctx.core import clock
+from agentctx.core.schema import TITLE_MAX
 from own_eval import floors
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -70,9 +70,9 @@ import synthetic_store
 from agentctx import config, embed
 from agentctx.core import search as keyword_search
 from agentctx.core.connect import open_db
+from agentctx.core.project import identify
 from agentctx.hooks import prompt
 from agentctx.hooks.runner import HookContext
-from agentctx.project import identify
 from agentctx.records import NewRecord
 from agentctx.retrieval import hybrid
 from agentctx.store import SearchQuery, Store

@@ -62,7 +62,7 @@ WORDS = [
 
 def write_transcript(path: Path, target_tokens: int) -> int:
     """A transcript of developer and assistant turns; return its line count."""
-    from agentctx.tokens import estimate_tokens
+    from agentctx.core.tokens import estimate_tokens
 
     lines = 0
     total = 0

@@ -50,12 +50,11 @@ import sqlean
 
 import agentctx
 import synthetic_store
-from agentctx import db
-from agentctx.core import search
+from agentctx.core import db, search
+from agentctx.core.project import identify
 from agentctx.hooks import prompt as prompt_hook
 from agentctx.hooks.prompt import HEADER
 from agentctx.hooks.runner import HookContext
-from agentctx.project import identify
 from agentctx.retrieval import digest
 
 TYPE_CHECKING = False
@@ -613,10 +612,10 @@ def render(
         "database; each record draws mostly from its topic's vocabulary), the project being the one "
         "of the hook's `cwd` (a git work tree with an `origin` remote); preferences are global. "
         "Rows are built with `NewRecord(...).validated().to_record(...)` and bulk-inserted with "
-        "`schema.INSERT_RECORD_SQL` in one transaction on an `agentctx.db.connect` connection "
-        "migrated by `agentctx.schema.migrate` (the FTS5 triggers index them), then the WAL is "
-        "checkpointed. *UPS handler ms* and *digest.build ms* are in-process timings (median of 9) "
-        "of the UserPromptSubmit handler (`agentctx.hooks.prompt.handle` without a session id: "
+        "`schema.INSERT_RECORD_SQL` in one transaction on an `agentctx.core.db.connect` connection "
+        "migrated by `agentctx.core.schema.migrate` (the FTS5 triggers index them), then the WAL "
+        "is checkpointed. *UPS handler ms* and *digest.build ms* are in-process timings (median of "
+        "9) of the UserPromptSubmit handler (`agentctx.hooks.prompt.handle` without a session id: "
         "open the store, search, rerank, render) and of the digest build that the cold "
         "SessionStart path runs: the part of the hook time that grows with the store."
     )

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import minilm
 import synthetic_store
 from agentctx import config, embed
-from agentctx.project import identify
+from agentctx.core.project import identify
 from agentctx.store import Store
 
 if TYPE_CHECKING:

@@ -35,8 +35,8 @@ from pathlib import Path
 import anyio
 import httpx
 
-from agentctx import clock
-from agentctx.project import ProjectIdentity
+from agentctx.core import clock
+from agentctx.core.project import ProjectIdentity
 from agentctx.records import NewRecord
 from agentctx.store import Store
 from agentctx.web import forcelayout, server

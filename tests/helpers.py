@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentctx.project import identify
+from agentctx.core.project import identify
 from agentctx.records import NewRecord
 from agentctx.store import Store
 

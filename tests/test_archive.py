@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from agentctx import clock, db, deletion, inventory, transfer
 from agentctx.consolidate import archive as archive_module
 from agentctx.consolidate.archive import ARCHIVE_AFTER_DAYS, archive, prune_candidates
 from agentctx.consolidate.reinforce import reinforce_preferences
 from agentctx.consolidate.scoring import rescore
 from agentctx.consolidate.timebox import TimeBox
+from agentctx.core import clock, db
+from agentctx.core.project import identify
+from agentctx.core.schema import EMBEDDING_DIMS
 from agentctx.embed import BLOB_TABLE
-from agentctx.project import identify
-from agentctx.schema import EMBEDDING_DIMS
-from agentctx.store import SearchQuery, Store
+from agentctx.store import SearchQuery, Store, deletion, inventory, transfer
 from tests.helpers import new_record
 from tests.test_cli import ok, ok_json, status
 

@@ -7,12 +7,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentctx import clock
-from agentctx.core import digests, jsonio
+from agentctx.core import clock, digests, jsonio
+from agentctx.core.schema import BODY_MAX, RECORD_TYPES, TITLE_MAX
+from agentctx.core.tokens import estimate_tokens
 from agentctx.hooks import prompt
 from agentctx.retrieval import digest
-from agentctx.schema import BODY_MAX, RECORD_TYPES, TITLE_MAX
-from agentctx.tokens import estimate_tokens
 
 titles = st.text(min_size=1, max_size=TITLE_MAX).map(lambda t: t.strip() or "t")
 bodies = st.text(min_size=1, max_size=BODY_MAX).map(lambda b: b.strip() or "b")

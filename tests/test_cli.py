@@ -22,8 +22,8 @@ import sqlean
 
 from agentctx import __version__, config
 from agentctx.config import SETTINGS
+from agentctx.core.schema import RECORD_TYPES, SCHEMA_VERSION
 from agentctx.records import COLUMNS
-from agentctx.schema import RECORD_TYPES, SCHEMA_VERSION
 from tests.helpers import run_cli
 
 if TYPE_CHECKING:

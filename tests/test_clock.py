@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentctx import clock
+from agentctx.core import clock
 
 MOMENTS = st.datetimes(
     min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31), timezones=st.just(UTC)
@@ -53,7 +53,7 @@ def test_now_is_stored_text_of_the_current_time() -> None:
 
 def test_the_hot_clock_functions_import_no_datetime() -> None:
     code = (
-        "import sys; from agentctx import clock; clock.now(); "
+        "import sys; from agentctx.core import clock; clock.now(); "
         "clock.age_days('2026-01-01T00:00:00.000000Z'); print('datetime' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

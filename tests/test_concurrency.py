@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentctx import db, schema
+from agentctx.core import db, schema
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -14,16 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentctx import clock, db
 from agentctx.consolidate.archive import ARCHIVE_AFTER_DAYS, archive
-from agentctx.core import plan, search
+from agentctx.core import clock, db, plan, search
 from agentctx.core.connect import open_db
+from agentctx.core.project import identify
+from agentctx.core.schema import GLOBAL_PROJECT_ID
 from agentctx.hooks import prompt
 from agentctx.hooks.runner import HookContext
-from agentctx.project import identify
 from agentctx.records import NewRecord
 from agentctx.retrieval import hybrid
-from agentctx.schema import GLOBAL_PROJECT_ID
 from agentctx.store import SearchQuery, Store
 from tests.test_search import drop_fts
 

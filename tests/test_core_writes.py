@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentctx import db
-from agentctx.core import ledger, observe, plan, sessions, spool, writes
-from agentctx.errors import ConflictError, NotFoundError, ValidationError
-from agentctx.project import identify
+from agentctx.core import db, ledger, observe, plan, sessions, spool, writes
+from agentctx.core.errors import ConflictError, NotFoundError, ValidationError
+from agentctx.core.project import identify
 from agentctx.records import NewRecord
 from agentctx.store import Store
 from tests.helpers import payload, run_hook, seed
@@ -216,7 +215,7 @@ def open_session(session_id: str, record_ids: list[str], project_dir: Path) -> N
 
 
 def session_state(session_id: str) -> tuple[Any, ...]:
-    from agentctx import home
+    from agentctx.core import home
 
     with closing(sync_conn(home.db_path())) as conn:
         row = conn.execute(
@@ -257,7 +256,7 @@ def test_session_end_and_the_demo_close_a_session_alike(project_dir: Path, tmp_p
 
 
 def test_a_stale_ledger_is_folded_once_with_the_session_that_ends(project_dir: Path) -> None:
-    from agentctx import home
+    from agentctx.core import home
 
     ids = seed(project_dir, [{"type": "decision", "title": "D", "body": "b"}])
     open_session("crashed", ids, project_dir)
@@ -272,7 +271,7 @@ def test_a_stale_ledger_is_folded_once_with_the_session_that_ends(project_dir: P
 
 @pytest.mark.anyio
 async def test_extraction_offsets_and_requests_share_the_row(project_dir: Path) -> None:
-    from agentctx import home
+    from agentctx.core import home
 
     project_id = identify(str(project_dir)).project_id
     async with await Store.open() as store:

@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 from anthropic import AsyncAnthropic
 
-from agentctx import db, embed, home
+from agentctx import embed
 from agentctx.consolidate import dedupe, merge_check
 from agentctx.consolidate.timebox import TimeBox
+from agentctx.core import db, home
 from agentctx.store import Store
 from tests.helpers import new_record
 from tests.messages_server import ErrorReply, MessagesServer, Recorded, ToolUseReply

@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING
 import pytest
 from anthropic import AsyncAnthropic, NotFoundError
 
-from agentctx import inventory
 from agentctx.demo import DEMO_API_KEY, run_demo
 from agentctx.demo.standin import LABEL, StandIn
-from agentctx.store import Store
+from agentctx.store import Store, inventory
 from tests.helpers import run_cli
 
 if TYPE_CHECKING:

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentctx import db, embed, home
 from agentctx.claude import claudemd
 from agentctx.consolidate.drift import DriftReport, score_drift
 from agentctx.consolidate.timebox import TimeBox
-from agentctx.project import identify
+from agentctx.core import db, home
+from agentctx.core.project import identify
 from agentctx.records import COLUMNS
 from agentctx.retrieval import digest
 from tests import minilm
@@ -26,6 +26,7 @@ from tests.helpers import new_record
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from agentctx import embed
     from agentctx.store import Store
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,8 @@ import anyio
 import numpy as np
 import pytest
 
-from agentctx import db, embed
+from agentctx import embed
+from agentctx.core import db
 from agentctx.store import Store
 from tests import minilm
 from tests.helpers import new_record

@@ -14,10 +14,10 @@ import anyio
 import pytest
 from anthropic import AsyncAnthropic
 
-from agentctx import clock, home, inventory
+from agentctx.core import clock, home
+from agentctx.core.project import identify
 from agentctx.extract import extract_session, llm, prompt
-from agentctx.project import identify
-from agentctx.store import Store
+from agentctx.store import Store, inventory
 from tests.helpers import new_record, payload, run_hook
 from tests.messages_server import ErrorReply, MessagesServer, Recorded, TextReply, ToolUseReply
 
@@ -372,7 +372,7 @@ async def test_bugfix_enriches_the_sessions_stub(transcript: Transcript, project
     pid = identify(str(project)).project_id
     async with await Store.open():
         pass
-    from agentctx import db
+    from agentctx.core import db
 
     conn, _ = db.connect(home.db_path(), busy_timeout_ms=WRITE_BUSY_MS)
     apply(conn, [{"kind": "stub", "project_id": pid, "session_id": SID, "at": clock.now(),

@@ -28,8 +28,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentctx import config, home
+from agentctx import config
 from agentctx.claude.transcript import read_transcript, render
+from agentctx.core import home
 from agentctx.hooks import lifecycle, runner
 from tests.helpers import run_hook, seed, shared_dir
 from tests.reliability.procs import EVENTS, INJECTING, wait_for_workers

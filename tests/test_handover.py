@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentctx import db, home
+from agentctx.core import db, home
+from agentctx.core.project import identify
 from agentctx.extract import apply
-from agentctx.project import identify
 from agentctx.records import Record
 from agentctx.retrieval import digest
 from agentctx.store import Store

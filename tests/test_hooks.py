@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 import sqlean
 
-from agentctx import home
-from agentctx.core import digests, ledger
-from agentctx.project import identify
-from agentctx.tokens import estimate_tokens
+from agentctx.core import digests, home, ledger
+from agentctx.core.project import identify
+from agentctx.core.tokens import estimate_tokens
 from tests.helpers import FORBIDDEN, contract, payload, run_hook, seed
 
 SID = "5f0c9a61-9a2b-4c1e-8f3d-0123456789ab"

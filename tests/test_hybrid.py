@@ -16,9 +16,10 @@ import anyio
 import pytest
 from mcp import Client
 
-from agentctx import config, db, embed
+from agentctx import config, embed
+from agentctx.core import db
+from agentctx.core.project import identify
 from agentctx.mcp.server import create_server
-from agentctx.project import identify
 from agentctx.retrieval import hybrid
 from agentctx.store import SearchQuery, Store
 from tests.helpers import new_record

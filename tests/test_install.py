@@ -31,7 +31,7 @@ from agentctx.claude.install import (
     which_agentctx,
 )
 from agentctx.claude.install.hooks import our_name
-from agentctx.errors import ConfigError
+from agentctx.core.errors import ConfigError
 from agentctx.hooks.runner import EVENTS as RUNNER_EVENTS
 
 DATA = Path(__file__).parent / "data" / "settings"

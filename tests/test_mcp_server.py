@@ -20,11 +20,11 @@ from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from agentctx import clock, db, schema
 from agentctx.claude.claudemd import SYNC_BEGIN, SYNC_END
+from agentctx.core import clock, db, schema
+from agentctx.core.project import identify
 from agentctx.mcp.server import IMPORT_LOG_ENV, INSTRUCTIONS, create_server
 from agentctx.mcp.tools import FILE_SEARCH_POOL
-from agentctx.project import identify
 from tests.helpers import new_record
 
 if TYPE_CHECKING:
@@ -773,10 +773,10 @@ BACKEND_MODULES = {
     "agentctx.retrieval.digest",
     "agentctx.core.search",
     "agentctx.claude.claudemd",
-    "agentctx.inventory",
-    "agentctx.project",
+    "agentctx.store.inventory",
+    "agentctx.core.project",
     "agentctx.config",
-    "agentctx.db",
+    "agentctx.core.db",
     "agentctx.mcp.graph",
     "sqlean",
     "sqlean._sqlite3",

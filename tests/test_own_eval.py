@@ -22,8 +22,8 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))  # own_
 from agentctx import embed
 from agentctx.claude.transcript import read_transcript, render
 from agentctx.consolidate import merge_check
+from agentctx.core.project import identify
 from agentctx.extract import prompt as extract_prompt
-from agentctx.project import identify
 from agentctx.redact import redact
 from agentctx.store import SearchQuery
 from own_eval import author, floors, replay, report, scoring

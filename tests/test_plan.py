@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 import sqlean
 
-from agentctx import db
-from agentctx.core import plan
+from agentctx.core import db, plan
 
 if TYPE_CHECKING:
     from pathlib import Path

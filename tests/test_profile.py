@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentctx import clock, db, preferences, transfer
-from agentctx.core import digests
-from agentctx.errors import ConflictError, NotFoundError, ValidationError
+from agentctx import preferences
+from agentctx.core import clock, db, digests
+from agentctx.core.errors import ConflictError, NotFoundError, ValidationError
 from agentctx.records import Record
 from agentctx.retrieval import digest
-from agentctx.store import SearchQuery, Store
+from agentctx.store import SearchQuery, Store, transfer
 from tests.helpers import new_record, run_cli
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentctx import schema
+from agentctx.core import schema
 from agentctx.detection import BODY_MAX, FACT_TITLES, TITLE_MAX, ProfileFact, detect
 
 

@@ -1,4 +1,4 @@
-"""Tests for agentctx.project: remote normalization and project identity from real git repos."""
+"""Tests for agentctx.core.project: remote normalization and project identity from git repos."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentctx.project import (
+from agentctx.core.project import (
     GLOBAL_PROJECT_ID,
     ProjectIdentity,
     checkout_key,
@@ -402,10 +402,10 @@ def test_identify_never_raises(cwd: str) -> None:
 def test_import_is_cheap() -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
-    code = "import sys, agentctx.project; print('\\n'.join(sorted(sys.modules)))"
+    code = "import sys, agentctx.core.project; print('\\n'.join(sorted(sys.modules)))"
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
     ).stdout.split()
-    assert "agentctx.project" in out
+    assert "agentctx.core.project" in out
     for heavy in ("typing", "dataclasses", "subprocess", "pathlib", "configparser", "re"):
         assert heavy not in out, heavy

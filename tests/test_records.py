@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentctx import clock, db
+from agentctx.core import clock, db
+from agentctx.core.errors import ValidationError
+from agentctx.core.schema import BODY_MAX, RECORD_COLUMNS, TITLE_MAX
 from agentctx.core.writes import KEYWORDS_MAX, normalize_keywords
-from agentctx.errors import ValidationError
 from agentctx.records import COLUMNS, Record
-from agentctx.schema import BODY_MAX, RECORD_COLUMNS, TITLE_MAX
 from tests.helpers import new_record
 
 if TYPE_CHECKING:

@@ -19,10 +19,10 @@ import pytest
 from agentctx import config
 from agentctx.core import plan, search
 from agentctx.core.connect import open_db
-from agentctx.errors import ConfigError
+from agentctx.core.errors import ConfigError
+from agentctx.core.project import identify
 from agentctx.hooks import prompt
 from agentctx.hooks.runner import HookContext
-from agentctx.project import identify
 from agentctx.store import Store
 from tests.helpers import new_record
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import pytest
 import sqlean
 
-from agentctx import db, schema
-from agentctx.errors import DatabaseError, SchemaVersionError
+from agentctx.core import db, schema
+from agentctx.core.errors import DatabaseError, SchemaVersionError
 from agentctx.store import SearchQuery, Store
 from tests.helpers import new_record
 

@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentctx import clock, config, db
+from agentctx import config
 from agentctx.consolidate.reinforce import reinforce_preferences
 from agentctx.consolidate.scoring import rescore
 from agentctx.consolidate.timebox import TimeBox
-from agentctx.core import digests
+from agentctx.core import clock, db, digests
+from agentctx.core.schema import GLOBAL_PROJECT_ID, INSERT_RECORD_SQL, RECORD_COLUMNS
 from agentctx.core.search import CONFIDENCE_WEIGHT, HALF_LIFE_DAYS, TYPE_WEIGHT
 from agentctx.extract import apply
 from agentctx.retrieval import digest
-from agentctx.schema import GLOBAL_PROJECT_ID, INSERT_RECORD_SQL, RECORD_COLUMNS
 from agentctx.store import LOW_SCORE, Store
 from tests.helpers import new_record
 

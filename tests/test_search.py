@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agentctx import clock, db, schema
+from agentctx.core import clock, db, schema
 from agentctx.core import search as keyword
 from agentctx.store import SearchQuery, Store
 from tests.helpers import new_record

@@ -9,9 +9,9 @@ import anyio
 import pytest
 import sqlean
 
-from agentctx import clock, db, deletion, inventory
-from agentctx.errors import ConflictError, NotFoundError, ValidationError
-from agentctx.store import SearchQuery, Store
+from agentctx.core import clock, db
+from agentctx.core.errors import ConflictError, NotFoundError, ValidationError
+from agentctx.store import SearchQuery, Store, deletion, inventory
 from tests.helpers import new_record
 
 if TYPE_CHECKING:

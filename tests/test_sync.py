@@ -15,8 +15,8 @@ import pytest
 from agentctx import config
 from agentctx.claude import claudemd
 from agentctx.claude.claudemd import SYNC_BEGIN, SYNC_END
-from agentctx.errors import ValidationError
-from agentctx.project import identify
+from agentctx.core.errors import ValidationError
+from agentctx.core.project import identify
 from tests.helpers import new_record, run_cli
 
 if TYPE_CHECKING:

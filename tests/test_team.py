@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentctx import config, team, transfer
-from agentctx.project import identify
-from agentctx.store import Store
+from agentctx import config, team
+from agentctx.core.project import identify
+from agentctx.store import Store, transfer
 from tests.helpers import new_record, run_cli
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""agentctx.tokens: calibration against real Claude usage, truncation properties, import cost.
+"""agentctx.core.tokens: calibration against real Claude usage, truncation properties, import cost.
 
 The calibration data (tests/data/token_calibration.jsonl) is derived from real Claude Code
 transcripts (MIT; provenance in docs/token-estimate.md) by benchmarks/tokens/. Each line holds the
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentctx.tokens import estimate_tokens, truncate_to_tokens
+from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "token_calibration.jsonl"
@@ -283,7 +283,7 @@ def test_import_brings_no_heavy_stdlib_modules() -> None:
     code = (
         "import sys\n"
         "before = set(sys.modules)\n"
-        "import agentctx.tokens\n"
+        "import agentctx.core.tokens\n"
         "print(' '.join(sorted(set(sys.modules) - before)))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"}
@@ -291,7 +291,9 @@ def test_import_brings_no_heavy_stdlib_modules() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     loaded = set(out.stdout.split())
-    assert "agentctx.tokens" in loaded
+    assert "agentctx.core.tokens" in loaded
     for heavy in ("re", "json", "enum", "typing", "collections", "functools"):
         assert heavy not in loaded, (heavy, sorted(loaded))
-    assert loaded <= {"__future__", "agentctx", "agentctx.tokens"}, sorted(loaded)
+    assert loaded <= {"__future__", "agentctx", "agentctx.core", "agentctx.core.tokens"}, sorted(
+        loaded
+    )

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentctx import clock, db, transfer
-from agentctx.errors import TransferError, ValidationError
-from agentctx.project import ProjectIdentity
-from agentctx.store import Store
+from agentctx.core import clock, db
+from agentctx.core.errors import TransferError, ValidationError
+from agentctx.core.project import ProjectIdentity
+from agentctx.store import Store, transfer
 from tests.helpers import new_record
 
 if TYPE_CHECKING:

@@ -24,8 +24,9 @@ import httpx
 import numpy as np
 import pytest
 
-from agentctx import clock, preferences
-from agentctx.project import ProjectIdentity
+from agentctx import preferences
+from agentctx.core import clock
+from agentctx.core.project import ProjectIdentity
 from agentctx.records import Record
 from agentctx.web import forcelayout, graph, server
 from agentctx.web.html import Safe, escape, tag

@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentctx import transfer
 from agentctx.core import ledger
+from agentctx.core.project import checkout_key, identify
 from agentctx.extract import apply, extract_session
-from agentctx.project import checkout_key, identify
-from agentctx.store import Store
+from agentctx.store import Store, transfer
 from tests.helpers import contract, new_record, payload, run_cli, run_hook, seed
 from tests.messages_server import MessagesServer
 from tests.test_extract import Transcript, client, extraction, records

@@ -212,10 +212,10 @@ def _markdown(run: Run, meta: dict[str, Any], f: dict[str, Any]) -> str:
         f"| all | | {tok['prompts']} | {tok['prompts_unfloored']} | | | |",
         f"| mean | | | | {tok['mean_agentctx']:.0f} | {tok['mean_recency']:.0f} | 0 |",
         "",
-        "Tokens are agentctx's own conservative estimate (`agentctx.tokens`: about 1.6–2.1× the "
-        "real count for prose). The recency baseline injects the N newest current records once "
-        "per session, formatted as the hook formats a record; N is the largest whose mean cost "
-        "per session fits agentctx's mean. *Without the relevance floor*: each prompt answered "
+        "Tokens are agentctx's own conservative estimate (`agentctx.core.tokens`: about 1.6–2.1× "
+        "the real count for prose). The recency baseline injects the N newest current records "
+        "once per session, formatted as the hook formats a record; N is the largest whose mean "
+        "cost per session fits agentctx's mean. *Without the relevance floor*: each prompt answered "
         "again with `retrieval.min_relevance` 0, deduplicated the same way.",
         "",
         *_floor_sections(f),

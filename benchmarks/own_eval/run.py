@@ -32,7 +32,7 @@ remaining questions are asked and the store is audited.
 store; recall@3 of the UserPromptSubmit hook (what it injects: at most 3 records) and of
 ``ctx_search`` (:func:`agentctx.retrieval.hybrid.hybrid_search`, hybrid and keyword-only, with the server's
 relevance floor), and whether the answer was in context at all (digest or hook); injected tokens
-per session (agentctx's conservative estimate, :mod:`agentctx.tokens`). The hook and hybrid
+per session (agentctx's conservative estimate, :mod:`agentctx.core.tokens`). The hook and hybrid
 ``ctx_search`` are also asked without the relevance floor (as before it existed), each prompt of a
 session is also answered without it (what the floor removed), and every question's unfloored
 candidates go through the floor rules of :mod:`own_eval.floors` (the calibration tables). Baselines: no memory (nothing injected, recall 0) and recency
@@ -65,21 +65,21 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # minilm, own_eval
 from tests.messages_server import MessagesServer
 
 import minilm
-from agentctx import clock, config, embed
+from agentctx import config, embed
 from agentctx.claude.transcript import read_transcript
 from agentctx.consolidate import consolidate
-from agentctx.core import ledger, search
+from agentctx.core import clock, ledger, search
 from agentctx.core.connect import open_db
+from agentctx.core.project import identify
+from agentctx.core.schema import GLOBAL_PROJECT_ID
+from agentctx.core.tokens import estimate_tokens
 from agentctx.extract import extract_session, llm
 from agentctx.hooks import prompt as prompt_hook
 from agentctx.hooks import session_start
 from agentctx.hooks.runner import HookContext
-from agentctx.project import identify
 from agentctx.records import Record
 from agentctx.retrieval import digest, hybrid
-from agentctx.schema import GLOBAL_PROJECT_ID
 from agentctx.store import SearchQuery, Store
-from agentctx.tokens import estimate_tokens
 from own_eval import author, floors, replay, report, scoring
 
 if TYPE_CHECKING:

@@ -117,7 +117,7 @@ def markdown(
     row("tokens injected per chit-chat prompt", "tokens_chitchat", "", num)
     lines += [
         "",
-        "Tokens: agentctx's own estimate (`agentctx.tokens.estimate_tokens`) of the injected "
+        "Tokens: agentctx's own estimate (`agentctx.core.tokens.estimate_tokens`) of the injected "
         "`additionalContext`, averaged over every prompt of the kind (0 when nothing is "
         "injected). Leaks count records of a project other than the prompt's (global "
         "preferences excepted).",

@@ -59,7 +59,7 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import minilm  # noqa: E402
 from agentctx import NewRecord, Store, identify  # noqa: E402
-from agentctx.tokens import estimate_tokens  # noqa: E402
+from agentctx.core.tokens import estimate_tokens  # noqa: E402
 from precision_eval import dataset  # noqa: E402
 
 TYPE_CHECKING = False

@@ -1,4 +1,4 @@
-"""Timing of agentctx.tokens on the hook path (a sanity check, not a test: no asserts).
+"""Timing of agentctx.core.tokens on the hook path (a sanity check, not a test: no asserts).
 
 Usage, from the repository root (project venv)::
 
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from agentctx.tokens import estimate_tokens, truncate_to_tokens
+from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def main() -> int:
             )
             print(f"| {name} | {size:,} | {est:.1f} | {cut:.1f} |")
     out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import agentctx.tokens"],
+        [sys.executable, "-X", "importtime", "-c", "import agentctx.core.tokens"],
         capture_output=True,
         text=True,
         check=True,

@@ -1,4 +1,4 @@
-"""Error table of agentctx.tokens.estimate_tokens against real Claude usage.
+"""Error table of agentctx.core.tokens.estimate_tokens against real Claude usage.
 
 Usage, from the repository root (project venv)::
 
@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from agentctx.tokens import estimate_tokens
+from agentctx.core.tokens import estimate_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """Estimate vs an offline reference tokenizer on broad corpora; optionally re-fit the weights.
 
 Needs ``ctok`` (and ``scipy`` for ``--fit``) in the interpreter that runs it, e.g. the scratch venv
-of reference_ctok.py; agentctx.tokens is imported from ``src/`` (standard library only)::
+of reference_ctok.py; agentctx.core.tokens is imported from ``src/`` (standard library only)::
 
     /tmp/ctok-venv/bin/python benchmarks/tokens/reference_corpora.py TRANSCRIPT_DIR [--fit]
 
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from derive_calibration import _params_text, _result_text  # noqa: E402
 
-from agentctx.tokens import estimate_tokens  # noqa: E402
+from agentctx.core.tokens import estimate_tokens  # noqa: E402
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def package_rows() -> list[Row]:
 
 def stress_rows() -> list[Row]:
     rng = random.Random(7)
-    words = ["id", "name", "status", "value", "token", "record", "src/agentctx/store.py", "ok"]
+    words = ["id", "name", "status", "value", "token", "record", "src/agentctx/store/api.py", "ok"]
     words += ["failed", "2026-02-10", "1500", "0.42", "True", "None", "decision", "note"]
 
     def sha() -> str:
@@ -274,8 +274,8 @@ def report(rows: list[Row]) -> None:
 
 
 def features(text: str) -> list[float]:
-    """The estimator's inputs, in the order of WEIGHTS below (mirrors agentctx.tokens)."""
-    tokens_module = importlib.import_module("agentctx.tokens")
+    """The estimator's inputs, in the order of WEIGHTS below (mirrors agentctx.core.tokens)."""
+    tokens_module = importlib.import_module("agentctx.core.tokens")
     classes = text.encode("utf-8", "surrogatepass").translate(tokens_module._CLASSES)
     runs = classes.translate(tokens_module._RUNS)
     return [

@@ -12,7 +12,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from agentctx.errors import (
+    from agentctx.core.errors import (
         AgentctxError,
         ConfigError,
         ConflictError,
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
         TransferError,
         ValidationError,
     )
-    from agentctx.project import ProjectIdentity, identify
+    from agentctx.core.project import ProjectIdentity, identify
     from agentctx.records import NewRecord, Record
     from agentctx.store import SearchHit, SearchQuery, SearchResult, Store
 
@@ -35,16 +35,16 @@ _EXPORTS = {
     "SearchResult": "agentctx.store",
     "NewRecord": "agentctx.records",
     "Record": "agentctx.records",
-    "ProjectIdentity": "agentctx.project",
-    "identify": "agentctx.project",
-    "AgentctxError": "agentctx.errors",
-    "ValidationError": "agentctx.errors",
-    "NotFoundError": "agentctx.errors",
-    "ConflictError": "agentctx.errors",
-    "SchemaVersionError": "agentctx.errors",
-    "DatabaseError": "agentctx.errors",
-    "ConfigError": "agentctx.errors",
-    "TransferError": "agentctx.errors",
+    "ProjectIdentity": "agentctx.core.project",
+    "identify": "agentctx.core.project",
+    "AgentctxError": "agentctx.core.errors",
+    "ValidationError": "agentctx.core.errors",
+    "NotFoundError": "agentctx.core.errors",
+    "ConflictError": "agentctx.core.errors",
+    "SchemaVersionError": "agentctx.core.errors",
+    "DatabaseError": "agentctx.core.errors",
+    "ConfigError": "agentctx.core.errors",
+    "TransferError": "agentctx.core.errors",
 }
 
 __all__ = [

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 import os
 
-from agentctx import home
-from agentctx.errors import ConfigError
+from agentctx.core import home
+from agentctx.core.errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

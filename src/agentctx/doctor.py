@@ -10,8 +10,9 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agentctx import config, db, home, schema
-from agentctx.errors import AgentctxError
+from agentctx import config
+from agentctx.core import db, home, schema
+from agentctx.core.errors import AgentctxError
 
 if TYPE_CHECKING:
     import sqlean
@@ -41,7 +42,7 @@ def _check_claude_code() -> list[Check]:
     from pathlib import Path
 
     from agentctx.claude import install
-    from agentctx.project import identify
+    from agentctx.core.project import identify
 
     project = identify(os.getcwd())
     report = install.status(install.settings_paths(Path.home(), Path(project.root)))

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import numpy as np
 
-from agentctx import home, schema
+from agentctx.core import home, schema
 from agentctx.records import Record
 
 if TYPE_CHECKING:

@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentctx import clock, home, schema
-from agentctx.core import digests
-from agentctx.errors import ConflictError, ValidationError
+from agentctx.core import clock, digests, home, schema
+from agentctx.core.errors import ConflictError, ValidationError
 from agentctx.store import HISTORY_MAX_DEPTH
 from agentctx.team import write_if_changed
 

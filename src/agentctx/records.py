@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from agentctx.core import writes
-from agentctx.schema import CONFIDENCES, RECORD_COLUMNS, RECORD_TYPES, SCOPES, SOURCES
+from agentctx.core.schema import CONFIDENCES, RECORD_COLUMNS, RECORD_TYPES, SCOPES, SOURCES
 
 RecordType = Literal[
     "decision", "convention", "preference", "discovery", "bugfix", "handover", "profile"

@@ -8,7 +8,7 @@ the raw PostToolUse stubs that extraction never explained (one session's failing
 local output). A superseded record whose successor is not shared is left out too, so the file never
 names a record it does not hold.
 
-The file is :func:`agentctx.transfer.to_team_markdown`: stable ids, a fixed order (type, then
+The file is :func:`agentctx.store.transfer.to_team_markdown`: stable ids, a fixed order (type, then
 ``recorded_at``, ``id``) and only the fields of the fact, never counters, scores, embeddings flags or
 session ids. An unchanged store re-exports byte-identical text (and the file is not rewritten), and a
 change touches only its own lines. ``agentctx import .agentctx/context.md`` merges it by id, into the
@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentctx import config, transfer
-from agentctx.schema import GLOBAL_PROJECT_ID
+from agentctx import config
+from agentctx.core.schema import GLOBAL_PROJECT_ID
+from agentctx.store import transfer
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import sys
 
-from agentctx import clock
 from agentctx.consolidate import DEFAULT_TIME_BOX, consolidate
 from agentctx.consolidate import Report as ConsolidationReport
+from agentctx.core import clock
 from agentctx.extract import Report, extract_session
 from agentctx.store import Store
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from agentctx import clock
-from agentctx.project import ProjectIdentity
+from agentctx.core import clock
+from agentctx.core.project import ProjectIdentity
 from tests.helpers import new_record
 
 if TYPE_CHECKING:

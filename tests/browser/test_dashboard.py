@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentctx import clock, preferences
+from agentctx import preferences
+from agentctx.core import clock
 from tests.browser.demo import API, XSS_BODY
 from tests.helpers import new_record
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentctx.project import identify
+from agentctx.core.project import identify
 from tests.e2e.harness import Machine, blocks, texts, wait_until
 from tests.messages_server import MessagesServer, Recorded, Reply, TextReply, ToolUseReply
 

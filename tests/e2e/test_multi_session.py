@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from agentctx.core.project import identify
 from agentctx.extract.prompt import TOOL_NAME
-from agentctx.project import identify
 from tests.e2e.harness import Machine, blocks, hook_contexts, texts, wait_until
 from tests.messages_server import (
     MessagesServer,

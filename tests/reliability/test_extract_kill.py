@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import sqlean
 
-from agentctx import clock, home
 from agentctx.claude.transcript import read_transcript
+from agentctx.core import clock, home
 from agentctx.core.locks import extraction_lock
 from agentctx.extract import prompt
 from tests.messages_server import MessagesServer, Recorded, ToolUseReply

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import pytest
 import sqlean
 
-from agentctx import home, schema
+from agentctx.core import home, schema
 from tests.helpers import contract, seed
 from tests.reliability.procs import EVENTS, INJECTING, every_event, wait_for_workers
 

@@ -33,9 +33,10 @@ from typing import Any
 
 import sqlean
 
-from agentctx import config, home
-from agentctx.project import identify
-from agentctx.tokens import estimate_tokens
+from agentctx import config
+from agentctx.core import home
+from agentctx.core.project import identify
+from agentctx.core.tokens import estimate_tokens
 from tests.helpers import contract, payload, seed
 from tests.reliability.procs import run_timed, wait_for_workers
 

@@ -17,9 +17,10 @@ import orjson
 import sqlean
 from cyclopts import App, CycloptsError, Parameter
 
-from agentctx import __version__, clock, db, home
-from agentctx.errors import AgentctxError
-from agentctx.project import ProjectIdentity, identify
+from agentctx import __version__
+from agentctx.core import clock, db, home
+from agentctx.core.errors import AgentctxError
+from agentctx.core.project import ProjectIdentity, identify
 from agentctx.store import Store
 
 if TYPE_CHECKING:

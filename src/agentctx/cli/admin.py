@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import anyio
 from cyclopts import App, Parameter
 
-from agentctx import config, deletion, doctor, home, inventory, transfer
+from agentctx import config, doctor
 from agentctx.cli import Json, _json, _out, _project, _with_store, app
-from agentctx.errors import ValidationError
+from agentctx.core import home
+from agentctx.core.errors import ValidationError
+from agentctx.store import deletion, inventory, transfer
 
 if TYPE_CHECKING:
     from agentctx.store import Store

@@ -31,7 +31,7 @@ async def consolidate(
 ) -> int:
     """Embed, merge near-duplicates, score, rank the digest, check CLAUDE.md drift, archive."""
     from agentctx.consolidate import consolidate_many
-    from agentctx.errors import ValidationError
+    from agentctx.core.errors import ValidationError
 
     if project and all_projects:
         raise ValidationError("give --project or --all, not both")

@@ -11,9 +11,9 @@ from typing import Annotated, Literal
 
 from cyclopts import Parameter
 
-from agentctx import clock
 from agentctx.cli import Json, _json, _line, _out, _project, _show, _with_store, app
-from agentctx.errors import ConflictError, ValidationError
+from agentctx.core import clock
+from agentctx.core.errors import ConflictError, ValidationError
 from agentctx.records import NewRecord, Record
 from agentctx.store import SearchQuery, Store
 

@@ -10,16 +10,17 @@ from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import Parameter
 
-from agentctx import config, detection, home
+from agentctx import config, detection
 from agentctx.claude import install
 from agentctx.cli import Json, _json, _out, _project, app
-from agentctx.errors import ValidationError
+from agentctx.core import home
+from agentctx.core.errors import ValidationError
 from agentctx.records import NewRecord
 from agentctx.store import Store
 from agentctx.team import export_team, team_path
 
 if TYPE_CHECKING:
-    from agentctx.project import ProjectIdentity
+    from agentctx.core.project import ProjectIdentity
 
 Flag = Annotated[bool, Parameter(negative="")]
 

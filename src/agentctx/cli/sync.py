@@ -17,7 +17,7 @@ from cyclopts import Parameter
 
 from agentctx.claude import claudemd
 from agentctx.cli import Json, _json, _project, _with_store, app
-from agentctx.errors import ValidationError
+from agentctx.core.errors import ValidationError
 
 if TYPE_CHECKING:
     from agentctx.store import Store

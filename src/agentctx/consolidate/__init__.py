@@ -29,12 +29,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentctx import clock, config
+from agentctx import config
 from agentctx.consolidate.timebox import TimeBox
-from agentctx.core import digests
+from agentctx.core import clock, digests
 from agentctx.core.locks import ProcessLock
+from agentctx.core.schema import GLOBAL_PROJECT_ID
 from agentctx.retrieval import digest
-from agentctx.schema import GLOBAL_PROJECT_ID
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping

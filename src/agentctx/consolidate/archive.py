@@ -22,17 +22,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from agentctx import clock, inventory
+from agentctx.core import clock
+from agentctx.core.schema import RECORD_COLUMNS
 from agentctx.embed import BLOB_TABLE
-from agentctx.schema import RECORD_COLUMNS
+from agentctx.store import inventory
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
     from agentctx.consolidate.timebox import TimeBox
-    from agentctx.inventory import PruneCandidate
     from agentctx.store import Store, Transaction
+    from agentctx.store.inventory import PruneCandidate
 
 ARCHIVE_AFTER_DAYS = 90
 BATCH = 500  # records per transaction (whole chains, so a batch may hold a few more)

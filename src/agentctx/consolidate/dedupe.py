@@ -53,10 +53,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import numpy as np
 
-from agentctx import clock, embed, schema
+from agentctx import embed
 from agentctx.consolidate import merge_check
+from agentctx.core import clock, schema
+from agentctx.core.errors import ConflictError
 from agentctx.core.writes import normalize_keywords
-from agentctx.errors import ConflictError
 from agentctx.extract.llm import Usage
 from agentctx.records import COLUMNS, Record
 

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentctx import home
 from agentctx.claude import claudemd
+from agentctx.core import home
 from agentctx.retrieval.digest import DRIFT_THRESHOLD
 
 if TYPE_CHECKING:

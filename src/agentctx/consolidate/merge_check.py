@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentctx.core.schema import BODY_MAX, TITLE_MAX
 from agentctx.extract.llm import forced_tool
 from agentctx.redact import redact
-from agentctx.schema import BODY_MAX, TITLE_MAX
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

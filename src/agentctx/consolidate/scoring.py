@@ -17,9 +17,10 @@ what decays and how fast:
 - ``confidence = CONFIDENCE_WEIGHT[confidence]`` (explicit and reinforced 1.0, inferred 0.7).
 
 ``records.low_score_since`` records when a score first fell below :data:`~agentctx.store.LOW_SCORE`
-and is cleared when it rises again; a record below it for :data:`~agentctx.inventory.PRUNE_AFTER_DAYS`
-is a prune candidate (:mod:`agentctx.consolidate.archive`). Only rows whose score or mark changed are
-written, :data:`BATCH` per transaction. Score writes do not invalidate digests: the consolidation
+and is cleared when it rises again; a record below it for
+:data:`~agentctx.store.inventory.PRUNE_AFTER_DAYS` is a prune candidate
+(:mod:`agentctx.consolidate.archive`). Only rows whose score or mark changed are written,
+:data:`BATCH` per transaction. Score writes do not invalidate digests: the consolidation
 rebuilds the digest after scoring anyway, and a score alone never changes a stored record's facts.
 """
 
@@ -30,7 +31,7 @@ import math
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agentctx import clock
+from agentctx.core import clock
 from agentctx.core.search import CONFIDENCE_WEIGHT, HALF_LIFE_DAYS, TYPE_WEIGHT
 from agentctx.store import LOW_SCORE
 

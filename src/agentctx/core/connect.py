@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from agentctx import db, home, schema
-from agentctx.errors import AgentctxError, SchemaVersionError
+from agentctx.core import db, home, schema
+from agentctx.core.errors import AgentctxError, SchemaVersionError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

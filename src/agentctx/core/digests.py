@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 
-from agentctx import home
-from agentctx.project import GLOBAL_PROJECT_ID
+from agentctx.core import home
+from agentctx.core.project import GLOBAL_PROJECT_ID
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path; mypy reads this name as True
 if TYPE_CHECKING:

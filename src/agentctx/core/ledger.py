@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-from agentctx import home
-from agentctx.core import jsonio
+from agentctx.core import home, jsonio
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,7 +28,7 @@ def safe_session_id(session_id: str) -> str:
     """A file-name-safe form of a session id (hashed when it is not plain)."""
     if session_id and len(session_id) <= 128 and set(session_id) <= _SAFE and session_id[0] != ".":
         return session_id
-    from agentctx.project import sha256_hex
+    from agentctx.core.project import sha256_hex
 
     return "h-" + sha256_hex(session_id)[:32]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx import home
+from agentctx.core import home
 
 
 def lock_path(name: str) -> str:

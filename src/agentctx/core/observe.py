@@ -15,8 +15,7 @@ the spool when the database is busy or missing); :func:`apply` writes them. Kind
 
 from __future__ import annotations
 
-from agentctx import clock, schema
-from agentctx.core import digests, writes
+from agentctx.core import clock, digests, schema, writes
 from agentctx.core.plan import run
 
 TYPE_CHECKING = False

@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import math
 
-from agentctx.clock import age_days
 from agentctx.core import plan
-from agentctx.schema import GLOBAL_PROJECT_ID, RECORD_COLUMNS
+from agentctx.core.clock import age_days
+from agentctx.core.schema import GLOBAL_PROJECT_ID, RECORD_COLUMNS
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path; mypy reads this name as True
 if TYPE_CHECKING:
@@ -637,7 +637,7 @@ def archive_rows(terms: Sequence[str], args: Mapping[str, Any]) -> Plan[list[Any
     sql, params = search_sql(terms, fts=False, **args)
     hot = "FROM records AS r "
     if sql.count(hot) != 1:  # search_sql changed shape: fail loudly, not silently
-        from agentctx.errors import DatabaseError
+        from agentctx.core.errors import DatabaseError
 
         raise DatabaseError("cannot search the archive: unexpected search SQL")
     found: list[Any] = yield plan.rows(sql.replace(hot, "FROM records_archive AS r "), params)

@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-from agentctx import clock, home
-from agentctx.core import ledger
+from agentctx.core import clock, home, ledger
 from agentctx.core.plan import execute, execute_many, one
 
 TYPE_CHECKING = False

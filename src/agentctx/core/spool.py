@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx import clock, home
-from agentctx.core import jsonio
+from agentctx.core import clock, home, jsonio
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,8 +55,8 @@ def drain(conn: sqlean.Connection, log: Any = None) -> int:
     import time
 
     from agentctx.core.driver import sqlite
+    from agentctx.core.errors import ValidationError
     from agentctx.core.observe import apply
-    from agentctx.errors import ValidationError
 
     try:
         names = sorted(os.listdir(folder()))

@@ -13,9 +13,9 @@ written again. The store runs these plans with :func:`agentctx.core.plan.run_asy
 
 from __future__ import annotations
 
-from agentctx import clock, schema
+from agentctx.core import clock, schema
+from agentctx.core.errors import ConflictError, NotFoundError, ValidationError
 from agentctx.core.plan import execute, one, rows
-from agentctx.errors import ConflictError, NotFoundError, ValidationError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -41,16 +41,17 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from agentctx import config, home
-from agentctx.errors import AgentctxError
-from agentctx.tokens import estimate_tokens
+from agentctx import config
+from agentctx.core import home
+from agentctx.core.errors import AgentctxError
+from agentctx.core.tokens import estimate_tokens
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from agentctx.consolidate import Report as ConsolidationReport
+    from agentctx.core.project import ProjectIdentity
     from agentctx.extract import Report as ExtractionReport
-    from agentctx.project import ProjectIdentity
     from agentctx.store import Store
 
 __all__ = ["DemoResult", "run_demo"]
@@ -162,7 +163,7 @@ class _Demo:
         self.hook_env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
 
     async def run(self) -> None:
-        from agentctx.project import identify
+        from agentctx.core.project import identify
         from agentctx.store import Store
 
         self.write("agentctx demo: one scripted session through the real hooks, extraction and")
@@ -285,7 +286,7 @@ class _Demo:
         """SessionEnd's bookkeeping, in-process, without the detached worker; tokens injected."""
         from agentctx.core import ledger, sessions, spool
         from agentctx.core.connect import open_db
-        from agentctx.project import identify
+        from agentctx.core.project import identify
 
         session_id = str(payload["session_id"])
         cwd = str(payload.get("cwd") or self.paths.project)
@@ -412,7 +413,7 @@ class _Demo:
         self._close_session(self._payload(events[0]))
 
     async def _search(self, store: Store, project: ProjectIdentity, text: str) -> None:
-        from agentctx import clock
+        from agentctx.core import clock
         from agentctx.retrieval import hybrid
         from agentctx.store import SearchQuery
 

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import orjson
 
-from agentctx import config, inventory
+from agentctx import config
 from agentctx.core import sessions
 from agentctx.core.locks import extraction_lock
+from agentctx.core.tokens import estimate_tokens
 from agentctx.extract import apply, llm, prompt
 from agentctx.redact import redact
-from agentctx.tokens import estimate_tokens
+from agentctx.store import inventory
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -257,7 +258,7 @@ async def _project_of(
     store: Store, session: dict[str, Any] | None, path: str
 ) -> tuple[str, str, str | None]:
     """(project id, name, checkout): the checkout keys the session's handover (None: unknown)."""
-    from agentctx.project import identify
+    from agentctx.core.project import identify
 
     cwd = (session or {}).get("cwd") or await anyio.to_thread.run_sync(_cwd_in_transcript, path)
     identity = identify(cwd or os.getcwd())

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX
+from agentctx.core.schema import BODY_MAX, CHECKOUT_HANDOVERS, GLOBAL_PROJECT_ID, TITLE_MAX
 from agentctx.records import NewRecord
 from agentctx.redact import redact
-from agentctx.schema import BODY_MAX, CHECKOUT_HANDOVERS, GLOBAL_PROJECT_ID, TITLE_MAX
 
 if TYPE_CHECKING:
     from agentctx.store import Transaction

@@ -1,6 +1,6 @@
 """What extraction sends: the system prompt, the output schema (a forced tool), and the size tiers.
 
-The transcript text is cut to fit by tokens estimated locally (:mod:`agentctx.tokens`):
+The transcript text is cut to fit by tokens estimated locally (:mod:`agentctx.core.tokens`):
 
 * up to :data:`WHOLE_MAX` tokens: sent whole;
 * up to :data:`HEAD_TAIL_MAX`: the first :data:`HEAD` tokens (the session's setup) and the last
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentctx.tokens import estimate_tokens, truncate_to_tokens
+from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
 
 WHOLE_MAX = 15_000
 HEAD_TAIL_MAX = 50_000

@@ -172,7 +172,7 @@ def pre_compact(ctx: HookContext) -> list[dict[str, Any]]:
 
 
 def _base(ctx: HookContext) -> dict[str, Any]:
-    from agentctx import clock
+    from agentctx.core import clock
 
     return {"project_id": ctx.project.project_id, "session_id": ctx.session_id, "at": clock.now()}
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 import os
 import sys
 
-from agentctx import config, home
-from agentctx.core import jsonio, sessions, spool
+from agentctx import config
+from agentctx.core import home, jsonio, sessions, spool
 from agentctx.core.connect import busy_or, open_db
 from agentctx.core.locks import extraction_running
 from agentctx.core.plan import run
@@ -165,7 +165,7 @@ def _session_end_args(ctx: HookContext) -> list[str]:
 def _cwd_changed(ctx: HookContext, conn: sqlean.Connection) -> None:
     if not ctx.session_id:
         return
-    from agentctx.project import identify
+    from agentctx.core.project import identify
 
     new_cwd = ctx.text("new_cwd") or ctx.cwd
     project_id = identify(new_cwd).project_id

@@ -12,11 +12,10 @@ SubagentStart gives a subagent the project's active decisions and conventions (8
 
 from __future__ import annotations
 
-from agentctx import clock
-from agentctx.core import plan, search
+from agentctx.core import clock, plan, search
 from agentctx.core.connect import open_db, release
 from agentctx.core.ledger import Ledger
-from agentctx.tokens import estimate_tokens, truncate_to_tokens
+from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -91,7 +90,7 @@ def _search(
 def min_relevance(ctx: HookContext) -> float:
     """The configured relevance floor; the default when the config file cannot be read."""
     from agentctx import config
-    from agentctx.errors import ConfigError
+    from agentctx.core.errors import ConfigError
 
     try:
         return float(config.get("retrieval.min_relevance"))

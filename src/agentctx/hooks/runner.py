@@ -13,14 +13,13 @@ import os
 import sys
 import time
 
-from agentctx import home
-from agentctx.core import jsonio
+from agentctx.core import home, jsonio
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from agentctx.project import ProjectIdentity
+    from agentctx.core.project import ProjectIdentity
 
 MAX_STDIN_BYTES = 32 * 1024 * 1024
 LOG_MAX_BYTES = 1024 * 1024
@@ -76,7 +75,7 @@ class HookContext:
     def project(self) -> ProjectIdentity:
         """The project the session works in."""
         if self._project is None:
-            from agentctx.project import identify
+            from agentctx.core.project import identify
 
             self._project = identify(self.cwd)
         return self._project

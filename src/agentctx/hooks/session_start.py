@@ -12,7 +12,7 @@ import time
 
 from agentctx.core import digests
 from agentctx.core.ledger import Ledger
-from agentctx.tokens import estimate_tokens, truncate_to_tokens
+from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def handle(ctx: HookContext) -> str | None:
 
 
 def _build(ctx: HookContext) -> dict[str, Any] | None:
-    from agentctx import clock
+    from agentctx.core import clock
     from agentctx.core.connect import open_db, release
     from agentctx.retrieval import digest
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from agentctx.errors import ValidationError
+from agentctx.core.errors import ValidationError
 from agentctx.records import COLUMNS
 from agentctx.store import HISTORY_MAX_DEPTH
 

@@ -12,10 +12,10 @@ docs/upstream/mcp-sdk-import-time.md).
 
 Progressive disclosure: ``ctx_search`` answers with a compact index without bodies, and ``ctx_get``
 with the full records of the few ids Claude picks from it. Errors: an
-:class:`~agentctx.errors.AgentctxError` (or a driver error) becomes a tool error that carries its
-message (P-5); the SDK validates arguments against the input schema and reports a mismatch the same
-way, so a bad call never takes the server down. Nothing but the protocol reaches stdout: the SDK
-moves stdio onto private descriptors, and logging goes to stderr.
+:class:`~agentctx.core.errors.AgentctxError` (or a driver error) becomes a tool error that carries
+its message (P-5); the SDK validates arguments against the input schema and reports a mismatch the
+same way, so a bad call never takes the server down. Nothing but the protocol reaches stdout: the
+SDK moves stdio onto private descriptors, and logging goes to stderr.
 
 No ``from __future__ import annotations`` here: the SDK evaluates the tools' signatures and pydantic
 the models' fields at run time, so every name they mention is a run-time import.

@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 import sqlean
 from mcp.server.mcpserver.exceptions import ToolError
 
-from agentctx import clock, config, inventory
+from agentctx import config
 from agentctx.claude import claudemd
+from agentctx.core import clock
+from agentctx.core.errors import AgentctxError, NotFoundError, ValidationError
+from agentctx.core.project import ProjectIdentity, identify
 from agentctx.core.search import TYPE_WEIGHT, query_terms, scope_projects
-from agentctx.errors import AgentctxError, NotFoundError, ValidationError
 from agentctx.mcp import graph
 from agentctx.mcp.models import (
     ClaudeMdReport,
@@ -48,10 +50,9 @@ from agentctx.mcp.models import (
     Superseded,
 )
 from agentctx.mcp.server import GET_MAX
-from agentctx.project import ProjectIdentity, identify
 from agentctx.records import NewRecord, Record, RecordType
 from agentctx.retrieval import hybrid
-from agentctx.store import SearchHit, SearchQuery, Store
+from agentctx.store import SearchHit, SearchQuery, Store, inventory
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable

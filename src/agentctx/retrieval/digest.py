@@ -26,8 +26,8 @@ library plus the SQLite connection the caller passes: the SessionStart hook buil
 from __future__ import annotations
 
 from agentctx.core.digests import FORMAT_VERSION, MAX_CHARS, MAX_TOKENS, assemble
-from agentctx.schema import GLOBAL_PROJECT_ID
-from agentctx.tokens import estimate_tokens, truncate_to_tokens
+from agentctx.core.schema import GLOBAL_PROJECT_ID
+from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path; mypy reads this name as True
 if TYPE_CHECKING:

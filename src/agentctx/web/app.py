@@ -23,8 +23,9 @@ from starlette.applications import Starlette
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from agentctx import preferences, schema
-from agentctx.errors import AgentctxError, ConflictError, NotFoundError, ValidationError
+from agentctx import preferences
+from agentctx.core import schema
+from agentctx.core.errors import AgentctxError, ConflictError, NotFoundError, ValidationError
 from agentctx.web import graph as graphs
 from agentctx.web import queries
 from agentctx.web.forcelayout import layout

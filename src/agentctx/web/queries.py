@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentctx import inventory, schema
 from agentctx.claude import claudemd
-from agentctx.errors import ValidationError
-from agentctx.store import SearchQuery
+from agentctx.core import schema
+from agentctx.core.errors import ValidationError
+from agentctx.store import SearchQuery, inventory
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

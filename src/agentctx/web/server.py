@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import anyio
 import uvicorn
 
-from agentctx.errors import AgentctxError
+from agentctx.core.errors import AgentctxError
 from agentctx.web import security
 from agentctx.web.app import create_app
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from agentctx.errors import ValidationError
+from agentctx.core.errors import ValidationError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

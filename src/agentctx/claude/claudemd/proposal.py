@@ -34,7 +34,7 @@ from agentctx.claude.claudemd.files import (
     user_views,
 )
 from agentctx.claude.claudemd.semantic import LIST_MARK, evaluate
-from agentctx.errors import ValidationError
+from agentctx.core.errors import ValidationError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

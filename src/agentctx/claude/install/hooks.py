@@ -21,7 +21,7 @@ from agentctx.claude.install.jsonfile import (
     plural_s,
     same,
 )
-from agentctx.errors import ConfigError
+from agentctx.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

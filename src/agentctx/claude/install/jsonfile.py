@@ -1,7 +1,7 @@
 """Editing Claude Code's JSON files: read, change in memory, write back only what changed.
 
 :func:`edit` reads a file (an empty one counts as ``{}``; invalid JSON, a non-object top level or
-an unreadable file raise :class:`~agentctx.errors.ConfigError` and leave it untouched), lets a
+an unreadable file raise :class:`~agentctx.core.errors.ConfigError` and leave it untouched), lets a
 mutation change the parsed object, and writes only when the content changed: atomically (a
 temporary file in the same folder, fsynced, then ``os.replace``), keeping the file's mode and a
 symlink's link, and starting over when the file changed on disk meanwhile.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentctx.errors import ConfigError
+from agentctx.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -23,7 +23,7 @@ from agentctx.claude.install.hooks import (
 )
 from agentctx.claude.install.jsonfile import load, same
 from agentctx.claude.install.mcp import MCP_SERVER_NAME, canonical_mcp_entry, servers_object
-from agentctx.errors import ConfigError
+from agentctx.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

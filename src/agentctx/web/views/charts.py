@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentctx import schema
+from agentctx.core import schema
 from agentctx.web.html import Safe, tag
 
 if TYPE_CHECKING:

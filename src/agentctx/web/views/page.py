@@ -10,7 +10,7 @@ import os
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from agentctx import clock, schema
+from agentctx.core import clock, schema
 from agentctx.web.html import Child, Safe, tag
 
 if TYPE_CHECKING:

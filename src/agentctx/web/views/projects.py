@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
-from agentctx import schema
+from agentctx.core import schema
 from agentctx.web.html import Safe, tag
 from agentctx.web.views.charts import type_strip
 from agentctx.web.views.page import age, empty, heading, page, short_path, type_badge

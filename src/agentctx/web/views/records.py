@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
-from agentctx import schema
+from agentctx.core import schema
 from agentctx.web.html import Safe, tag
 from agentctx.web.views.page import (
     badge,

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentctx import clock, schema
-from agentctx.core import search
+from agentctx.core import clock, schema, search
 from agentctx.core import sessions as session_table
 
 if TYPE_CHECKING:

@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import sqlean
 
-from agentctx import clock, schema
-from agentctx.errors import TransferError, ValidationError
-from agentctx.project import identify
+from agentctx.core import clock, schema
+from agentctx.core.errors import TransferError, ValidationError
+from agentctx.core.project import identify
+from agentctx.core.schema import RECORD_TYPES
 from agentctx.records import COLUMNS, NewRecord, Record
-from agentctx.schema import RECORD_TYPES
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -15,13 +15,13 @@ FTS index is keyed by rowid, and ``VACUUM`` may renumber the implicit rowids of 
 
 from __future__ import annotations
 
-from agentctx.errors import SchemaVersionError
+from agentctx.core.errors import SchemaVersionError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlean
 
-    from agentctx.db import Capabilities
+    from agentctx.core.db import Capabilities
 
 RECORD_TYPES = (
     "decision",
@@ -300,7 +300,7 @@ def check_not_newer(version: int, path: str) -> None:
 def migrate(conn: sqlean.Connection, caps: Capabilities, path: str) -> list[str]:
     """Apply pending migrations and capability objects; return the names applied now."""
     applied_now: list[str] = []
-    from agentctx.db import iter_sql_statements
+    from agentctx.core.db import iter_sql_statements
 
     check_not_newer(schema_version(conn), path)
     conn.execute(
@@ -340,7 +340,7 @@ def migrate(conn: sqlean.Connection, caps: Capabilities, path: str) -> list[str]
 
 def _ensure(conn: sqlean.Connection, table: str, script: str) -> bool:
     """Create a capability-dependent object set once, atomically; True when created now."""
-    from agentctx.db import iter_sql_statements
+    from agentctx.core.db import iter_sql_statements
 
     if _table_exists(conn, table):
         return False

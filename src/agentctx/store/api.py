@@ -1,13 +1,13 @@
-"""The store: the one async library API over the SQLite file.
+"""The Store class: the one async library API over the SQLite file.
 
 ``Store.open()`` applies pending migrations, then every adapter (CLI, MCP server, workers, dashboard)
 awaits its methods. Writes run in ``BEGIN IMMEDIATE`` transactions serialized by a per-store lock, so a
 failed write leaves nothing behind and concurrent processes queue on SQLite's busy timeout rather than
 failing. Supersession and the keyed rules (one current handover per checkout of a project, one current
 profile record per key) happen inside the same transaction as the insert; partial unique indexes make
-them hold even against a racing writer. Nothing here deletes a record. Whole-store operations are free functions
-over a ``Store`` in their own modules: ``inventory`` (status, sessions), ``transfer`` (export, import)
-and ``deletion`` (reset, the one deletion).
+them hold even against a racing writer. Nothing here deletes a record. Whole-store operations are
+free functions over a ``Store`` in the modules beside this one: ``inventory`` (status, sessions),
+``transfer`` (export, import) and ``deletion`` (reset, the one deletion).
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import anyio
 import sqlean
 
-from agentctx import clock, db, home, schema
-from agentctx.core import digests, plan, search, writes
-from agentctx.errors import DatabaseError, NotFoundError, ValidationError
+from agentctx.core import clock, db, digests, home, plan, schema, search, writes
+from agentctx.core.errors import DatabaseError, NotFoundError, ValidationError
 from agentctx.records import COLUMNS, NewRecord, Record
 
 if TYPE_CHECKING:
@@ -31,14 +30,14 @@ if TYPE_CHECKING:
     import aiosqlite
 
     from agentctx.core.plan import Plan
-    from agentctx.project import ProjectIdentity
+    from agentctx.core.project import ProjectIdentity
 
 T = TypeVar("T")
 
 _COLS = ", ".join(COLUMNS)
 HISTORY_MAX_DEPTH = 1000
-#: Consolidation stamps ``records.low_score_since`` when a score falls below this; a record that stays
-#: below it long enough is a prune candidate (:mod:`agentctx.inventory`), never deleted for it.
+#: Consolidation stamps ``records.low_score_since`` when a score falls below this; a record that
+#: stays below it long enough is a prune candidate (:mod:`.inventory`), never deleted for it.
 LOW_SCORE = 0.1
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentctx import schema
-from agentctx.errors import ValidationError
+from agentctx.core import schema
+from agentctx.core.errors import ValidationError
 
 if TYPE_CHECKING:
     from agentctx.store import Store

@@ -15,7 +15,7 @@ import os
 import time
 
 from agentctx.core.driver import sqlite
-from agentctx.errors import DatabaseError
+from agentctx.core.errors import DatabaseError
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path; mypy reads this name as True
 if TYPE_CHECKING:
