@@ -231,6 +231,8 @@ MATCH_BUDGET = 4000
 #: How many of the index's best matches a search ranks before its filters (at least; see
 #: :func:`search_sql`): most queries find their candidates among them without reading other rows.
 BM25_POOL = 200
+#: Stores larger than this count common terms only up to the budget (:func:`term_counts`).
+CAPPED_FROM = 8 * MATCH_BUDGET
 MAX_TEXT = 20_000  # characters of a prompt looked at for terms (a pasted log can be huge)
 _COLUMNS_SQL = ", ".join(f"r.{name}" for name in RECORD_COLUMNS)
 
@@ -557,7 +559,8 @@ def keyword_search(
     found: list[Any] = []
     if fts:
         try:
-            counts = yield from term_counts(terms)
+            total = yield from record_total()
+            counts = yield from term_counts(terms, total)
             chosen = select_terms(terms, counts)
             if not chosen:
                 return Found()
@@ -576,7 +579,7 @@ def keyword_search(
                 level = floor() if callable(floor) else floor
                 if level <= 0:
                     return Found(ranked)
-                weights, denominator = yield from query_weights(terms, counts, chosen)
+                weights, denominator = relevance_weights(terms, counts, chosen, total)
                 ids = [row["id"] for row, _score in ranked]
                 scores = yield from judge(chosen, weights, denominator, ids, floor=level)
                 kept = [(row, score) for row, score in ranked if scores[row["id"]] >= level]
@@ -644,13 +647,18 @@ def archive_rows(terms: Sequence[str], args: Mapping[str, Any]) -> Plan[list[Any
     return found
 
 
-def term_counts(terms: Sequence[str]) -> Plan[list[int]]:
+def term_counts(terms: Sequence[str], total: int) -> Plan[list[int]]:
     """How many records each term matches (FTS5), exactly up to :data:`MATCH_BUDGET`.
 
-    A term found more often is counted as ``MATCH_BUDGET + 1``: :func:`select_terms` searches it
-    only when it is the rarest of all, and then it is counted exactly; terms it does not search
-    count on neither side of :func:`relevance`. So capping changes no result, and bounds the cost.
+    In a store of more than :data:`CAPPED_FROM` records (``total``), a term found more often is
+    counted as ``MATCH_BUDGET + 1``: :func:`select_terms` searches it only when it is the rarest
+    of all, and then it is counted exactly; terms it does not search count on neither side of
+    :func:`relevance`. So capping changes no result; it bounds the cost of common terms in a large
+    store (in a small one a plain count is cheaper: it reads the matches without a subquery).
     """
+    if total <= CAPPED_FROM:
+        sql, params = term_counts_sql(terms)
+        return [int(n) for n in (yield plan.one(sql, params))]
     cap = MATCH_BUDGET + 1
     sql, params = term_counts_sql(terms, cap)
     counts = [int(n) for n in (yield plan.one(sql, params))]
@@ -664,19 +672,18 @@ def term_counts(terms: Sequence[str]) -> Plan[list[int]]:
     return counts
 
 
-def query_weights(
-    terms: Sequence[str], counts: Sequence[int], chosen: Sequence[str]
-) -> Plan[tuple[dict[str, float], float]]:
-    """The searched terms' weights and the denominator of :func:`relevance` (counts the records)."""
+def record_total() -> Plan[int]:
+    """How many records the FTS index covers (the ``N`` of the term weights)."""
     row = yield plan.one(RECORD_TOTAL_SQL)
-    return relevance_weights(terms, counts, chosen, int(row[0]))
+    return int(row[0])
 
 
 def weigh(terms: Sequence[str]) -> Plan[tuple[list[str], dict[str, float], float]]:
     """A query's searched terms (:func:`select_terms`), their weights and the denominator."""
-    counts = yield from term_counts(terms)
+    total = yield from record_total()
+    counts = yield from term_counts(terms, total)
     chosen = select_terms(terms, counts)
-    weights, denominator = yield from query_weights(terms, counts, chosen)
+    weights, denominator = relevance_weights(terms, counts, chosen, total)
     return chosen, weights, denominator
 
 
