@@ -175,6 +175,8 @@ class MessagesServer:
         self._queue: deque[Reply] = deque(replies)
         self.default: Reply = default if default is not None else TextReply("OK")
         self.latency = latency
+        #: the latency each answer waited (seconds), in the order the answers went out
+        self.delays: list[float] = []
         #: when given, every answer waits until the test sets it (at most a minute)
         self.hold = hold
         self._requests: list[Recorded] = []
@@ -465,6 +467,8 @@ def _handler_for(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
             delay = server.latency + reply.latency
             if delay > 0:
                 time.sleep(delay)  # the configured latency of the stand-in API, not a wait
+            with server._changed:
+                server.delays.append(delay)
             if isinstance(reply, ErrorReply):
                 extra = (
                     {} if reply.retry_after is None else {"retry-after": f"{reply.retry_after:g}"}

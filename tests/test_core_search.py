@@ -140,6 +140,14 @@ async def test_every_floor_keeps_what_the_exact_relevance_passes(store: Store) -
     ids = [record_id for record_id, _score in hits(run_sync(store.path, rule(0.0)))]
     exact = run_sync(store.path, search.relevances(terms, ids))
     assert len(set(exact.values())) > 1
+    # the same relevance whether each term's matches are read once or looked up per record
+    chosen, weights, denominator, matches = await store.run(search.weigh(terms))
+    assert matches <= search.MATCH_BUDGET
+    per_record = await store.run(search.judge(chosen, weights, denominator, [*ids, "0" * 26]))
+    assert per_record == {**exact, "0" * 26: 0.0}
+    assert per_record == await store.run(
+        search.judge(chosen, weights, denominator, [*ids, "0" * 26], matches=matches)
+    )
     for floor in (0.01, 0.2, 0.4, 0.999):
         kept = [i for i, _score in hits(await store.run(rule(floor)))]
         assert kept == [i for i in ids if exact[i] >= floor], floor

@@ -21,7 +21,7 @@ def main() -> None:
         agentctx.core.ENDS_WITH_HANDLER = True
         code = hook(argv[1:])
         # Every file the hook wrote is closed and stdout is flushed by now; skipping the
-        # interpreter's shutdown saves ~2 ms (0.2× of a bare start) on every prompt.
+        # interpreter's shutdown saves a sizeable share of a bare start on every prompt.
         sys.stderr.flush()
         os._exit(code)
     if argv == ["mcp"]:  # Claude Code waits ~2 s for the server: skip the CLI's imports

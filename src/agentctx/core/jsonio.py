@@ -1,7 +1,7 @@
 """JSON for the hook fast path through CPython's C accelerator, without importing ``json``.
 
-``import json`` pulls in ``re`` and ``enum`` (about 5 ms of a 10 ms interpreter start, measured), more
-than the whole SessionStart budget leaves. The ``_json`` extension module behind ``json`` parses and
+``import json`` pulls in ``re`` and ``enum``: a large share of a bare interpreter start, more than
+the whole SessionStart budget leaves (benchmarks/results/hooks.md). The ``_json`` extension module behind ``json`` parses and
 escapes on its own; this module drives it directly and falls back to ``json`` where it is missing
 (other Python implementations). Output is ASCII-escaped, as ``json.dumps`` does by default.
 """

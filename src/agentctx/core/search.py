@@ -581,7 +581,9 @@ def keyword_search(
                     return Found(ranked)
                 weights, denominator = relevance_weights(terms, counts, chosen, total)
                 ids = [row["id"] for row, _score in ranked]
-                scores = yield from judge(chosen, weights, denominator, ids, floor=level)
+                scores = yield from judge(
+                    chosen, weights, denominator, ids, floor=level, matches=matched
+                )
                 kept = [(row, score) for row, score in ranked if scores[row["id"]] >= level]
                 return Found(kept, relevance=scores, considered=len(ranked))
         except sqlite.OperationalError as exc:
@@ -678,13 +680,15 @@ def record_total() -> Plan[int]:
     return int(row[0])
 
 
-def weigh(terms: Sequence[str]) -> Plan[tuple[list[str], dict[str, float], float]]:
-    """A query's searched terms (:func:`select_terms`), their weights and the denominator."""
+def weigh(terms: Sequence[str]) -> Plan[tuple[list[str], dict[str, float], float, int]]:
+    """A query's searched terms (:func:`select_terms`), their weights, the denominator, and how
+    many records the searched terms match in all (for :func:`judge`)."""
     total = yield from record_total()
     counts = yield from term_counts(terms, total)
     chosen = select_terms(terms, counts)
     weights, denominator = relevance_weights(terms, counts, chosen, total)
-    return chosen, weights, denominator
+    matches = sum(n for term, n in zip(terms, counts, strict=True) if term in chosen)
+    return chosen, weights, denominator, matches
 
 
 def judge(
@@ -694,8 +698,12 @@ def judge(
     ids: Sequence[str],
     *,
     floor: float | None = None,
+    matches: int | None = None,
 ) -> Plan[dict[str, float]]:
     """The relevance of each record in ``ids`` to a query weighed by :func:`weigh`.
+
+    ``matches``: how many records the searched terms match in all (their counts' sum), when known;
+    within :data:`MATCH_BUDGET` the terms' matches are read once instead of looked up per record.
 
     With a ``floor`` the ids must be the query's search hits (each matches at least one searched
     term, at most all of them): when those bounds settle every id on one side of the floor, the
@@ -713,8 +721,23 @@ def judge(
         highest = relevance(chosen, weights, denominator)
         if highest < floor:  # an upper bound that still fails
             return dict.fromkeys(ids, highest)
-    sql, params = term_hits_sql(chosen, ids)
-    found = matched_terms(chosen, (yield plan.rows(sql, params)))
+    if matches is not None and matches <= MATCH_BUDGET:
+        # Few matches in all: read each term's matches (its doclist, cheap) and keep the ids';
+        # a lookup per record and term costs an FTS query each.
+        marks = ", ".join("?" * len(ids))
+        pairs = yield plan.rows(f"SELECT seq, id FROM records WHERE id IN ({marks})", list(ids))
+        by_seq = {int(seq): str(record_id) for seq, record_id in pairs}
+        arms = " UNION ALL ".join(
+            f"SELECT {index}, rowid FROM records_fts WHERE records_fts MATCH ?"
+            for index in range(len(chosen))
+        )
+        hits = yield plan.rows(arms, [fts_query([term]) or "" for term in chosen])
+        found = matched_terms(
+            chosen, ((index, by_seq[seq]) for index, seq in hits if seq in by_seq)
+        )
+    else:
+        sql, params = term_hits_sql(chosen, ids)
+        found = matched_terms(chosen, (yield plan.rows(sql, params)))
     return {i: relevance(found.get(i, ()), weights, denominator) for i in ids}
 
 
@@ -722,5 +745,5 @@ def relevances(terms: Sequence[str], ids: Sequence[str]) -> Plan[dict[str, float
     """Each record's exact relevance to the query of ``terms`` (0 when it matches none)."""
     if not terms:
         return dict.fromkeys(ids, 0.0)
-    chosen, weights, denominator = yield from weigh(terms)
-    return (yield from judge(chosen, weights, denominator, ids))
+    chosen, weights, denominator, matches = yield from weigh(terms)
+    return (yield from judge(chosen, weights, denominator, ids, matches=matches))

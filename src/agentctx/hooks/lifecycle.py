@@ -3,7 +3,7 @@
 * **Stop** fires after every assistant turn. It records the session and starts a detached extraction
   only when the conversation grew by :data:`EXTRACT_GROWTH_BYTES` since the last one was requested
   and none is running for the session; it never calls an LLM itself. Growth counts the bytes of the
-  transcript's user and assistant lines only: Claude Code 2.1.332 writes ~150 KB of its own
+  transcript's user and assistant lines only: Claude Code writes far more of its own
   bookkeeping per turn (prompt snapshots, skill listings, request shapes), so raw file growth would
   start an extraction after every turn.
 * **SessionEnd** (1.5 s budget shared by all SessionEnd hooks) marks the session ended, folds the
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from agentctx.hooks.runner import HookContext
 
-#: ~8K tokens of transcript: extraction per turn would cost a call per turn for little new text.
+#: About 8K tokens of transcript: extraction per turn would cost a call per turn for little new text.
 EXTRACT_GROWTH_BYTES = 32 * 1024
 #: Workers run below the hooks: under load a hook waits less for a CPU (see docs/reliability.md).
 WORKER_NICENESS = 10

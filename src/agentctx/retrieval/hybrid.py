@@ -142,7 +142,7 @@ async def vector_ranking(
         tuple(query.exclude_ids),
     )
     # CROSS JOIN: the ids drive the lookups (by primary key); left to itself, the planner scans
-    # the project's records instead (18x slower at 10K records)
+    # the project's records instead (many times slower in a large store)
     sql = (
         f"SELECT {_COLUMNS_SQL} FROM json_each(?) AS j CROSS JOIN records AS r ON r.id = j.value "
         f"WHERE {where}"
@@ -259,7 +259,7 @@ class KeywordJudge:
     def __init__(self, store: Store, text: str) -> None:
         self.store = store
         self.terms = keyword.query_terms(text)
-        self._weights: tuple[list[str], dict[str, float], float] | None = None
+        self._weights: tuple[list[str], dict[str, float], float, int] | None = None
 
     async def relevance(self, ids: Sequence[str]) -> dict[str, float]:
         """Exact relevance by id (0 for a record that matches none of the searched terms)."""
@@ -267,8 +267,10 @@ class KeywordJudge:
             return {}
         if self._weights is None:
             self._weights = await self.store.run(keyword.weigh(self.terms))
-        chosen, weights, denominator = self._weights
-        return await self.store.run(keyword.judge(chosen, weights, denominator, ids))
+        chosen, weights, denominator, matches = self._weights
+        return await self.store.run(
+            keyword.judge(chosen, weights, denominator, ids, matches=matches)
+        )
 
 
 class QueryModel:
