@@ -350,6 +350,7 @@ def test_supersede_show_and_history(project_dir: Path) -> None:
         "supersede", new["id"], "--body", "No cache.", "--rationale", "fast enough", cwd=project_dir
     ).split()[0]
     chain = [first["id"], new["id"], third]
+    assert ok_json("show", third, cwd=project_dir)["title"] == "Cache layer"  # kept by default
     for record_id in (chain[0], chain[-1]):  # from either end of the chain
         history = ok_json("show", record_id, "--history", cwd=project_dir)
         assert [r["id"] for r in history] == chain
@@ -362,6 +363,18 @@ def test_supersede_show_and_history(project_dir: Path) -> None:
 
     assert "no record with id '01UNKNOWN'" in fails("show", "01UNKNOWN", cwd=project_dir)
     assert "no record with id" in fails("show", "01UNKNOWN", "--history", cwd=project_dir)
+    retitled = ok_json(
+        "supersede",
+        third,
+        "--title",
+        "No cache layer",
+        "--body",
+        "Sessions are not cached.",
+        "--rationale",
+        "the title no longer held",
+        cwd=project_dir,
+    )
+    assert (retitled["old"]["title"], retitled["new"]["title"]) == ("Cache layer", "No cache layer")
 
 
 def test_edit_with_options(project_dir: Path) -> None:

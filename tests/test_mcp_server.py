@@ -505,6 +505,23 @@ async def test_supersede(client: Client, seed: Seed, store: Store) -> None:
     assert "rationale is required" in error(await client.call_tool("ctx_supersede", no_reason))
 
 
+async def test_supersede_with_a_new_title(client: Client, seed: Seed, store: Store) -> None:
+    """A fact whose title no longer holds gets the new version's own title (blank: kept)."""
+    args = {
+        "old_id": seed.pytest_convention,
+        "new_body": "Tests use unittest now.",
+        "rationale": "fewer dependencies",
+        "new_title": "unittest for every test",
+    }
+    data = ok(await client.call_tool("ctx_supersede", args))
+    assert data["title"] == "unittest for every test"
+    assert (await store.get(data["new_id"])).title == "unittest for every test"
+    assert (await store.get(seed.pytest_convention)).title == "Pytest for every test"
+    kept = {**args, "old_id": data["new_id"], "new_title": "  ", "new_body": "Still unittest."}
+    again = ok(await client.call_tool("ctx_supersede", kept))
+    assert again["title"] == "unittest for every test"
+
+
 # -- ctx_project, ctx_related, ctx_sync_claudemd --------------------------------------------------
 
 

@@ -199,12 +199,25 @@ def _edit_in_editor(current: Record) -> tuple[str, str]:
 
 
 @app.command
-async def supersede(record_id: str, *, body: str, rationale: str, json: Json = False) -> int:
-    """Replace a current record by a new version with a new body and a rationale."""
+async def supersede(
+    record_id: str, *, body: str, rationale: str, title: str | None = None, json: Json = False
+) -> int:
+    """Replace a current record by a new version with a new body and a rationale.
+
+    ``--title`` gives the new version a new title (when the old one no longer holds); without it
+    the title is kept. Example: ``agentctx supersede 01J… --title "Queue names are kebab-case"
+    --body "Queue names use kebab-case." --rationale "the broker rejects underscores"``.
+    """
     project = _project()
 
     async def action(store: Store) -> int:
-        old, new = await store.supersede(record_id, body, rationale, project_id=project.project_id)
+        old, new = await store.supersede(
+            record_id,
+            body,
+            rationale,
+            project_id=project.project_id,
+            title=title if title and title.strip() else None,
+        )
         if json:
             _json({"old": old.to_dict(), "new": new.to_dict()})
         else:

@@ -216,12 +216,16 @@ async def ctx_record(
 async def ctx_supersede(
     ctx: ServerContext,
     old_id: Annotated[str, Field(description="Id of the current record that is no longer true.")],
-    new_body: Annotated[str, Field(description="What is true now (the title is kept).")],
+    new_body: Annotated[str, Field(description="What is true now.")],
     rationale: Annotated[str, Field(description="Why it changed.")],
+    new_title: Annotated[
+        str | None,
+        Field(description="The new version's title when the old one no longer holds; else kept."),
+    ] = None,
 ) -> Superseded:
     """Replace a recorded fact that changed: the old record is kept as history and marked
-    superseded by a new version with the new body; returns both ids."""
-    return await (await _backend(ctx)).supersede(old_id, new_body, rationale)
+    superseded by a new version with the new body (and title, when given); returns both ids."""
+    return await (await _backend(ctx)).supersede(old_id, new_body, rationale, new_title)
 
 
 async def ctx_project(ctx: ServerContext) -> ProjectOverview:

@@ -279,13 +279,16 @@ class Backend:
         return await record_detail(store, created)
 
     @_translated
-    async def supersede(self, old_id: str, new_body: str, rationale: str) -> Superseded:
-        """``ctx_supersede``: a new version of a recorded fact."""
+    async def supersede(
+        self, old_id: str, new_body: str, rationale: str, new_title: str | None = None
+    ) -> Superseded:
+        """``ctx_supersede``: a new version of a recorded fact (a new title, when given)."""
         store = self.require_store()
         old, new = await store.supersede(
             old_id.strip(),
             new_body,
             rationale,
+            title=new_title if new_title and new_title.strip() else None,
             project_id=self.project.project_id,
             source="mcp_tool",
             confidence="explicit",
