@@ -251,15 +251,26 @@ async def test_the_digest_note_needs_two_candidates(
     assert NOTE not in _digest_text(shop)
 
 
-async def test_without_claude_md_every_checked_record_is_a_candidate(
-    store: Store, shop: Shop, embedder: embed.Embedder
+async def test_without_claude_md_nothing_drifts(
+    store: Store, shop: Shop, project_dir: Path, embedder: embed.Embedder
 ) -> None:
+    """No CLAUDE.md is no drift: no record is a candidate and the digest has no drift note. When a
+    CLAUDE.md is removed the scores go back to 0; when it returns it is judged again."""
     report = await _run(store, shop, embedder)
-    assert report.files == [] and report.contradictions == []
-    scores = await _scores(store, shop.project_id)
-    assert [scores[i] for i in (shop.grpc, shop.money, shop.jwt, shop.pytest)] == [1.0] * 4
-    assert report.candidates == 4
-    assert f"Note: 4 decisions or conventions {NOTE}" in _digest_text(shop)
+    assert report.files == [] and report.candidates == 0
+    assert report.skipped is not None and "agentctx sync --apply" in report.skipped
+    assert set((await _scores(store, shop.project_id)).values()) == {0.0}
+    assert NOTE not in _digest_text(shop)
+    claude_md = project_dir / "CLAUDE.md"
+    claude_md.write_text(CLAUDE_MD)
+    assert (await _run(store, shop, embedder)).candidates == 2
+    claude_md.unlink()
+    gone = await _run(store, shop, embedder)
+    assert (gone.previous_candidates, gone.candidates) == (2, 0) and gone.updated >= 2
+    assert NOTE not in _digest_text(shop)
+    claude_md.write_text(CLAUDE_MD)
+    back = await _run(store, shop, embedder)
+    assert back.skipped is None and back.candidates == 2
 
 
 async def test_inferred_records_and_other_types_are_reset_to_zero(

@@ -57,6 +57,10 @@ _SET_SQL = (
     "UPDATE records SET claudemd_drift_score = ? WHERE id = ? AND superseded_at IS NULL "
     "AND claudemd_drift_score IS NOT ?"
 )
+_CLEAR_ALL_SQL = (
+    "UPDATE records SET claudemd_drift_score = 0 WHERE project_id = ? AND superseded_at IS NULL "
+    "AND claudemd_drift_score != 0"
+)
 _CLEAR_OTHERS_SQL = (
     "UPDATE records SET claudemd_drift_score = 0 WHERE project_id = ? AND superseded_at IS NULL "
     "AND claudemd_drift_score != 0 AND type NOT IN ('decision', 'convention')"
@@ -123,6 +127,16 @@ async def score_drift(
         return report
     files = await claudemd.discover(project_root, project_root)
     report.files = [f.path for f in files]
+    if not files:  # no CLAUDE.md is no drift: nothing in the project says otherwise
+        report.skipped = "no CLAUDE.md in the project (`agentctx sync --apply` creates one)"
+        async with store.transaction() as tx:
+            report.previous_candidates = await _count(tx, project_id)
+            report.updated = await tx.execute(_CLEAR_ALL_SQL, (project_id,))
+            report.candidates = 0
+            if report.updated:
+                tx.mark_project_changed(project_id)
+        _save_seal(project_id, "")  # no judgement to keep: a returning CLAUDE.md is judged anew
+        return report
     records = await claudemd.load_records(store, project_id)
     seal = _fingerprint(files, records, embedder)
     if _last_seal(project_id) == seal:
