@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import sqlean
 
     from agentctx.core.plan import Plan
+    from agentctx.core.shapes import LedgerEntry
 
 #: A ledger untouched this long belongs to a session that never saw SessionEnd (a crash).
 STALE_LEDGER_S = 24 * 3600
@@ -100,7 +101,7 @@ def advance(
     )
 
 
-def fold(session_id: str, entries: list[dict[str, Any]], *, ended: bool) -> Plan[None]:
+def fold(session_id: str, entries: list[LedgerEntry], *, ended: bool) -> Plan[None]:
     """Add ledger entries' totals and shown ids to a session's row; mark it ended if asked."""
     tokens, count = ledger.totals(entries)
     # A resumed session keeps its dedup: UserPromptSubmit also reads these.
