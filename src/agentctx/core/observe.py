@@ -20,11 +20,9 @@ from agentctx.core.plan import run
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     import sqlean
 
-    from agentctx.core.shapes import Observation
+    from agentctx.core.shapes import NewFields, Observation
 
 #: The last line of a stub's body; extraction drops it when it explains the stub.
 STUB_NOTE = "(Captured by the PostToolUse hook.)"
@@ -71,7 +69,7 @@ def _apply_one(conn: sqlean.Connection, obs: Observation, changed: set[str]) -> 
         raise ValueError(f"unknown observation kind {kind!r}")
 
 
-def record_of(obs: Observation, project_id: str, session_id: str | None, at: str) -> dict[str, Any]:
+def record_of(obs: Observation, project_id: str, session_id: str | None, at: str) -> NewFields:
     """The new record (fields for :func:`agentctx.core.writes.validate`) of a stub or handover.
 
     Captured text is cut to the schema's limits (and freed of NULs) rather than refused.

@@ -45,3 +45,54 @@ class Observation(TypedDict, total=False):
     files: list[str]
     keywords: str
     checkout: str | None
+
+
+class NewFields(TypedDict, total=False):
+    """The fields of a new record, as :func:`agentctx.core.writes.validate` takes and returns them.
+
+    ``type``, ``title``, ``body`` and ``project_id`` are needed; the others have defaults
+    (:data:`agentctx.core.writes.DEFAULTS`). ``keywords`` is a string or a list of words.
+    """
+
+    type: str
+    title: str
+    body: str
+    project_id: str
+    scope: str
+    confidence: str
+    source: str
+    pinned: bool
+    keywords: str | list[str]
+    key: str | None
+    rationale: str | None
+    session_id: str | None
+    valid_from: str | None
+    supersedes: str | None
+
+
+class RecordRow(TypedDict):
+    """Every column of a ``records`` row as written (:data:`agentctx.core.schema.RECORD_COLUMNS`)."""
+
+    id: str
+    project_id: str
+    type: str
+    title: str
+    body: str
+    scope: str
+    confidence: str
+    source: str
+    valid_from: str
+    recorded_at: str
+    keywords: str
+    key: str | None
+    rationale: str | None
+    pinned: bool
+    reinforce_count: int
+    superseded_at: str | None
+    superseded_by: str | None
+    access_count: int
+    last_accessed: str | None
+    score: float
+    claudemd_drift_score: float
+    session_id: str | None
+    pending_embedding: bool
