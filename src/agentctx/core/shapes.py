@@ -7,7 +7,7 @@ been read back from a file (a ledger, a spool file): the readers still check eac
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 
 class LedgerEntry(TypedDict, total=False):
@@ -96,3 +96,35 @@ class RecordRow(TypedDict):
     claudemd_drift_score: float
     session_id: str | None
     pending_embedding: bool
+
+
+class DigestParts(TypedDict, total=False):
+    """The parts of a digest that :func:`agentctx.core.digests.assemble` joins for a checkout.
+
+    ``handovers`` maps a checkout ("" for the legacy handover) to ``[section text, record id]``;
+    ``head_ids`` is how many of ``ids`` come before the handover's. A project with nothing to show
+    has ``empty`` set and no handovers.
+    """
+
+    head: str
+    tail: str
+    ids: list[str]
+    head_ids: int
+    empty: bool
+    handovers: dict[str, list[str]]
+
+
+class Digest(TypedDict):
+    """A project's digest (:func:`agentctx.retrieval.digest.build`), as its file holds it.
+
+    ``text``, ``ids`` and ``tokens`` are the digest as a session in the checkout it was built for
+    sees it; ``parts`` serve every checkout. The file adds ``generated_at``.
+    """
+
+    version: int
+    project_id: str
+    text: str
+    ids: list[str]
+    tokens: int
+    parts: DigestParts
+    generated_at: NotRequired[str]
