@@ -128,3 +128,56 @@ class Digest(TypedDict):
     tokens: int
     parts: DigestParts
     generated_at: NotRequired[str]
+
+
+class SessionSummary(TypedDict):
+    """A session as listed (:func:`agentctx.store.inventory.sessions`): its ``sessions`` row's
+    columns, with the injections of a still-open session's ledger added."""
+
+    session_id: str
+    project_id: str | None
+    cwd: str | None
+    started_at: str | None
+    ended_at: str | None
+    tokens_injected: int
+    injections: int
+    extraction_cost_usd: float
+
+
+class ProjectRow(TypedDict):
+    """A ``projects`` row."""
+
+    project_id: str
+    name: str
+    root: str | None
+    remote: str | None
+    created_at: str
+    last_seen_at: str
+
+
+class NodeRow(TypedDict):
+    """A ``nodes`` row: a file, symbol or branch of a project."""
+
+    id: str
+    project_id: str
+    kind: str
+    name: str
+    created_at: str
+
+
+class EdgeRow(TypedDict):
+    """An ``edges`` row."""
+
+    id: str
+    from_id: str
+    to_id: str
+    rel_type: str
+    weight: float
+    created_at: str
+
+
+class LinkRow(TypedDict):
+    """A ``record_entities`` row: a record is about a node."""
+
+    record_id: str
+    entity_id: str

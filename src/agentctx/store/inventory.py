@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -19,6 +19,7 @@ from agentctx.core import clock, schema, search
 from agentctx.core import sessions as session_table
 
 if TYPE_CHECKING:
+    from agentctx.core.shapes import SessionSummary
     from agentctx.store import Store
 
 #: A current record whose score stays below :data:`agentctx.store.LOW_SCORE` for this many days
@@ -106,7 +107,7 @@ async def session(store: Store, session_id: str) -> dict[str, Any] | None:
 
 async def sessions(
     store: Store, project_id: str | None = None, *, limit: int | None = 200
-) -> list[dict[str, Any]]:
+) -> list[SessionSummary]:
     """Sessions, newest first, with ``tokens_injected`` including still-open hook ledgers.
 
     A session's injections are written to its ledger file by the hooks and folded into the
@@ -114,8 +115,8 @@ async def sessions(
     """
     where = "" if project_id is None else "WHERE project_id = ?"
     params: list[Any] = [] if project_id is None else [project_id]
-    rows = [
-        dict(row)
+    rows: list[SessionSummary] = [
+        cast("SessionSummary", dict(row))
         for row in await store.rows(
             "SELECT session_id, project_id, cwd, started_at, ended_at, tokens_injected, "
             f"injections, extraction_cost_usd FROM sessions {where} "
@@ -151,7 +152,7 @@ async def prune_candidates(
     return [PruneCandidate(**dict(row)) for row in await store.rows(sql, params)]
 
 
-def _by_month(rows: list[dict[str, Any]]) -> dict[str, float]:
+def _by_month(rows: list[SessionSummary]) -> dict[str, float]:
     """Extraction cost per calendar month (UTC) of the sessions' start, all projects."""
     months: dict[str, float] = {}
     for row in rows:

@@ -162,11 +162,13 @@ async def project_summaries(store: Store) -> list[ProjectSummary]:
         if row["started_at"]:
             latest[project_id] = max(latest.get(project_id, ""), row["started_at"])
     out: list[ProjectSummary] = []
-    for row in await store.projects():
-        pid = row["project_id"]
-        last = max(row["last_seen_at"] or "", latest.get(pid, "")) or None
+    for project in await store.projects():
+        pid = project["project_id"]
+        last = max(project["last_seen_at"] or "", latest.get(pid, "")) or None
         out.append(
-            ProjectSummary(pid, row["name"], row["root"], last, dict(counts[pid]), sessions[pid])
+            ProjectSummary(
+                pid, project["name"], project["root"], last, dict(counts[pid]), sessions[pid]
+            )
         )
     out.sort(key=lambda p: p.last_activity or "", reverse=True)
     known = {p.project_id for p in out}
