@@ -144,6 +144,17 @@ class SessionSummary(TypedDict):
     extraction_cost_usd: float
 
 
+class SessionListing(SessionSummary):
+    """A session on the dashboard's Sessions page (:func:`agentctx.web.queries.session_rows`).
+
+    The listed session, what extraction made of it and how long it ran.
+    """
+
+    records_extracted: int
+    extraction_error: str | None
+    duration_s: float | None
+
+
 class ProjectRow(TypedDict):
     """A ``projects`` row."""
 

@@ -13,7 +13,7 @@ import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -25,6 +25,7 @@ from agentctx.store import SearchQuery, inventory
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from agentctx.core.shapes import SessionListing
     from agentctx.records import Record
     from agentctx.store import Store
 
@@ -219,10 +220,10 @@ class DayTotals:
 
 async def session_rows(
     store: Store, project_id: str | None, limit: int | None
-) -> list[dict[str, Any]]:
+) -> list[SessionListing]:
     """The newest sessions with tokens injected, extraction cost, records extracted and duration."""
     rows = await inventory.sessions(store, project_id, limit=limit)
-    out: list[dict[str, Any]] = []
+    out: list[SessionListing] = []
     for row in rows:
         # The sessions row's extraction bookkeeping columns (not in the inventory's list).
         full = await inventory.session(store, row["session_id"]) or {}
@@ -238,7 +239,7 @@ async def session_rows(
 
 
 def day_totals(
-    rows: list[dict[str, Any]], today: datetime, days: int = CHART_DAYS
+    rows: list[SessionListing], today: datetime, days: int = CHART_DAYS
 ) -> list[DayTotals]:
     """Per-day totals of sessions started in the ``days`` days up to ``today``, oldest first."""
     first = (today - timedelta(days=days - 1)).date()
