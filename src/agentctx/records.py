@@ -16,7 +16,7 @@ from agentctx.core import writes
 from agentctx.core.schema import CONFIDENCES, RECORD_COLUMNS, RECORD_TYPES, SCOPES, SOURCES
 
 if TYPE_CHECKING:
-    from agentctx.core.shapes import RecordRow
+    from agentctx.core.shapes import NewFields, RecordRow
 
 RecordType = Literal[
     "decision", "convention", "preference", "discovery", "bugfix", "handover", "profile"
@@ -100,9 +100,9 @@ class NewRecord:
     valid_from: str | None = None
     supersedes: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> NewFields:
         """The fields as plain data (what :mod:`agentctx.core.writes` takes)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return cast("NewFields", {f.name: getattr(self, f.name) for f in fields(self)})
 
     def validated(self) -> NewRecord:
         """A normalized copy, or :class:`ValidationError` naming every bad field."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 import anyio
 
@@ -39,9 +39,55 @@ class PruneCandidate:
     score: float
     low_score_since: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PruneCandidateData:
         """Plain data (the ``status --json`` shape)."""
-        return {name: getattr(self, name) for name in self.__slots__}
+        return cast("PruneCandidateData", {name: getattr(self, name) for name in self.__slots__})
+
+
+class PruneCandidateData(TypedDict):
+    """A :class:`PruneCandidate` as plain data."""
+
+    id: str
+    project_id: str
+    type: str
+    title: str
+    score: float
+    low_score_since: str
+
+
+class PruneSummary(TypedDict):
+    """How many records are prune candidates, and the first :data:`PRUNE_SHOWN` of them."""
+
+    count: int
+    records: list[PruneCandidateData]
+
+
+class StoreTotals(TypedDict):
+    """The whole store: its file, rows and sessions of every project."""
+
+    path: str
+    records: int
+    projects: int
+    sessions: int
+    tokens_injected: int
+
+
+class Status(TypedDict):
+    """What :func:`status` reports (the ``status --json`` shape; the CLI adds ``project``)."""
+
+    project_id: str | None
+    counts: dict[str, int]
+    current: int
+    superseded: int
+    archived: int
+    prune_candidates: PruneSummary
+    sessions: int
+    tokens_injected: int
+    extraction_cost_usd: float
+    recent_sessions: list[SessionSummary]
+    extraction_cost_by_month: dict[str, float]
+    store: StoreTotals
+    project: NotRequired[dict[str, str | None]]
 
 
 def days_before(now: str | None, days: float) -> str:
@@ -50,7 +96,7 @@ def days_before(now: str | None, days: float) -> str:
     return clock.format_time(moment - timedelta(days=days))
 
 
-async def status(store: Store, project_id: str | None = None) -> dict[str, Any]:
+async def status(store: Store, project_id: str | None = None) -> Status:
     """Counts by type (current records of the project and global), history and sessions."""
     ids = search.scope_projects(project_id, "all")
     marks = ", ".join("?" * len(ids))
