@@ -192,3 +192,12 @@ class LinkRow(TypedDict):
 
     record_id: str
     entity_id: str
+
+
+class CapabilitiesData(TypedDict):
+    """What a connection's SQLite can do (:meth:`agentctx.core.db.Capabilities.as_dict`)."""
+
+    sqlite_version: str
+    fts5: bool
+    sqlite_vec: str | None
+    sqlite_vec_error: str | None
