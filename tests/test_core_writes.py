@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
     import sqlean
 
+    from agentctx.core.shapes import Observation
+
 P = "p" * 64
 AT = "2026-05-01T10:00:00.000000Z"
 SEEDED: list[dict[str, Any]] = [
@@ -80,7 +82,7 @@ async def both_ways(
     assert snapshot(hook_db) == snapshot(lib_db)
 
 
-HANDOVER = {
+HANDOVER: Observation = {
     "kind": "handover",
     "project_id": P,
     "session_id": "s1",
@@ -96,7 +98,7 @@ HANDOVER = {
 async def test_a_captured_handover_writes_what_store_add_writes(
     tmp_path: Path, checkout: str | None
 ) -> None:
-    obs = {**HANDOVER, "checkout": checkout}
+    obs: Observation = {**HANDOVER, "checkout": checkout}
     new = NewRecord(
         type="handover",
         title=str(obs["title"]),
@@ -149,7 +151,7 @@ async def test_a_keyed_profile_record_run_sync_writes_what_store_add_writes(
 
 @pytest.mark.anyio
 async def test_stubs_dedupe_by_title_on_both_paths(tmp_path: Path) -> None:
-    stub = {
+    stub: Observation = {
         "kind": "stub",
         "project_id": P,
         "session_id": "s1",

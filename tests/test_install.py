@@ -624,6 +624,7 @@ def test_status_reports_ok_stale_missing_and_errors(tmp_path: Path) -> None:
     assert set(report["user"]["hooks"].values()) == {"missing"}
     assert report["user"]["mcp"] == "missing"
     assert report["user"]["errors"] == []
+    assert report["project"] is not None
     assert report["project"]["settings"] == str(paths.project_settings)
 
     install_hooks(paths.user_settings)
@@ -632,6 +633,7 @@ def test_status_reports_ok_stale_missing_and_errors(tmp_path: Path) -> None:
     assert set(report["user"]["hooks"].values()) == {"ok"}
     assert report["user"]["mcp"] == "ok"
     assert report["user"]["hooks_disabled"] is False
+    assert report["project"] is not None
     assert set(report["project"]["hooks"].values()) == {"missing"}
 
     data = load(paths.user_settings)
@@ -652,6 +654,7 @@ def test_status_reports_ok_stale_missing_and_errors(tmp_path: Path) -> None:
     paths.project_settings.parent.mkdir(parents=True)
     paths.project_settings.write_text("{oops")
     report = status(paths)
+    assert report["project"] is not None
     assert report["project"]["mcp"] == "stale"
     assert set(report["project"]["hooks"].values()) == {"error"}
     assert len(report["project"]["errors"]) == 1

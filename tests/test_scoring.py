@@ -22,6 +22,7 @@ from agentctx.store import LOW_SCORE, Store
 from tests.helpers import new_record
 
 if TYPE_CHECKING:
+    from agentctx.core.shapes import Digest
     from agentctx.records import Record
 
 pytestmark = pytest.mark.anyio
@@ -139,7 +140,14 @@ async def test_scores_do_not_invalidate_the_digest(store: Store) -> None:
     await store.add(new_record(type="decision"))
     started = time.time_ns()
     assert await rescore(store, P, now=later(clock.now(), 1)) == 1
-    probe = {"version": 1, "project_id": P, "text": "x", "ids": [], "tokens": 1}
+    probe: Digest = {
+        "version": 1,
+        "project_id": P,
+        "text": "x",
+        "ids": [],
+        "tokens": 1,
+        "parts": {},
+    }
     assert digests.write(probe, clock.now(), started) is not None  # no change marked since
 
 
@@ -267,5 +275,12 @@ async def test_a_reinforced_global_preference_enters_the_digest(store: Store) ->
     started = time.time_ns()
     assert await reinforce_preferences(store, P, threshold=3) == 1
     assert "Prefer small commits" in digest_text(store)
-    probe = {"version": 1, "project_id": P, "text": "x", "ids": [], "tokens": 1}
+    probe: Digest = {
+        "version": 1,
+        "project_id": P,
+        "text": "x",
+        "ids": [],
+        "tokens": 1,
+        "parts": {},
+    }
     assert digests.write(probe, clock.now(), started) is None  # the promotion staled digests

@@ -21,7 +21,7 @@ from agentctx.store import Store, transfer
 from tests.helpers import new_record, run_cli
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Mapping, Sequence
     from pathlib import Path
 
     from agentctx.records import Record
@@ -281,7 +281,7 @@ async def test_a_change_touches_only_its_own_lines(store: Store, root: Path) -> 
 # -- import --------------------------------------------------------------------------------------------
 
 
-def shared_view(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def shared_view(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The fields a team file carries, plus title, body, scope and project: what must match."""
     keep = (*transfer.TEAM_FIELDS, "title", "body", "scope", "project_id")
     return sorted(({k: r[k] for k in keep} for r in records), key=lambda r: str(r["id"]))

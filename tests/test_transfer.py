@@ -18,8 +18,10 @@ from agentctx.store import Store, transfer
 from tests.helpers import new_record
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Mapping
     from pathlib import Path
+
+    from agentctx.store.transfer import Export
 
 P = "a" * 64
 Q = "b" * 64
@@ -43,7 +45,7 @@ TRICKY_BODY = (
 )
 
 
-async def populate(store: Store) -> dict[str, Any]:
+async def populate(store: Store) -> Export:
     """A store with every kind of row an export carries."""
     await store.touch_project(ProjectIdentity(P, "alpha", "/src/alpha", "github.com/o/alpha"))
     await store.touch_project(ProjectIdentity(Q, "beta -- two", "/src/beta", None))
@@ -88,7 +90,7 @@ async def populate(store: Store) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def source(store: Store) -> dict[str, Any]:
+async def source(store: Store) -> Export:
     return await populate(store)
 
 
@@ -102,7 +104,7 @@ async def other(tmp_path: Path) -> AsyncIterator[Store]:
         await opened.close()
 
 
-def row_counts(data: dict[str, Any]) -> dict[str, int]:
+def row_counts(data: Mapping[str, Any]) -> dict[str, int]:
     tables = ("projects", "records", "edges", "nodes", "record_entities")
     return {table: len(data[table]) for table in tables if data[table]}
 
@@ -239,7 +241,9 @@ def test_markdown_round_trip_of_arbitrary_text(items: list[tuple[str, str, bool]
         valid = new_record(title=title, body=body).validated()
         record = valid.to_record(f"ID{n:03d}", "2026-01-01T00:00:00.000000Z").to_dict()
         if superseded:
-            record.update(superseded_at="2026-02-01T00:00:00.000000Z", superseded_by="ID999")
+            record.update(
+                {"superseded_at": "2026-02-01T00:00:00.000000Z", "superseded_by": "ID999"}
+            )
         records.append(record)
     data = {
         "format": "agentctx-export",
@@ -257,7 +261,7 @@ def test_markdown_round_trip_of_arbitrary_text(items: list[tuple[str, str, bool]
 # -- keyed conflicts on import -----------------------------------------------------------------
 
 
-async def handover_store(store: Store, body: str, valid_from: str) -> tuple[str, dict[str, Any]]:
+async def handover_store(store: Store, body: str, valid_from: str) -> tuple[str, Export]:
     record = await store.add(
         new_record(type="handover", title="Handover", body=body, valid_from=valid_from)
     )

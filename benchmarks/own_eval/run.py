@@ -87,6 +87,8 @@ if TYPE_CHECKING:
 
     from anthropic import AsyncAnthropic
 
+    from agentctx.core.shapes import RecordRow
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "benchmarks" / "own_eval"
 K = 3
@@ -517,7 +519,7 @@ async def newest_costs(store: Store, project_id: str) -> list[int]:
     ]
 
 
-def _row(record: Record) -> dict[str, Any]:
+def _row(record: Record) -> RecordRow:
     return record.to_dict()
 
 

@@ -10,10 +10,13 @@ exactly which field is wrong.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 from agentctx.core import writes
 from agentctx.core.schema import CONFIDENCES, RECORD_COLUMNS, RECORD_TYPES, SCOPES, SOURCES
+
+if TYPE_CHECKING:
+    from agentctx.core.shapes import NewFields, RecordRow
 
 RecordType = Literal[
     "decision", "convention", "preference", "discovery", "bugfix", "handover", "profile"
@@ -59,9 +62,9 @@ class Record:
         """True while no record supersedes this one."""
         return self.superseded_at is None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RecordRow:
         """The record as plain data keyed by column name (the ``--json`` and export shape)."""
-        return asdict(self)
+        return cast("RecordRow", asdict(self))
 
     @classmethod
     def from_row(cls, row: Any) -> Record:
@@ -97,9 +100,9 @@ class NewRecord:
     valid_from: str | None = None
     supersedes: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> NewFields:
         """The fields as plain data (what :mod:`agentctx.core.writes` takes)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return cast("NewFields", {f.name: getattr(self, f.name) for f in fields(self)})
 
     def validated(self) -> NewRecord:
         """A normalized copy, or :class:`ValidationError` naming every bad field."""

@@ -30,6 +30,7 @@ from agentctx.store import transfer
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from agentctx.core.shapes import EdgeRow, RecordRow
     from agentctx.store import Store
 
 TEAM_DIR = ".agentctx"
@@ -45,9 +46,7 @@ def team_path(project_root: str) -> str:
     return os.path.join(project_root, TEAM_DIR, TEAM_FILE)
 
 
-async def shared(
-    store: Store, project_id: str
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+async def shared(store: Store, project_id: str) -> tuple[list[RecordRow], list[EdgeRow]]:
     """The project's shareable records and the ``supersedes`` edges among them, in file order."""
     data = await transfer.export_data(store, project_id)
     records = [r for r in data["records"] if r["type"] in SHARED_TYPES and r["scope"] == "project"]

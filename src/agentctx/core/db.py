@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
     import aiosqlite
 
+    from agentctx.core.shapes import CapabilitiesData
+
 BUSY_TIMEOUT_MS = 5000
 
 
@@ -38,7 +40,7 @@ class Capabilities:
         self.vec_version: str | None = None
         self.vec_error: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> CapabilitiesData:
         """The capabilities as plain data."""
         return {
             "sqlite_version": self.sqlite_version,

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
+    from agentctx.core.shapes import Digest, DigestParts
+
 #: The digest's caps, which every assembled text (each checkout's) is within.
 MAX_TOKENS = 1500
 MAX_CHARS = 10_000
@@ -26,7 +28,7 @@ MAX_CHARS = 10_000
 FORMAT_VERSION = 2
 
 
-def assemble(parts: dict[str, Any], checkout: str | None) -> tuple[str, list[str]]:
+def assemble(parts: DigestParts, checkout: str | None) -> tuple[str, list[str]]:
     """The digest text a session in ``checkout`` is given, and the ids of the records it shows.
 
     Its own checkout's handover, else the legacy one (key ""), else none; ``checkout`` None picks
@@ -58,7 +60,7 @@ def path_for(project_id: str) -> str:
     return os.path.join(home.sub("digests"), f"{project_id}.json")
 
 
-def write(digest: dict[str, Any], generated_at: str, read_started_ns: int) -> str | None:
+def write(digest: Digest, generated_at: str, read_started_ns: int) -> str | None:
     """Write a digest file atomically unless the project changed since ``read_started_ns``.
 
     ``read_started_ns`` is ``time.time_ns()`` taken before the store was read. Writers mark a change
@@ -112,13 +114,13 @@ def _marker(project_id: str) -> str:
     return os.path.join(home.sub("digests"), f"{project_id}.changed")
 
 
-def read(project_id: str) -> dict[str, Any] | None:
+def read(project_id: str) -> Digest | None:
     """A valid pre-computed digest, or None when it is missing, stale-marked or corrupt."""
     from agentctx.core import jsonio
 
     try:
         with open(path_for(project_id), encoding="utf-8") as fh:
-            data = jsonio.loads(fh.read())
+            data: Digest = jsonio.loads(fh.read())  # any JSON until checked below
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     if (

@@ -20,6 +20,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Self
 
+    from agentctx.core.shapes import LedgerEntry
+
 LOCK_WAIT_S = 0.3
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
@@ -38,7 +40,7 @@ def path_for(session_id: str) -> str:
     return os.path.join(home.sub("sessions"), safe_session_id(session_id) + ".jsonl")
 
 
-def read_entries(session_id: str) -> list[dict[str, Any]]:
+def read_entries(session_id: str) -> list[LedgerEntry]:
     """Every readable entry of a session's ledger (torn or foreign lines are skipped)."""
     try:
         with open(path_for(session_id), encoding="utf-8", errors="replace") as fh:
@@ -47,14 +49,14 @@ def read_entries(session_id: str) -> list[dict[str, Any]]:
         return []
 
 
-def open_sessions() -> dict[str, list[dict[str, Any]]]:
+def open_sessions() -> dict[str, list[LedgerEntry]]:
     """Every session that still has a ledger (not yet folded at SessionEnd), by session id."""
     folder = home.sub("sessions")
     try:
         names = [n for n in os.listdir(folder) if n.endswith(".jsonl")]
     except OSError:
         return {}
-    found: dict[str, list[dict[str, Any]]] = {}
+    found: dict[str, list[LedgerEntry]] = {}
     for name in names:
         try:
             with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as fh:
@@ -64,7 +66,7 @@ def open_sessions() -> dict[str, list[dict[str, Any]]]:
     return found
 
 
-def totals(entries: list[dict[str, Any]]) -> tuple[int, int]:
+def totals(entries: list[LedgerEntry]) -> tuple[int, int]:
     """``(tokens injected, injections)`` over ledger entries."""
     tokens = 0
     count = 0
@@ -76,7 +78,7 @@ def totals(entries: list[dict[str, Any]]) -> tuple[int, int]:
     return tokens, count
 
 
-def injected_ids(entries: list[dict[str, Any]]) -> set[str]:
+def injected_ids(entries: list[LedgerEntry]) -> set[str]:
     """Every record id a session has been shown."""
     ids: set[str] = set()
     for entry in entries:
@@ -91,7 +93,7 @@ class Ledger:
 
     def __init__(self, session_id: str) -> None:
         self.path = path_for(session_id)
-        self.entries: list[dict[str, Any]] = []
+        self.entries: list[LedgerEntry] = []
         self.locked = False
         self.writable = False
         self._fd = -1
@@ -115,7 +117,7 @@ class Ledger:
         self.entries = _parse(b"".join(chunks).decode("utf-8", "replace"))
         return self
 
-    def append(self, entry: dict[str, Any]) -> None:
+    def append(self, entry: LedgerEntry) -> None:
         """Add one entry (one ``write`` of one line, so concurrent appends never interleave)."""
         if self.writable:
             line = jsonio.dumps({"t": round(time.time(), 3), **entry}) + "\n"
@@ -149,8 +151,8 @@ def _lock(fd: int) -> bool:
             return False
 
 
-def _parse(text: str) -> list[dict[str, Any]]:
-    entries = []
+def _parse(text: str) -> list[LedgerEntry]:
+    entries: list[Any] = []  # parsed JSON: readers check each value's type
     for line in text.split("\n"):
         if not line.strip():
             continue

@@ -20,16 +20,16 @@ from agentctx.core.plan import run
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     import sqlean
+
+    from agentctx.core.shapes import NewFields, Observation
 
 #: The last line of a stub's body; extraction drops it when it explains the stub.
 STUB_NOTE = "(Captured by the PostToolUse hook.)"
 STUB_NOTE_FIX = "(Captured by the PostToolUse hook; extraction may add the cause and fix.)"
 
 
-def apply(conn: sqlean.Connection, observations: list[dict[str, Any]]) -> None:
+def apply(conn: sqlean.Connection, observations: list[Observation]) -> None:
     """Write observations atomically (``BEGIN IMMEDIATE`` … ``COMMIT``)."""
     if not observations:
         return
@@ -46,7 +46,7 @@ def apply(conn: sqlean.Connection, observations: list[dict[str, Any]]) -> None:
     digests.invalidate(changed)
 
 
-def _apply_one(conn: sqlean.Connection, obs: dict[str, Any], changed: set[str]) -> None:
+def _apply_one(conn: sqlean.Connection, obs: Observation, changed: set[str]) -> None:
     kind = obs.get("kind")
     project_id = str(obs["project_id"])
     session_id = obs.get("session_id") or None
@@ -69,9 +69,7 @@ def _apply_one(conn: sqlean.Connection, obs: dict[str, Any], changed: set[str]) 
         raise ValueError(f"unknown observation kind {kind!r}")
 
 
-def record_of(
-    obs: dict[str, Any], project_id: str, session_id: str | None, at: str
-) -> dict[str, Any]:
+def record_of(obs: Observation, project_id: str, session_id: str | None, at: str) -> NewFields:
     """The new record (fields for :func:`agentctx.core.writes.validate`) of a stub or handover.
 
     Captured text is cut to the schema's limits (and freed of NULs) rather than refused.

@@ -19,11 +19,10 @@ from agentctx.core.plan import execute, execute_many, one
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     import sqlean
 
     from agentctx.core.plan import Plan
+    from agentctx.core.shapes import LedgerEntry, SessionSummary
 
 #: A ledger untouched this long belongs to a session that never saw SessionEnd (a crash).
 STALE_LEDGER_S = 24 * 3600
@@ -100,7 +99,7 @@ def advance(
     )
 
 
-def fold(session_id: str, entries: list[dict[str, Any]], *, ended: bool) -> Plan[None]:
+def fold(session_id: str, entries: list[LedgerEntry], *, ended: bool) -> Plan[None]:
     """Add ledger entries' totals and shown ids to a session's row; mark it ended if asked."""
     tokens, count = ledger.totals(entries)
     # A resumed session keeps its dedup: UserPromptSubmit also reads these.
@@ -193,8 +192,8 @@ def change_cwd(
 
 
 def with_open_ledgers(
-    rows: list[dict[str, Any]], project_id: str | None = None
-) -> list[dict[str, Any]]:
+    rows: list[SessionSummary], project_id: str | None = None
+) -> list[SessionSummary]:
     """Session rows with the injections of still-open sessions (read from their ledgers) added.
 
     A session's injections are in its ledger until SessionEnd folds them into its row; a session

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
     import sqlean
 
+    from agentctx.core.shapes import Observation
+
 MAX_DRAIN = 200
 STALE_CLAIM_S = 300
 
@@ -27,7 +29,7 @@ def folder() -> str:
     return home.sub("spool")
 
 
-def save(observations: list[dict[str, Any]]) -> str:
+def save(observations: list[Observation]) -> str:
     """Write observations to a new spool file (atomically); return its path."""
     home.ensure_sub("spool")
     path = os.path.join(folder(), f"{clock.ulid()}.json")
@@ -84,7 +86,8 @@ def drain(conn: sqlean.Connection, log: Any = None) -> int:
                 observations = jsonio.loads(fh.read())
             if not isinstance(observations, list):
                 raise ValueError("not a list")
-            apply(conn, [o for o in observations if isinstance(o, dict)])
+            kept: list[Any] = [o for o in observations if isinstance(o, dict)]
+            apply(conn, kept)
         except (ValueError, KeyError, TypeError, ValidationError, sqlite.IntegrityError) as exc:
             os.replace(claimed, path + ".bad")  # kept for inspection, never retried forever
             if log is not None:

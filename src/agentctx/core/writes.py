@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from agentctx.core.plan import Plan
+    from agentctx.core.shapes import RecordRow
 
 KEYWORDS_MAX = 8
 #: The optional fields of a new record and their defaults.
@@ -110,7 +111,7 @@ def _check_choice(name: str, value: object, allowed: tuple[str, ...], problems: 
 
 def new_row(
     valid: Mapping[str, Any], record_id: str | None = None, recorded_at: str | None = None
-) -> dict[str, Any]:
+) -> RecordRow:
     """Every column of the row of a validated new record (fresh id and times unless given)."""
     recorded_at = recorded_at or clock.now()
     keywords = valid["keywords"]
@@ -141,13 +142,13 @@ def new_row(
     }
 
 
-def add(new: Mapping[str, Any]) -> Plan[dict[str, Any]]:
+def add(new: Mapping[str, Any]) -> Plan[RecordRow]:
     """Validate and insert a new record (:func:`insert`); the row written."""
     valid = validate(new)
     return (yield from insert(new_row(valid), supersedes=valid["supersedes"]))
 
 
-def insert(row: dict[str, Any], *, supersedes: str | None = None) -> Plan[dict[str, Any]]:
+def insert(row: RecordRow, *, supersedes: str | None = None) -> Plan[RecordRow]:
     """Insert a new row with supersession and the keyed rules; the row written.
 
     :class:`NotFoundError`, :class:`ValidationError` or :class:`ConflictError` (raised before any
@@ -167,7 +168,8 @@ def insert(row: dict[str, Any], *, supersedes: str | None = None) -> Plan[dict[s
         if changed != 1:
             raise ConflictError(f"record {old_id} was superseded meanwhile; nothing was written")
         yield from edge(row["id"], old_id, "supersedes", now)
-    yield execute(schema.INSERT_RECORD_SQL, [row[name] for name in schema.RECORD_COLUMNS])
+    columns: Mapping[str, Any] = row
+    yield execute(schema.INSERT_RECORD_SQL, [columns[name] for name in schema.RECORD_COLUMNS])
     if supersedes:  # a new version is about the same files and symbols as the old one
         yield execute(
             "INSERT OR IGNORE INTO record_entities(record_id, entity_id) "

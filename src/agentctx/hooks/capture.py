@@ -26,6 +26,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from agentctx.core.shapes import Observation
     from agentctx.hooks.runner import HookContext
 
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
@@ -75,7 +76,7 @@ def handle(ctx: HookContext) -> None:
         store(ctx, observations)
 
 
-def store(ctx: HookContext, observations: list[dict[str, Any]]) -> None:
+def store(ctx: HookContext, observations: list[Observation]) -> None:
     """Write observations now, or spool them when the store cannot take them."""
     from agentctx.core.driver import sqlite
 
@@ -92,7 +93,7 @@ def store(ctx: HookContext, observations: list[dict[str, Any]]) -> None:
     spool.save(observations)
 
 
-def tool_use(ctx: HookContext) -> list[dict[str, Any]]:
+def tool_use(ctx: HookContext) -> list[Observation]:
     """Observations of one PostToolUse / PostToolUseFailure event."""
     tool = ctx.text("tool_name")
     tool_input = ctx.payload.get("tool_input")
@@ -111,7 +112,7 @@ def tool_use(ctx: HookContext) -> list[dict[str, Any]]:
         return []
     output = _tool_output(ctx)
     failed = ctx.event == "PostToolUseFailure"
-    found: list[dict[str, Any]] = []
+    found: list[Observation] = []
     for match in _SWITCHED.finditer(output):
         found.append({**base, "kind": "branch", "name": match.group(1) or match.group(2)})
     if failed is False:
@@ -142,7 +143,7 @@ def tool_use(ctx: HookContext) -> list[dict[str, Any]]:
     return found
 
 
-def pre_compact(ctx: HookContext) -> list[dict[str, Any]]:
+def pre_compact(ctx: HookContext) -> list[Observation]:
     """A handover snapshot from the transcript tail, before compaction loses it."""
     request, files, note = _transcript_state(ctx.text("transcript_path"))
     if not request and not files:
@@ -171,15 +172,13 @@ def pre_compact(ctx: HookContext) -> list[dict[str, Any]]:
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def _base(ctx: HookContext) -> dict[str, Any]:
+def _base(ctx: HookContext) -> Observation:
     from agentctx.core import clock
 
     return {"project_id": ctx.project.project_id, "session_id": ctx.session_id, "at": clock.now()}
 
 
-def _stub(
-    base: dict[str, Any], title: str, body: str, files: list[str], word: str
-) -> dict[str, Any]:
+def _stub(base: Observation, title: str, body: str, files: list[str], word: str) -> Observation:
     return {
         **base,
         "kind": "stub",

@@ -16,8 +16,7 @@ from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
+    from agentctx.core.shapes import Digest
     from agentctx.hooks.runner import HookContext
 
 
@@ -49,7 +48,7 @@ def handle(ctx: HookContext) -> str | None:
     return text
 
 
-def _build(ctx: HookContext) -> dict[str, Any] | None:
+def _build(ctx: HookContext) -> Digest | None:
     from agentctx.core import clock
     from agentctx.core.connect import open_db, release
     from agentctx.retrieval import digest

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
     import sqlean
 
+    from agentctx.core.shapes import Digest, DigestParts
+
 BUDGETS = {"profile": 200, "decisions": 500, "handover": 400, "preferences": 200, "hint": 100}
 DRIFT_THRESHOLD = 0.5  # the partial index records_drift (schema.py) uses this same bound
 DRIFT_MIN_CANDIDATES = 2
@@ -86,7 +88,7 @@ def build(
     project_id: str,
     project_name: str = "",
     checkout: str | None = None,
-) -> dict[str, Any]:
+) -> Digest:
     """Compose the digest of a project from the store: ``{"text", "ids", "tokens", "parts"}``.
 
     ``text`` and ``ids`` are the digest as a session in ``checkout`` sees it; with no checkout,
@@ -120,7 +122,7 @@ def render(
     drift_candidates: int,
     mcp: bool = True,
     checkout: str | None = None,
-) -> dict[str, Any]:
+) -> Digest:
     """The digest within every budget, in parts per checkout, and the ids of the records it shows.
 
     ``handovers`` are the project's current handovers (rows with ``key``: the checkout, None for
@@ -165,7 +167,7 @@ def render(
     sections = {key: value for key, value in sections.items() if value[0]}
     empty = not head and not tail  # then a checkout without a handover is given nothing
     if empty and not sections:
-        parts: dict[str, Any] = {"head": "", "tail": "", "ids": [], "empty": True}
+        parts: DigestParts = {"head": "", "tail": "", "ids": [], "empty": True}
         return _result(project_id, parts, checkout)
     searchable = ", ".join(f"{n} {t}" for t, n in sorted(counts.items()) if n)
     hint = (
@@ -214,7 +216,7 @@ def _handover_section(row: Any) -> list[str]:
     return [truncate_to_tokens(text, BUDGETS["handover"], _HANDOVER_CHARS), str(row["id"])]
 
 
-def _result(project_id: str, parts: dict[str, Any], checkout: str | None) -> dict[str, Any]:
+def _result(project_id: str, parts: DigestParts, checkout: str | None) -> Digest:
     text, ids = assemble(parts, checkout)
     return {
         "version": FORMAT_VERSION,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 import anyio
 import sqlean
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from agentctx.core.plan import Plan
     from agentctx.core.project import ProjectIdentity
+    from agentctx.core.shapes import ProjectRow
 
 T = TypeVar("T")
 
@@ -191,10 +192,10 @@ class Store:
                 (identity.project_id, identity.name, identity.root, identity.remote, now, now),
             )
 
-    async def projects(self) -> list[dict[str, Any]]:
+    async def projects(self) -> list[ProjectRow]:
         """Every project row, most recently seen first."""
         rows = await self._rows("SELECT * FROM projects ORDER BY last_seen_at DESC")
-        return [dict(row) for row in rows]
+        return [cast("ProjectRow", dict(row)) for row in rows]
 
     # -- records ------------------------------------------------------------------------------
 

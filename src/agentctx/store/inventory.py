@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 import anyio
 
@@ -19,6 +19,7 @@ from agentctx.core import clock, schema, search
 from agentctx.core import sessions as session_table
 
 if TYPE_CHECKING:
+    from agentctx.core.shapes import SessionSummary
     from agentctx.store import Store
 
 #: A current record whose score stays below :data:`agentctx.store.LOW_SCORE` for this many days
@@ -38,9 +39,55 @@ class PruneCandidate:
     score: float
     low_score_since: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PruneCandidateData:
         """Plain data (the ``status --json`` shape)."""
-        return {name: getattr(self, name) for name in self.__slots__}
+        return cast("PruneCandidateData", {name: getattr(self, name) for name in self.__slots__})
+
+
+class PruneCandidateData(TypedDict):
+    """A :class:`PruneCandidate` as plain data."""
+
+    id: str
+    project_id: str
+    type: str
+    title: str
+    score: float
+    low_score_since: str
+
+
+class PruneSummary(TypedDict):
+    """How many records are prune candidates, and the first :data:`PRUNE_SHOWN` of them."""
+
+    count: int
+    records: list[PruneCandidateData]
+
+
+class StoreTotals(TypedDict):
+    """The whole store: its file, rows and sessions of every project."""
+
+    path: str
+    records: int
+    projects: int
+    sessions: int
+    tokens_injected: int
+
+
+class Status(TypedDict):
+    """What :func:`status` reports (the ``status --json`` shape; the CLI adds ``project``)."""
+
+    project_id: str | None
+    counts: dict[str, int]
+    current: int
+    superseded: int
+    archived: int
+    prune_candidates: PruneSummary
+    sessions: int
+    tokens_injected: int
+    extraction_cost_usd: float
+    recent_sessions: list[SessionSummary]
+    extraction_cost_by_month: dict[str, float]
+    store: StoreTotals
+    project: NotRequired[dict[str, str | None]]
 
 
 def days_before(now: str | None, days: float) -> str:
@@ -49,7 +96,7 @@ def days_before(now: str | None, days: float) -> str:
     return clock.format_time(moment - timedelta(days=days))
 
 
-async def status(store: Store, project_id: str | None = None) -> dict[str, Any]:
+async def status(store: Store, project_id: str | None = None) -> Status:
     """Counts by type (current records of the project and global), history and sessions."""
     ids = search.scope_projects(project_id, "all")
     marks = ", ".join("?" * len(ids))
@@ -106,7 +153,7 @@ async def session(store: Store, session_id: str) -> dict[str, Any] | None:
 
 async def sessions(
     store: Store, project_id: str | None = None, *, limit: int | None = 200
-) -> list[dict[str, Any]]:
+) -> list[SessionSummary]:
     """Sessions, newest first, with ``tokens_injected`` including still-open hook ledgers.
 
     A session's injections are written to its ledger file by the hooks and folded into the
@@ -114,8 +161,8 @@ async def sessions(
     """
     where = "" if project_id is None else "WHERE project_id = ?"
     params: list[Any] = [] if project_id is None else [project_id]
-    rows = [
-        dict(row)
+    rows: list[SessionSummary] = [
+        cast("SessionSummary", dict(row))
         for row in await store.rows(
             "SELECT session_id, project_id, cwd, started_at, ended_at, tokens_injected, "
             f"injections, extraction_cost_usd FROM sessions {where} "
@@ -151,7 +198,7 @@ async def prune_candidates(
     return [PruneCandidate(**dict(row)) for row in await store.rows(sql, params)]
 
 
-def _by_month(rows: list[dict[str, Any]]) -> dict[str, float]:
+def _by_month(rows: list[SessionSummary]) -> dict[str, float]:
     """Extraction cost per calendar month (UTC) of the sessions' start, all projects."""
     months: dict[str, float] = {}
     for row in rows:

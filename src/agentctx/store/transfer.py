@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 import orjson
 import sqlean
@@ -38,8 +38,9 @@ from agentctx.core.schema import RECORD_TYPES
 from agentctx.records import COLUMNS, NewRecord, Record
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
+    from agentctx.core.shapes import EdgeRow, LinkRow, NodeRow, ProjectRow, RecordRow
     from agentctx.store import Store, Transaction
 
 FORMAT = "agentctx-export"
@@ -79,6 +80,22 @@ _RECORD_START = re.compile(r"^<!-- agentctx:record (\{.*\}) -->$")
 _BLOCK = re.compile(r"^<!-- agentctx:(project|edge|node|link|export) (\{.*\}) -->$")
 
 
+class Export(TypedDict):
+    """An export (:func:`export_data`): every row of the records it holds and what they refer to.
+
+    A team file's export marker adds ``team``; :func:`parse` drops it again.
+    """
+
+    format: str
+    version: int
+    projects: list[ProjectRow]
+    records: list[RecordRow]
+    edges: list[EdgeRow]
+    nodes: list[NodeRow]
+    record_entities: list[LinkRow]
+    team: NotRequired[bool]
+
+
 @dataclass(slots=True)
 class ImportReport:
     """What an import did: ``added`` new rows per table, ``skipped`` rows already present."""
@@ -92,7 +109,7 @@ class ImportReport:
 # -- the data path ----------------------------------------------------------------------------------
 
 
-async def export_data(store: Store, project_id: str | None = None) -> dict[str, Any]:
+async def export_data(store: Store, project_id: str | None = None) -> Export:
     """Projects, records, edges, nodes and entity links as plain data (``None`` = everything).
 
     Archived records are exported with the rest (they are superseded records); imported, they
@@ -105,17 +122,17 @@ async def export_data(store: Store, project_id: str | None = None) -> dict[str, 
         project_ids.add(project_id)
     projects = [p for p in await store.projects() if p["project_id"] in project_ids]
     edges = [
-        dict(row)
+        cast("EdgeRow", dict(row))
         for row in await store.rows("SELECT * FROM edges ORDER BY created_at, id")
         if row["from_id"] in ids or row["to_id"] in ids
     ]
     links = [
-        dict(row)
+        cast("LinkRow", dict(row))
         for row in await store.rows("SELECT * FROM record_entities ORDER BY record_id, entity_id")
         if row["record_id"] in ids
     ]
     nodes = [
-        dict(row)
+        cast("NodeRow", dict(row))
         for row in await store.rows("SELECT * FROM nodes ORDER BY project_id, kind, name")
         if row["project_id"] in project_ids
     ]
@@ -130,7 +147,7 @@ async def export_data(store: Store, project_id: str | None = None) -> dict[str, 
     }
 
 
-async def import_data(store: Store, data: dict[str, Any]) -> ImportReport:
+async def import_data(store: Store, data: Mapping[str, Any]) -> ImportReport:
     """Merge an export (the shape of :func:`export_data`); rows already present are kept.
 
     Idempotent by id, and one transaction: an error leaves the store as it was. A current handover
@@ -289,13 +306,13 @@ def _record_from_data(item: Any) -> Record:
 # -- the text formats -------------------------------------------------------------------------------
 
 
-def to_json(data: dict[str, Any]) -> bytes:
-    """The export as pretty JSON bytes."""
+def to_json(data: Mapping[str, Any]) -> bytes:
+    """The export (:class:`Export`, or one :func:`parse` read back) as pretty JSON bytes."""
     return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
 
 
-def to_markdown(data: dict[str, Any]) -> str:
-    """The export as organized Markdown (see the module docstring)."""
+def to_markdown(data: Mapping[str, Any]) -> str:
+    """The export (:class:`Export`, or one :func:`parse` read back) as organized Markdown (see the module docstring)."""
     out = ["# agentctx context export", ""]
     out.append(_META.format(kind="export", payload=_dumps({"format": FORMAT, "version": 1})))
     out.append("")
@@ -338,7 +355,7 @@ def to_markdown(data: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def to_team_markdown(records: list[dict[str, Any]], edges: list[dict[str, Any]]) -> str:
+def to_team_markdown(records: list[RecordRow], edges: list[EdgeRow]) -> str:
     """One project's shared records (and the edges among them) as a team file."""
     out = [TEAM_TITLE, ""]
     marker = {"format": FORMAT, "team": True, "version": 1}
@@ -469,6 +486,6 @@ def _load(payload: str, index: int) -> dict[str, Any]:
     return value
 
 
-def _dumps(value: dict[str, Any]) -> str:
+def _dumps(value: Mapping[str, object]) -> str:
     # "--" cannot appear inside an HTML comment; JSON escapes keep the text unchanged on load.
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode().replace("--", "-\\u002d")

@@ -13,7 +13,7 @@ import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -25,6 +25,7 @@ from agentctx.store import SearchQuery, inventory
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from agentctx.core.shapes import SessionListing
     from agentctx.records import Record
     from agentctx.store import Store
 
@@ -162,11 +163,13 @@ async def project_summaries(store: Store) -> list[ProjectSummary]:
         if row["started_at"]:
             latest[project_id] = max(latest.get(project_id, ""), row["started_at"])
     out: list[ProjectSummary] = []
-    for row in await store.projects():
-        pid = row["project_id"]
-        last = max(row["last_seen_at"] or "", latest.get(pid, "")) or None
+    for project in await store.projects():
+        pid = project["project_id"]
+        last = max(project["last_seen_at"] or "", latest.get(pid, "")) or None
         out.append(
-            ProjectSummary(pid, row["name"], row["root"], last, dict(counts[pid]), sessions[pid])
+            ProjectSummary(
+                pid, project["name"], project["root"], last, dict(counts[pid]), sessions[pid]
+            )
         )
     out.sort(key=lambda p: p.last_activity or "", reverse=True)
     known = {p.project_id for p in out}
@@ -217,10 +220,10 @@ class DayTotals:
 
 async def session_rows(
     store: Store, project_id: str | None, limit: int | None
-) -> list[dict[str, Any]]:
+) -> list[SessionListing]:
     """The newest sessions with tokens injected, extraction cost, records extracted and duration."""
     rows = await inventory.sessions(store, project_id, limit=limit)
-    out: list[dict[str, Any]] = []
+    out: list[SessionListing] = []
     for row in rows:
         # The sessions row's extraction bookkeeping columns (not in the inventory's list).
         full = await inventory.session(store, row["session_id"]) or {}
@@ -236,7 +239,7 @@ async def session_rows(
 
 
 def day_totals(
-    rows: list[dict[str, Any]], today: datetime, days: int = CHART_DAYS
+    rows: list[SessionListing], today: datetime, days: int = CHART_DAYS
 ) -> list[DayTotals]:
     """Per-day totals of sessions started in the ``days`` days up to ``today``, oldest first."""
     first = (today - timedelta(days=days - 1)).date()

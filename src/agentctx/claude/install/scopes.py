@@ -12,7 +12,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from agentctx.claude.install.hooks import (
     HOOK_EVENTS,
@@ -65,7 +65,26 @@ def which_agentctx() -> str | None:
     return shutil.which("agentctx")
 
 
-def status(paths: ClaudePaths) -> dict[str, Any]:
+class ScopeStatus(TypedDict):
+    """Our registrations in one scope's settings and MCP files (see :func:`status`)."""
+
+    settings: str
+    hooks: dict[str, str]
+    hooks_disabled: bool
+    mcp_config: str
+    mcp: str
+    errors: list[str]
+
+
+class InstallStatus(TypedDict):
+    """The ``agentctx`` on PATH and our registrations in the user and project scopes."""
+
+    agentctx: str | None
+    user: ScopeStatus
+    project: ScopeStatus | None
+
+
+def status(paths: ClaudePaths) -> InstallStatus:
     """Which of our registrations exist, for ``agentctx doctor``; never raises on a bad file.
 
     Shape::
@@ -88,7 +107,7 @@ def status(paths: ClaudePaths) -> dict[str, Any]:
     }
 
 
-def _scope_status(settings_path: Path, mcp_path: Path) -> dict[str, Any]:
+def _scope_status(settings_path: Path, mcp_path: Path) -> ScopeStatus:
     errors: list[str] = []
     hook_states = dict.fromkeys(HOOK_EVENTS, "error")
     disabled = False

@@ -3,7 +3,7 @@ the table of the newest sessions."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentctx.web.html import Safe, tag
 from agentctx.web.views.charts import bars
@@ -22,10 +22,11 @@ from agentctx.web.views.page import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from agentctx.core.shapes import SessionListing
     from agentctx.web.queries import DayTotals
 
 
-def _row(row: dict[str, Any], names: dict[str, str]) -> Safe:
+def _row(row: SessionListing, names: dict[str, str]) -> Safe:
     error = row.get("extraction_error")
     return tag(
         "tr",
@@ -43,7 +44,7 @@ def _row(row: dict[str, Any], names: dict[str, str]) -> Safe:
 
 
 def render(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[SessionListing],
     days: Sequence[DayTotals],
     project: str,
     projects: Sequence[tuple[str, str]],
