@@ -41,6 +41,12 @@ SETTINGS: dict[str, tuple[str, Any, str]] = {
         False,
         "keep `.agentctx/context.md` (the shareable records) in each project's root",
     ),
+    "digest.handover_max_age_days": (
+        "int",
+        14,
+        "days after which a handover no longer reaches the session digest (a later session of "
+        "its checkout that ended stales it sooner)",
+    ),
     "retrieval.min_relevance": (
         "float",
         0.15,

@@ -156,6 +156,10 @@ def end(
             os.unlink(ledger.path_for(folded_id))
         except FileNotFoundError:
             pass
+    if session_id:  # an ended session stales its checkout's handover: the digest is rebuilt
+        from agentctx.core import digests
+
+        digests.invalidate([project_id])
     return folded
 
 

@@ -25,6 +25,8 @@ library plus the SQLite connection the caller passes: the SessionStart hook buil
 
 from __future__ import annotations
 
+import time
+
 from agentctx.core.digests import FORMAT_VERSION, MAX_CHARS, MAX_TOKENS, assemble
 from agentctx.core.schema import GLOBAL_PROJECT_ID
 from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
@@ -61,10 +63,18 @@ SELECT id, title, body, key FROM records
 WHERE project_id = ? AND type = 'profile' AND superseded_at IS NULL
 ORDER BY pinned DESC, key, valid_from DESC LIMIT 40
 """
+#: The current handovers that still hold: written since the age limit (the second parameter), and
+#: no later session of the same checkout (its cwd at or below the handover's ``key``, the worktree;
+#: any checkout for a legacy, key NULL, handover) has ended since: that session took the work on.
 _HANDOVER_SQL = f"""
-SELECT id, title, body, valid_from, confidence, key FROM records
-WHERE project_id = ? AND type = 'handover' AND superseded_at IS NULL
-ORDER BY valid_from DESC, id DESC LIMIT {_HANDOVERS_MAX}
+SELECT h.id, h.title, h.body, h.valid_from, h.confidence, h.key FROM records AS h
+WHERE h.project_id = ? AND h.type = 'handover' AND h.superseded_at IS NULL AND h.valid_from >= ?
+  AND NOT EXISTS (
+    SELECT 1 FROM sessions AS s
+    WHERE s.project_id = h.project_id AND s.ended_at IS NOT NULL
+      AND s.started_at > h.valid_from AND s.session_id IS NOT h.session_id
+      AND (h.key IS NULL OR s.cwd = h.key OR substr(s.cwd, 1, length(h.key) + 1) = h.key || '/'))
+ORDER BY h.valid_from DESC, h.id DESC LIMIT {_HANDOVERS_MAX}
 """
 _PREFERENCES_SQL = f"""
 SELECT id, title, body FROM records
@@ -101,7 +111,7 @@ def build(
         project_name=project_name,
         profile=conn.execute(_PROFILE_SQL, (project_id,)).fetchall(),
         decisions=conn.execute(_DECISIONS_SQL, (project_id,)).fetchall(),
-        handovers=conn.execute(_HANDOVER_SQL, (project_id,)).fetchall(),
+        handovers=conn.execute(_HANDOVER_SQL, (project_id, _handover_horizon())).fetchall(),
         preferences=conn.execute(_PREFERENCES_SQL).fetchall(),
         counts=counts,
         drift_candidates=int(drift),
@@ -205,6 +215,20 @@ def render(
         "handovers": sections,
     }
     return _result(project_id, parts, checkout)
+
+
+def _handover_horizon() -> str:
+    """The oldest ``valid_from`` a handover of the digest may have (``digest.handover_max_age_days``;
+    the default when the config file cannot be read)."""
+    from agentctx import config
+    from agentctx.core.errors import ConfigError
+
+    try:
+        days = int(config.get("digest.handover_max_age_days"))
+    except ConfigError:
+        days = int(config.SETTINGS["digest.handover_max_age_days"][1])
+    seconds, _ = divmod(time.time_ns(), 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(seconds - days * 86400))
 
 
 def _handover_section(row: Any) -> list[str]:
