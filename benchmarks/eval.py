@@ -24,7 +24,7 @@ the top 5 (the dataset's k):
 
 * **hook**: the UserPromptSubmit ranking, :func:`agentctx.hooks.prompt._search` on the hook's own
   read-only connection (keywords only, the default relevance floor ``retrieval.min_relevance``),
-  its first 5; and what the hook would inject (:func:`agentctx.hooks.prompt.render`: at most 3
+  its first 5; and what the hook would inject (:func:`agentctx.core.inject.render`: at most 3
   records); and the same ranking without the floor (as before the floor existed);
 * **ctx_search keyword**: :func:`agentctx.retrieval.hybrid.hybrid_search` without a model (what the server
   answers until its model is ready), with the server's floor;
@@ -68,6 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import minilm
 import synthetic_store
 from agentctx import config, embed
+from agentctx.core import inject
 from agentctx.core import search as keyword_search
 from agentctx.core.connect import open_db
 from agentctx.core.project import identify
@@ -156,7 +157,7 @@ async def run_home(
             finally:
                 conn.close()
             answers["hook"][question.id] = [to_memory[r["id"]] for r in rows[:K]]
-            answers["hook_injected"][question.id] = [to_memory[i] for i in prompt.render(rows)[1]]
+            answers["hook_injected"][question.id] = [to_memory[i] for i in inject.render(rows)[1]]
             answers["hook_unfloored"][question.id] = [to_memory[c.id] for c in hook[:K]]
             query = SearchQuery(question.text, project_id, limit=K)
             keyword = await hybrid.hybrid_search(

@@ -51,9 +51,9 @@ import sqlean
 import agentctx
 import synthetic_store
 from agentctx.core import db, search
+from agentctx.core.inject import HEADER
 from agentctx.core.project import identify
 from agentctx.hooks import prompt as prompt_hook
-from agentctx.hooks.prompt import HEADER
 from agentctx.hooks.runner import HookContext
 from agentctx.retrieval import digest
 

@@ -7,10 +7,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentctx.core import clock, digests, jsonio
+from agentctx.core import clock, digests, inject, jsonio
 from agentctx.core.schema import BODY_MAX, RECORD_TYPES, TITLE_MAX
 from agentctx.core.tokens import estimate_tokens
-from agentctx.hooks import prompt
 from agentctx.retrieval import digest
 
 titles = st.text(min_size=1, max_size=TITLE_MAX).map(lambda t: t.strip() or "t")
@@ -112,10 +111,10 @@ def test_digest_stays_within_both_caps_in_every_checkout(
 @settings(max_examples=150, deadline=None)
 @given(st.lists(rows(), max_size=12, unique_by=lambda r: str(r["id"])))
 def test_prompt_injection_stays_within_both_caps(found: list[dict[str, Any]]) -> None:
-    text, shown = prompt.render(found)
-    assert estimate_tokens(text) <= prompt.MAX_TOKENS
-    assert len(text) <= prompt.MAX_CHARS
-    assert len(shown) <= prompt.TOP_K
+    text, shown = inject.render(found)
+    assert estimate_tokens(text) <= inject.MAX_TOKENS
+    assert len(text) <= inject.MAX_CHARS
+    assert len(shown) <= inject.TOP_K
     assert len(set(shown)) == len(shown)
     assert bool(text) == bool(shown)
     for record_id in shown:

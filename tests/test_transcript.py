@@ -29,7 +29,7 @@ from agentctx.claude.transcript import (
     read_transcript,
     render,
 )
-from agentctx.hooks.prompt import HEADER as PROMPT_HEADER
+from agentctx.core.inject import HEADER as PROMPT_HEADER
 
 DATA = Path(__file__).resolve().parent / "data" / "transcripts"
 KITCHEN = DATA / "kitchen-sink.jsonl"

@@ -69,6 +69,7 @@ from agentctx import config, embed
 from agentctx.claude.transcript import read_transcript
 from agentctx.consolidate import consolidate
 from agentctx.core import clock, ledger, search
+from agentctx.core import inject as injection
 from agentctx.core.connect import open_db
 from agentctx.core.project import identify
 from agentctx.core.schema import GLOBAL_PROJECT_ID
@@ -500,7 +501,7 @@ def unfloored_injection(ctx: HookContext, text: str, shown: set[str]) -> tuple[s
     if conn is None:
         return "", []
     try:
-        return prompt_hook.render(prompt_hook._search(ctx, conn, terms, shown, floor=0.0))
+        return injection.render(prompt_hook._search(ctx, conn, terms, shown, floor=0.0))
     finally:
         conn.close()
 
@@ -514,7 +515,7 @@ async def newest(store: Store, project_id: str) -> list[Record]:
 async def newest_costs(store: Store, project_id: str) -> list[int]:
     """The token cost of each record a recency-only tool would inject now, newest first."""
     return [
-        estimate_tokens(prompt_hook.format_record(_row(r))) + 2
+        estimate_tokens(injection.format_record(_row(r))) + 2
         for r in await newest(store, project_id)
     ]
 
@@ -535,7 +536,7 @@ async def ask(
     try:
         terms = search.query_terms(question.text)
         rows = prompt_hook._search(ctx, conn, terms, ()) if terms else []
-        text, hook_ids = prompt_hook.render(rows)
+        text, hook_ids = injection.render(rows)
         unfloored = prompt_hook._search(ctx, conn, terms, (), floor=0.0) if terms else []
         hook_candidates = floors.hook_candidates(ctx, conn, question.text)
         shown = digest.build(conn, project_id, ctx.project.name)["ids"]
@@ -561,7 +562,7 @@ async def ask(
         digest=[str(i) for i in shown],
         newest=[r.id for r in await newest(store, project_id)],
         answers=answers,
-        hook_unfloored=prompt_hook.render(unfloored)[1],
+        hook_unfloored=injection.render(unfloored)[1],
         hybrid_unfloored=[c.id for c in search_candidates[:K]],
         hook_candidates=hook_candidates,
         search_candidates=search_candidates,

@@ -80,9 +80,23 @@ async def search(
     as_of: Annotated[str | None, Parameter(help="What was true then: ISO date or time.")] = None,
     all: Annotated[bool, Parameter(negative="", help=_ALL_HELP)] = False,
     limit: int = 10,
+    explain: Annotated[
+        bool,
+        Parameter(
+            negative="",
+            help="What the UserPromptSubmit hook would inject for QUERY as a prompt in this "
+            "project, each candidate's signals and why it is in or out.",
+        ),
+    ] = False,
     json: Json = False,
 ) -> int:
-    """Keyword search over current records of this project and the global ones."""
+    """Keyword search over current records of this project and the global ones.
+
+    Example: ``agentctx search "retry backoff"``; ``agentctx search --explain "why does the token
+    refresh fail?"`` shows what a prompt would get injected, and why.
+    """
+    if explain:
+        return await _explain(query, json)
     if limit < 1:
         raise ValidationError(f"--limit takes a number of at least 1 (got {limit})")
     as_of_value = None
@@ -222,6 +236,40 @@ async def supersede(
             _json({"old": old.to_dict(), "new": new.to_dict()})
         else:
             _out(f"{new.id} supersedes {old.id}")
+        return 0
+
+    return await _with_store(action)
+
+
+async def _explain(prompt: str, json: bool) -> int:
+    """``search --explain``: the hook's injection for a prompt, candidate by candidate."""
+    from agentctx import config
+    from agentctx.core.inject import explain
+
+    project = _project()
+    floor = float(config.get("retrieval.min_relevance"))
+
+    async def action(store: Store) -> int:
+        report = await store.run(explain(prompt, project.project_id, floor))
+        if json:
+            _json(report)
+            return 0
+        searched = [t["term"] for t in report["terms"] if t["searched"]]
+        others = [f"{t['term']} ({t['records']})" for t in report["terms"] if not t["searched"]]
+        _out(f"searched terms: {', '.join(searched) or 'none'}")
+        if others:
+            _out(f"not searched (too common or absent): {', '.join(others)}")
+        _out(f"relevance floor: {report['floor']:g}; injected: {len(report['injected'])}")
+        for rank, c in enumerate(report["candidates"], start=1):
+            _out(
+                f"{rank:>2}. {c['id']}  {c['type']}: {c['title']}\n"
+                f"    bm25 {c['bm25']:.2f}  score {c['score']:.2f}  "
+                f"relevance {c['relevance']:.2f}  -> {c['verdict']}"
+            )
+        if not report["candidates"]:
+            _out("no candidates: nothing would be injected")
+        if "degraded" in report:
+            sys.stderr.write(f"agentctx: degraded search: {report['degraded']}\n")
         return 0
 
     return await _with_store(action)

@@ -12,8 +12,9 @@ SubagentStart gives a subagent the project's active decisions and conventions (8
 
 from __future__ import annotations
 
-from agentctx.core import clock, plan, search
+from agentctx.core import plan, search
 from agentctx.core.connect import open_db, release
+from agentctx.core.inject import render
 from agentctx.core.ledger import Ledger
 from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
 
@@ -25,13 +26,8 @@ if TYPE_CHECKING:
 
     from agentctx.hooks.runner import HookContext
 
-TOP_K = 3
-MAX_TOKENS = 2000
-MAX_CHARS = 8000
 SUBAGENT_MAX_TOKENS = 800
 SUBAGENT_MAX_CHARS = 3200
-RECORD_BODY_CHARS = 1500
-HEADER = "Relevant records from the agentctx context store (not shown earlier in this session):"
 
 
 def handle(ctx: HookContext) -> str | None:
@@ -97,43 +93,6 @@ def min_relevance(ctx: HookContext) -> float:
     except ConfigError as exc:
         ctx.log(f"config unreadable ({exc}); default relevance floor")
         return search.MIN_RELEVANCE
-
-
-def render(rows: list[Any]) -> tuple[str, list[str]]:
-    """Up to three record blocks that fit both caps together, and their ids."""
-    used = estimate_tokens(HEADER) + 2
-    chars = len(HEADER) + 2
-    blocks: list[str] = []
-    ids: list[str] = []
-    for row in rows:
-        if len(blocks) == TOP_K:
-            break
-        block = format_record(row)
-        cost, size = estimate_tokens(block) + 2, len(block) + 2
-        if used + cost > MAX_TOKENS or chars + size > MAX_CHARS:
-            continue
-        used += cost
-        chars += size
-        blocks.append(block)
-        ids.append(row["id"])
-    if not blocks:
-        return "", []
-    return "\n\n".join([HEADER, *blocks]), ids
-
-
-def format_record(row: Any) -> str:
-    """One record as injected: a heading line with type, title, age and id, then the body."""
-    age = clock.age_days(row["valid_from"])
-    when = "today" if age < 1 else f"{int(age)}d ago"
-    notes = [row["type"], when, f"id {row['id']}"]
-    if row["confidence"] == "inferred":
-        notes.append("inferred, unconfirmed")
-    if row["scope"] == "global":
-        notes.append("all projects")
-    body = truncate_to_tokens(row["body"], 450, RECORD_BODY_CHARS)
-    if len(body) < len(row["body"]):
-        body += " […]"
-    return f"### {row['title']} ({', '.join(notes)})\n{body}"
 
 
 def _subagent(ctx: HookContext) -> str | None:

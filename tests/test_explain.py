@@ -1,0 +1,62 @@
+"""``agentctx search --explain``: what the UserPromptSubmit hook injects for a prompt, and why.
+
+The explanation and the real hook run the same search and the same injection rules
+(:mod:`agentctx.core.inject`): the ids it says are injected are the ids the hook injects.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING
+
+from tests.helpers import contract, payload, run_cli, run_hook, seed
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+RECORDS = [
+    {"type": "decision", "title": "gRPC for internal services", "body": "Services talk gRPC."},
+    {"type": "decision", "title": "Retry backoff", "body": "Retries back off with jitter."},
+    {"type": "convention", "title": "Error handler", "body": "Every handler returns typed errors."},
+    {"type": "convention", "title": "Signal handler", "body": "The worker drains its queue."},
+    {"type": "decision", "title": "Logging", "body": "structlog, JSON output in production."},
+    {"type": "bugfix", "title": "gRPC gateway timeout", "body": "Raise the gateway timeout."},
+]
+PROMPT = "the grpc gateway timeout again: does the retry backoff cover it, and which handler?"
+
+
+def test_explain_names_what_the_hook_injects_and_why_the_rest_is_out(project_dir: Path) -> None:
+    ids = seed(project_dir, RECORDS)
+    result = run_cli("search", "--explain", PROMPT, "--json", cwd=project_dir)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    hook = contract(
+        run_hook(
+            "user-prompt-submit", payload("UserPromptSubmit", "s1", project_dir, prompt=PROMPT)
+        ),
+        "UserPromptSubmit",
+    )
+    assert hook is not None
+    assert report["injected"] == re.findall(r"id (\w{26})", hook)
+    verdicts = {c["id"]: c["verdict"] for c in report["candidates"]}
+    assert all(verdicts[i] == "injected" for i in report["injected"])
+    assert any(v.startswith("left out") for v in verdicts.values())
+    assert set(verdicts) <= set(ids)
+    assert {t["term"] for t in report["terms"] if t["searched"]} >= {"grpc", "gateway", "timeout"}
+    for candidate in report["candidates"]:
+        assert {"bm25", "score", "relevance"} <= set(candidate)
+    text = run_cli("search", "--explain", PROMPT, cwd=project_dir).stdout
+    assert "searched terms:" in text and "-> injected" in text
+
+
+def test_a_floor_that_keeps_nothing_is_explained(project_dir: Path) -> None:
+    seed(project_dir, RECORDS)
+    assert run_cli("config", "set", "retrieval.min_relevance", "1", cwd=project_dir).returncode == 0
+    report = json.loads(run_cli("search", "--explain", PROMPT, "--json", cwd=project_dir).stdout)
+    assert report["injected"] == [] and report["candidates"]
+    assert all("below the floor 1" in c["verdict"] for c in report["candidates"])
+    hook = run_hook(
+        "user-prompt-submit", payload("UserPromptSubmit", "s2", project_dir, prompt=PROMPT)
+    )
+    assert contract(hook, "UserPromptSubmit") is None
