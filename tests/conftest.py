@@ -58,15 +58,15 @@ def project_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """The project's shared/ folder (fixtures), beside the repository as on every machine and CI."""
-    return helpers.shared_dir()
+def fixtures_dir() -> Path:
+    """The repository's test fixtures (tests/fixtures)."""
+    return helpers.fixtures_dir()
 
 
 @pytest.fixture(scope="session")
-def transcripts(shared_dir: Path) -> list[Path]:
-    """The real Claude Code transcripts in shared/fixtures/transcripts."""
-    found = sorted((shared_dir / "fixtures" / "transcripts").glob("*.jsonl"))
+def transcripts(fixtures_dir: Path) -> list[Path]:
+    """The real Claude Code transcripts in tests/fixtures/transcripts."""
+    found = sorted((fixtures_dir / "transcripts").glob("*.jsonl"))
     assert found, "no transcript fixtures"
     return found
 

@@ -1,5 +1,5 @@
 """Helpers to run agentctx as users and Claude Code do (real subprocesses), and what they find there:
-a store seeded for a project, the shared fixtures.
+a store seeded for a project, the fixtures folder.
 """
 
 from __future__ import annotations
@@ -128,14 +128,6 @@ def seed(project_dir: Path, records: Iterable[dict[str, Any]]) -> list[str]:
     return anyio.run(go)
 
 
-def shared_dir() -> Path:
-    """The project's shared/ folder (fixtures): ``$AGENTCTX_SHARED_DIR``, else beside the repository."""
-    env = os.environ.get("AGENTCTX_SHARED_DIR")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2] / "shared")
-    for candidate in candidates:
-        if (candidate / "fixtures").is_dir():
-            return candidate
-    raise RuntimeError(
-        "shared/ fixtures not found: set AGENTCTX_SHARED_DIR to the folder that holds fixtures/"
-    )
+def fixtures_dir() -> Path:
+    """The repository's test fixtures (``tests/fixtures``: real transcripts, with their provenance)."""
+    return Path(__file__).resolve().parent / "fixtures"

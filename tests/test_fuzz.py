@@ -32,7 +32,7 @@ from agentctx import config
 from agentctx.claude.transcript import read_transcript, render
 from agentctx.core import home
 from agentctx.hooks import lifecycle, runner
-from tests.helpers import run_hook, seed, shared_dir
+from tests.helpers import fixtures_dir, run_hook, seed
 from tests.reliability.procs import EVENTS, INJECTING, wait_for_workers
 
 if TYPE_CHECKING:
@@ -268,7 +268,7 @@ def test_hook_processes_take_anything(
 
 def _fixture_lines() -> list[bytes]:
     lines: list[bytes] = []
-    for path in sorted((shared_dir() / "fixtures" / "transcripts").glob("*.jsonl")):
+    for path in sorted((fixtures_dir() / "transcripts").glob("*.jsonl")):
         lines += [line for line in path.read_bytes().split(b"\n") if line]
     return lines
 

@@ -59,7 +59,7 @@ def _true_content(sample: dict[str, Any]) -> float:
 
 def test_calibration_data_is_present_and_covers_every_category() -> None:
     samples = _load()
-    # Only samples derived from the transcripts in shared/ are committed (81 of them).
+    # Only samples derived from the transcripts in tests/fixtures are committed (81 of them).
     assert len(samples) >= 80, DATA
     assert DATA.stat().st_size < 300_000
     present = {s["category"] for s in samples}
@@ -115,25 +115,9 @@ def test_aggregate_covers_the_opus_4_7_vocabulary_too(category: str) -> None:
     assert estimated / reference >= 1 - MAX_AGGREGATE_UNDERCOUNT, (category, estimated, reference)
 
 
-def _shared_transcripts() -> Path | None:
-    candidates = []
-    if os.environ.get("AGENTCTX_SHARED_DIR"):
-        candidates.append(Path(os.environ["AGENTCTX_SHARED_DIR"]))
-    candidates.append(REPO.parent / "shared")
-    for shared in candidates:
-        folder = shared / "fixtures" / "transcripts"
-        if folder.is_dir():
-            return folder
-    return None
-
-
-def test_calibration_samples_re_derive_from_the_shared_transcripts() -> None:
-    folder = _shared_transcripts()
-    if folder is None:
-        pytest.skip(
-            "shared/fixtures/transcripts not found (beside the repo or $AGENTCTX_SHARED_DIR): "
-            "the provenance re-check needs it; the calibration tests above do not"
-        )
+def test_calibration_samples_re_derive_from_the_fixture_transcripts() -> None:
+    folder = REPO / "tests" / "fixtures" / "transcripts"
+    assert folder.is_dir(), folder
     spec = importlib.util.spec_from_file_location(
         "derive_calibration", REPO / "benchmarks" / "tokens" / "derive_calibration.py"
     )

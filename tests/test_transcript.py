@@ -1,6 +1,6 @@
-"""agentctx.claude.transcript on the four real Claude Code transcripts in shared/ and on synthetic files.
+"""agentctx.claude.transcript on the four real Claude Code transcripts in tests/fixtures and on synthetic files.
 
-The real fixtures (shared/fixtures/transcripts, MIT, provenance in PROVENANCE.md there) cover
+The real fixtures (tests/fixtures/transcripts, MIT, provenance in PROVENANCE.md there) cover
 v1.0.98 (inline sidechains, a summary line, a slash command) and v2.1.38/39 (progress lines,
 thinking, queue operations, a subagent's own file). tests/data/transcripts holds synthetic files
 for what the fixtures lack: compact summaries, images, errors, MCP tools, injected agentctx
@@ -92,8 +92,8 @@ EXPECTED: dict[str, tuple[int, dict[tuple[str, bool], int], dict[str, int]]] = {
 
 
 @pytest.fixture(scope="module")
-def fixture_dir(shared_dir: Path) -> Path:
-    return shared_dir / "fixtures" / "transcripts"
+def fixture_dir(fixtures_dir: Path) -> Path:
+    return fixtures_dir / "transcripts"
 
 
 def _raw(path: Path) -> list[dict[str, Any]]:
@@ -682,9 +682,9 @@ def test_arbitrary_lines_never_raise(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cuts=st.lists(st.floats(0, 1), max_size=6))
 def test_any_growth_sequence_gives_every_turn_once(
-    shared_dir: Path, tmp_path_factory: pytest.TempPathFactory, cuts: list[int]
+    fixtures_dir: Path, tmp_path_factory: pytest.TempPathFactory, cuts: list[int]
 ) -> None:
-    source = shared_dir / "fixtures" / "transcripts" / TOOL_HEAVY
+    source = fixtures_dir / "transcripts" / TOOL_HEAVY
     data = source.read_bytes()
     target = tmp_path_factory.mktemp("grow") / "t.jsonl"
     seen: list[Turn] = []

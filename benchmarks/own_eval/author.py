@@ -9,7 +9,7 @@ tool call · ``@result`` / ``@error`` its result · ``@interrupt`` the developer
 ``@command <name>`` a slash command (with its caveat line) · ``@stdout`` the command's output.
 
 The JSONL follows the layout of the real Claude Code 2.1.38 files in
-``shared/fixtures/transcripts/`` (``spotter-tool_heavy.jsonl``): ``file-history-snapshot`` before each
+``tests/fixtures/transcripts/`` (``spotter-tool_heavy.jsonl``): ``file-history-snapshot`` before each
 prompt, ``progress`` lines for hooks, one line per content block with the blocks of one API
 response sharing its ``msg_`` id and ``requestId``, ``tool_result`` lines with ``toolUseResult`` and
 ``sourceToolAssistantUUID``, ``system``/``local_command`` lines, the ``parentUuid`` chain. Ids and
