@@ -58,3 +58,11 @@ def test_the_hot_clock_functions_import_no_datetime() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_days_ago_is_stored_text_that_many_days_back() -> None:
+    stamp = clock.days_ago(14)
+    parsed = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    expected = datetime.now(UTC) - timedelta(days=14)
+    assert len(stamp) == 27 and abs((parsed - expected).total_seconds()) < 5
+    assert 13.99 < clock.age_days(stamp) < 14.01

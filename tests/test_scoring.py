@@ -140,14 +140,7 @@ async def test_scores_do_not_invalidate_the_digest(store: Store) -> None:
     await store.add(new_record(type="decision"))
     started = time.time_ns()
     assert await rescore(store, P, now=later(clock.now(), 1)) == 1
-    probe: Digest = {
-        "version": 1,
-        "project_id": P,
-        "text": "x",
-        "ids": [],
-        "tokens": 1,
-        "parts": {},
-    }
+    probe = _probe()
     assert digests.write(probe, clock.now(), started) is not None  # no change marked since
 
 
@@ -275,12 +268,10 @@ async def test_a_reinforced_global_preference_enters_the_digest(store: Store) ->
     started = time.time_ns()
     assert await reinforce_preferences(store, P, threshold=3) == 1
     assert "Prefer small commits" in digest_text(store)
-    probe: Digest = {
-        "version": 1,
-        "project_id": P,
-        "text": "x",
-        "ids": [],
-        "tokens": 1,
-        "parts": {},
-    }
+    probe = _probe()
     assert digests.write(probe, clock.now(), started) is None  # the promotion staled digests
+
+
+def _probe() -> Digest:
+    """A minimal digest file of project P, to tell whether a write drops it."""
+    return {"version": 1, "project_id": P, "text": "x", "ids": [], "tokens": 1, "parts": {}}

@@ -19,7 +19,16 @@ _FMT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 def now() -> str:
     """The current UTC time as stored text (without ``datetime``: the hooks do not import it)."""
-    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
+    return _stored(time.time_ns())
+
+
+def days_ago(days: float) -> str:
+    """The UTC time ``days`` before now, as stored text."""
+    return _stored(time.time_ns() - int(days * 86_400_000_000_000))
+
+
+def _stored(epoch_ns: int) -> str:
+    seconds, nanos = divmod(epoch_ns, 1_000_000_000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{nanos // 1000:06d}Z"
 
 

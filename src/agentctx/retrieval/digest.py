@@ -25,8 +25,7 @@ library plus the SQLite connection the caller passes: the SessionStart hook buil
 
 from __future__ import annotations
 
-import time
-
+from agentctx.core import clock
 from agentctx.core.digests import FORMAT_VERSION, MAX_CHARS, MAX_TOKENS, assemble
 from agentctx.core.schema import GLOBAL_PROJECT_ID
 from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
@@ -227,8 +226,7 @@ def _handover_horizon() -> str:
         days = int(config.get("digest.handover_max_age_days"))
     except ConfigError:
         days = int(config.SETTINGS["digest.handover_max_age_days"][1])
-    seconds, _ = divmod(time.time_ns(), 1_000_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(seconds - days * 86400))
+    return clock.days_ago(days)
 
 
 def _handover_section(row: Any) -> list[str]:
