@@ -83,7 +83,7 @@ def e2e(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False, tags=["ci"])
 def eval(session: nox.Session) -> None:
-    """DevBench retrieval and the own eval -> benchmarks/results/; fails below the quality floors.
+    """DevBench, the own eval and the precision eval -> benchmarks/results/; fails below the floors.
 
     DevBench: the hook path and hybrid ctx_search (eval.md). The own eval: scripted sessions of a
     seeded project with recorded model answers (own_eval.md); ``AGENTCTX_EVAL_LIVE=1`` with
@@ -94,6 +94,7 @@ def eval(session: nox.Session) -> None:
     session.install(*TEST_MODEL)
     session.run("python", "benchmarks/eval.py", *session.posargs)
     session.run("python", "benchmarks/own_eval/run.py", *session.posargs)
+    session.run("python", "benchmarks/precision_eval/run.py")
     session.run("python", "benchmarks/quality.py")
 
 

@@ -109,8 +109,9 @@ async def test_the_hook_and_the_store_rank_and_judge_alike(store: Store, project
     assert await hybrid.KeywordJudge(store, PROMPT).relevance(ranked) == exact
     assert await store.run(search.relevances(terms, ranked)) == exact
 
-    # the floor: the hook keeps what the judge passes, in rank order; ctx_search keeps the same
-    kept = [i for i in ranked if exact[i] >= search.MIN_RELEVANCE]
+    # the floor: the hook keeps what the judge passes, relevance first; ctx_search keeps what
+    # reaches the floor, in rank order
+    kept = passing(ranked, exact, search.MIN_RELEVANCE)
     assert 0 < len(kept) < len(ranked), exact  # the floor decides something here
     assert hook_search(project_dir, PROMPT, floor=None) == kept
     floored = run_sync(store.path, search.for_prompt(terms, pid, floor=search.MIN_RELEVANCE))
@@ -124,7 +125,17 @@ async def test_the_hook_and_the_store_rank_and_judge_alike(store: Store, project
         None,
         floor=hybrid.Floor(search.MIN_RELEVANCE),
     )
-    assert [hit.record.id for hit in keyword.hits] == kept
+    assert [hit.record.id for hit in keyword.hits] == [
+        i for i in ranked if exact[i] >= search.MIN_RELEVANCE
+    ]
+
+
+def passing(ranked: list[str], exact: dict[str, float], floor: float) -> list[str]:
+    """What a floored keyword search keeps of ``ranked`` (score order), written out: the hits
+    reaching the floor and RELATIVE_FLOOR of the best, relevance first in RELEVANCE_BAND bands."""
+    level = max(floor, search.RELATIVE_FLOOR * max(exact.values()))
+    kept = [i for i in ranked if exact[i] >= level]
+    return sorted(kept, key=lambda i: -int(exact[i] / search.RELEVANCE_BAND))
 
 
 async def test_every_floor_keeps_what_the_exact_relevance_passes(store: Store) -> None:
@@ -150,7 +161,7 @@ async def test_every_floor_keeps_what_the_exact_relevance_passes(store: Store) -
     )
     for floor in (0.01, 0.2, 0.4, 0.999):
         kept = [i for i, _score in hits(await store.run(rule(floor)))]
-        assert kept == [i for i in ids if exact[i] >= floor], floor
+        assert kept == passing(ids, exact, floor), floor
         assert [i for i, _score in hits(run_sync(store.path, rule(floor)))] == kept
 
 

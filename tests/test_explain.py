@@ -10,6 +10,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
+from agentctx.core import search
 from tests.helpers import contract, payload, run_cli, run_hook, seed
 
 if TYPE_CHECKING:
@@ -60,3 +61,35 @@ def test_a_floor_that_keeps_nothing_is_explained(project_dir: Path) -> None:
         "user-prompt-submit", payload("UserPromptSubmit", "s2", project_dir, prompt=PROMPT)
     )
     assert contract(hook, "UserPromptSubmit") is None
+
+
+def test_a_prompt_with_too_little_content_is_explained(project_dir: Path) -> None:
+    """ "do the same for the other handler": "handler" is in two records, yet nothing to go on."""
+    seed(project_dir, RECORDS)
+    text = "yes do the same for the other handler"
+    report = json.loads(run_cli("search", "--explain", text, "--json", cwd=project_dir).stdout)
+    assert report["injected"] == [] and report["candidates"]
+    assert report["content"] < 1.0
+    assert all("too little to search on" in c["verdict"] for c in report["candidates"])
+    assert {t["term"]: t["specificity"] < 1 for t in report["terms"]}["handler"]
+    hook = run_hook(
+        "user-prompt-submit", payload("UserPromptSubmit", "s3", project_dir, prompt=text)
+    )
+    assert contract(hook, "UserPromptSubmit") is None
+
+
+def test_agentctx_debug_logs_the_explanation(project_dir: Path, agentctx_home: Path) -> None:
+    ids = seed(project_dir, RECORDS)
+    event = payload("UserPromptSubmit", "s4", project_dir, prompt=PROMPT)
+    quiet = contract(run_hook("user-prompt-submit", event), "UserPromptSubmit")
+    log = agentctx_home / "logs" / "hooks.log"
+    assert "explain:" not in (log.read_text() if log.exists() else "")
+    event = payload("UserPromptSubmit", "s5", project_dir, prompt=PROMPT)
+    loud = contract(
+        run_hook("user-prompt-submit", event, env={"AGENTCTX_DEBUG": "1"}), "UserPromptSubmit"
+    )
+    assert loud == quiet  # the explanation changes nothing injected
+    lines = [line for line in log.read_text().splitlines() if " explain: " in line]
+    assert len(lines) == 1
+    assert "content" in lines[0] and f"floor {search.MIN_RELEVANCE:g}" in lines[0]
+    assert any(f"{i} rel " in lines[0] for i in ids)

@@ -299,7 +299,7 @@ async def test_a_model_without_a_measured_floor_gets_none(
 
 
 def test_floor_settings() -> None:
-    assert hybrid.floor_for({}, MINILM) == hybrid.Floor(0.15, 0.32, 0.4)
+    assert hybrid.floor_for({}, MINILM) == hybrid.Floor(0.3, 0.32, 0.4)
     assert hybrid.floor_for({"retrieval.min_similarity": 0.5}, None).similarity == 0.5
     assert hybrid.floor_for({"retrieval.min_similarity": 0.5}, MINILM).similarity == 0.5
     assert hybrid.floor_for({"retrieval.min_relevance": 0.6}, MINILM).keyword_alone == 0.6
@@ -344,7 +344,7 @@ async def test_keyword_results_until_the_model_is_ready_then_hybrid(
             states = [model.state]  # nothing loads at start-up
             for _ in range(3):  # the calls never wait for the load
                 mode, found = await search(client, query=PARAPHRASE)
-                assert (mode, found) == ("keyword", [seeded["decoy"]])
+                assert (mode, found) == ("keyword", [])  # one shared word: below the floor
                 states.append(model.state)
             gate.set()
             assert await model.wait() is not None
@@ -368,7 +368,7 @@ async def test_the_configured_model_loads_in_the_background(
     with anyio.fail_after(DEADLINE):
         async with Client(create_server(str(project_dir))) as client:
             mode, found = await search(client, query=PARAPHRASE)
-            assert (mode, found) == ("keyword", [seeded["decoy"]])
+            assert (mode, found) == ("keyword", [])  # one shared word: below the floor
             while mode == "keyword":  # polled until the load ends (within the deadline)
                 mode, found = await search(client, query=PARAPHRASE)
             assert mode == "hybrid" and seeded["ci"] in found
@@ -385,7 +385,10 @@ async def test_embeddings_off_means_keyword_only(
     with anyio.fail_after(DEADLINE):
         async with Client(create_server(str(project_dir), model=model)) as client:
             for _ in range(2):
-                assert await search(client, query=PARAPHRASE) == ("keyword", [seeded["decoy"]])
+                assert await search(client, query=PARAPHRASE) == (
+                    "keyword",
+                    [],
+                )  # one shared word: below the floor
             assert await model.wait() is None and model.state == "off"
 
 
@@ -402,7 +405,10 @@ async def test_a_model_that_cannot_load_means_keyword_only_and_one_log_line(
             assert (await search(client, query=PARAPHRASE))[0] == "keyword"
             assert await model.wait() is None and model.state == "off"
             for _ in range(3):
-                assert await search(client, query=PARAPHRASE) == ("keyword", [seeded["decoy"]])
+                assert await search(client, query=PARAPHRASE) == (
+                    "keyword",
+                    [],
+                )  # one shared word: below the floor
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("agentctx")]
     assert len(lines) == 1 and "embeddings off" in lines[0], lines
 

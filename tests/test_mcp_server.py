@@ -317,7 +317,7 @@ async def test_search_for_what_the_store_does_not_hold_says_so(client: Client, s
     assert data["note"].startswith("nothing relevant found: 2 record(s) share a word")
     found = ids(ok(await client.call_tool("ctx_search", {"query": "connection pool leak"})))
     assert found[0] == seed.db_bugfix
-    assert seed.deep in found  # "pool": one of the three words, a third of their weight
+    assert seed.deep in found  # "pool": one of the three words, and the most specific
 
 
 @pytest.mark.parametrize(

@@ -331,14 +331,14 @@ def test_min_relevance_refuses_anything_else(raw: Any) -> None:
 
 def test_floors_have_their_defaults() -> None:
     values = config.load()
-    assert values["retrieval.min_relevance"] == search.MIN_RELEVANCE == 0.15
+    assert values["retrieval.min_relevance"] == search.MIN_RELEVANCE == 0.3
     assert values["retrieval.min_similarity"] == 0.0
 
 
 def test_a_bad_stored_floor_falls_back_and_doctor_says_so(agentctx_home: Path) -> None:
     agentctx_home.mkdir(parents=True, exist_ok=True)
     (agentctx_home / "config.json").write_text('{"retrieval.min_relevance": 7}', encoding="utf-8")
-    assert config.load()["retrieval.min_relevance"] == 0.15
+    assert config.load()["retrieval.min_relevance"] == 0.3
     assert any("from 0 to 1" in problem for problem in config.problems())
 
 

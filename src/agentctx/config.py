@@ -49,7 +49,7 @@ SETTINGS: dict[str, tuple[str, Any, str]] = {
     ),
     "retrieval.min_relevance": (
         "float",
-        0.15,
+        0.3,
         "relevance floor of the prompt hook and ctx_search: the share of a prompt's term weight a "
         "record must match (0 = no floor)",
     ),

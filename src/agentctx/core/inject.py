@@ -69,8 +69,9 @@ def explain(
 ) -> Plan[dict[str, Any]]:
     """What the hook injects for ``text`` in a project, and why each candidate is in or out.
 
-    ``{"terms": [{"term", "records", "searched"}], "floor", "injected": [ids], "candidates":
-    [{"id", "type", "title", "bm25", "score", "relevance", "verdict"}]}``, candidates best first.
+    ``{"terms": [{"term", "records", "searched", "specificity"}], "floor", "content", "injected":
+    [ids], "candidates": [{"id", "type", "title", "bm25", "score", "relevance", "verdict"}]}``,
+    candidates in score order (the hook's own order is relevance first: ``injected``).
     ``shown``: ids this session was shown already (left out before ranking, as the hook does).
     """
     terms = search.query_terms(text)
@@ -81,27 +82,44 @@ def explain(
     counts = yield from search.term_counts(terms, total)
     chosen = search.select_terms(terms, counts)
     result["terms"] = [
-        {"term": t, "records": n, "searched": t in chosen}
+        {
+            "term": t,
+            "records": n,
+            "searched": t in chosen,
+            "specificity": round(search.specificity(t), 3),
+        }
         for t, n in zip(terms, counts, strict=True)
     ]
+    hook = yield from search.for_prompt(terms, project_id, exclude_ids=shown, floor=floor)
+    _text, injected = render([row for row, _score in hook.hits])
+    result["injected"] = injected
+    result["content"] = round(search.content(terms), 3)
     found = yield from search.for_prompt(terms, project_id, exclude_ids=shown, floor=0.0)
     ids = [str(row["id"]) for row, _score in found.hits]
     if found.degraded is None:
         exact = yield from search.relevances(terms, ids)
     else:  # the LIKE fallback has no term weights: the hook applies no floor
         exact = dict.fromkeys(ids, 1.0)
-    above = [row for row, _score in found.hits if exact[str(row["id"])] >= floor]
-    _text, injected = render(above)
-    result["injected"] = injected
-    kept = {str(row["id"]) for row in above}
+    kept = {str(row["id"]) for row, _score in hook.hits}
+    best = max(exact.values(), default=0.0)
     for row, score in found.hits:
         record_id = str(row["id"])
         if record_id in injected:
             verdict = "injected"
-        elif record_id not in kept:
+        elif hook.thin:
+            verdict = (
+                f"left out: the prompt has too little to search on (content "
+                f"{result['content']:g} < {search.MIN_CONTENT:g})"
+            )
+        elif exact[record_id] < floor:
             verdict = f"left out: relevance {exact[record_id]:.2f} is below the floor {floor:g}"
-        elif len(injected) >= TOP_K:
-            verdict = f"left out: the top {TOP_K} are taken"
+        elif exact[record_id] < search.RELATIVE_FLOOR * best:
+            verdict = (
+                f"left out: relevance {exact[record_id]:.2f} is below "
+                f"{search.RELATIVE_FLOOR:g} of the best candidate's ({best:.2f})"
+            )
+        elif record_id not in kept or len(injected) >= TOP_K:
+            verdict = f"left out: {TOP_K} more relevant records are taken"
         else:
             verdict = "left out: it does not fit the token or character cap"
         result["candidates"].append(

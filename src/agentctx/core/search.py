@@ -23,17 +23,25 @@ Ranking: ``final = bm25_relevance × type_weight × confidence_weight × recency
 0.5 ** (age_days / half_life[type]))`` with age from ``valid_from``; decisions, conventions and profile
 records never decay. See docs/spec.md, "Search".
 
-Relevance floor: BM25 ranks, it does not say whether anything answers the prompt, so every prompt
-that shares one word with the store got records. :func:`relevance` is the share of the prompt's
-weight that a record's matched terms carry: each term weighs its IDF, ``ln(1 + (N - d + 0.5) /
-(d + 0.5))`` with ``d`` its document count, at least 1 (a word the store has never seen weighs as
-much as its rarest: it is what the prompt asks about and nothing answers); the denominator is the
-:data:`RELEVANCE_TERMS` heaviest terms only, so a long, chatty prompt does not silence a record it
-clearly touches. Terms too common to be searched (:func:`select_terms` dropped them) count on
-neither side. The hook and ``ctx_search`` keep a record whose relevance reaches the configured
-floor (``retrieval.min_relevance``); the calibration is in benchmarks/results/eval.md. The LIKE
-fallback (FTS5 missing or failing) and searches of the past (``as_of``, superseded versions) apply
-no floor: the first has no term counts to weigh terms with, the second looks for history on purpose.
+Relevance floor: BM25 ranks, it does not say whether anything answers the prompt. :func:`relevance`
+is the share of the prompt's weight that a record's matched terms carry. A term weighs its store
+IDF, ``ln(1 + (N - d + 0.5) / (d + 0.5))`` with ``d`` its document count, at least 1 (a word the
+store has never seen weighs as much as its rarest: it is what the prompt asks about and nothing
+answers), times its :func:`specificity`, how rare it is in code and its prose (a shipped table,
+:mod:`agentctx.core.background`: in a small store "run" or "edge" look rare, they are not). The
+denominator is the :data:`RELEVANCE_TERMS` heaviest terms only, so a long, chatty prompt does not
+silence a record it clearly touches. A rare identifier the record holds (a test name, an error
+code: :func:`is_identifier`) carries at least :data:`IDENTIFIER_SHARE` of the weight. Terms too
+common to be searched (:func:`select_terms` dropped them) count on neither side.
+
+With a floor (``retrieval.min_relevance``; the prompt hook and ``ctx_search``), a candidate must
+reach it and :data:`RELATIVE_FLOOR` of the best candidate's relevance; the kept ones rank by
+relevance first (bands of :data:`RELEVANCE_BAND`), the score above orders a band. The prompt hook
+also finds nothing for a prompt with too little to search on (:func:`content` below
+:data:`MIN_CONTENT`). The calibration: benchmarks/results/precision_eval.md (tuned on its tuning
+part only). The LIKE fallback (FTS5 missing or failing) and searches of the past (``as_of``,
+superseded versions) apply no floor: the first has no term counts to weigh terms with, the second
+looks for history on purpose.
 """
 
 from __future__ import annotations
@@ -210,6 +218,10 @@ STOPWORDS = frozenset(
         "yourself",
         "ok",
         "okay",
+        # contractions typed without the apostrophe, and interjections: no search content
+        *("whats", "hows", "wheres", "whos", "thats", "theres", "heres", "dont", "doesnt"),
+        *("didnt", "cant", "isnt", "arent", "wasnt", "wont", "im", "ive", "youre", "hmm"),
+        *("yeah", "yep", "nope", "nice", "cool", "great", "awesome", "thx", "pls", "plz"),
         "yes",
         "thanks",
         "thank",
@@ -419,12 +431,55 @@ def rrf(rankings: Iterable[Sequence[str]], k: int = RRF_K) -> list[tuple[str, fl
     return sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
+#: Above a floor, a candidate must also reach this share of the best candidate's relevance.
+RELATIVE_FLOOR = 0.5
+#: Above a floor, candidates rank by relevance in bands this wide, by score within a band.
+RELEVANCE_BAND = 0.1
 #: How many of a query's heaviest terms make the denominator of :func:`relevance`.
-RELEVANCE_TERMS = 10
-#: The default relevance floor (``retrieval.min_relevance``); see benchmarks/results/eval.md.
-MIN_RELEVANCE = 0.15
-#: The number of records the FTS index holds (the ``N`` of the term weights).
-RECORD_TOTAL_SQL = "SELECT count(*) FROM records"
+RELEVANCE_TERMS = 4
+#: The default relevance floor (``retrieval.min_relevance``); see benchmarks/results/precision_eval.md.
+MIN_RELEVANCE = 0.3
+#: The ``N`` of the term weights: the records ever indexed, less those deleted last (the largest
+#: ``seq``, one b-tree step; ``count(*)`` reads the whole table, 1 ms at 100K records, and a few
+#: deleted or archived records change no IDF that matters).
+RECORD_TOTAL_SQL = "SELECT coalesce(max(seq), 0) FROM records"
+#: A term at least this rare in code and its prose (background IDF, :mod:`agentctx.core.background`)
+#: weighs fully; a commoner one weighs ``(IDF / SPECIFIC_IDF)²`` of its store weight.
+SPECIFIC_IDF = 6.0
+#: A prompt whose terms' :func:`specificity` sums below this has too little to search on.
+MIN_CONTENT = 1.0
+#: An identifier (``_`` or letters with digits, 4+ characters) found in at most this many records
+#: carries at least :data:`IDENTIFIER_SHARE` of the query's weight: a pasted symbol, test name or
+#: error code that a record holds is the strongest evidence a prompt gives.
+IDENTIFIER_MAX_RECORDS = 3
+IDENTIFIER_SHARE = 0.9
+
+
+def specificity(term: str) -> float:
+    """How specific ``term`` is in code and its prose, from 0 (as common as "the") to 1.
+
+    A small store makes every word look rare ("run" in 24 of 200 records); the background table
+    says "run" is common wherever code is discussed. A word missing from it is fully specific.
+    """
+    from agentctx.core.background import TABLE
+
+    at = TABLE.find("\n" + term + " ")
+    if at < 0:
+        return 1.0
+    idf = float(TABLE[at + len(term) + 2 : TABLE.find("\n", at + 1)])
+    return min(1.0, idf / SPECIFIC_IDF) ** 2  # squared: "still" or "stack" are not the topic
+
+
+def content(terms: Iterable[str]) -> float:
+    """How much a query has to search on: the sum of its terms' :func:`specificity`."""
+    return sum(specificity(term) for term in terms)
+
+
+def is_identifier(term: str) -> bool:
+    """A code identifier or code-like token: ``_`` in it, or letters mixed with digits."""
+    if len(term) < 4:
+        return False
+    return "_" in term or (any(c.isdigit() for c in term) and any(c.isalpha() for c in term))
 
 
 def term_weights(counts: Sequence[int], total: int) -> list[float]:
@@ -445,12 +500,16 @@ def relevance_weights(
     :data:`RELEVANCE_TERMS` of them; terms :func:`select_terms` left out count on neither side.
     """
     searched = set(chosen)
-    weights = term_weights(counts, total)
+    weights = [w * specificity(t) for t, w in zip(terms, term_weights(counts, total), strict=True)]
     kept = [w for term, count, w in zip(terms, counts, weights, strict=True)
             if term in searched or count == 0]  # fmt: skip
     kept.sort(reverse=True)
+    denominator = sum(kept[:RELEVANCE_TERMS])
     by_term = {t: w for t, w in zip(terms, weights, strict=True) if t in searched}
-    return by_term, sum(kept[:RELEVANCE_TERMS])
+    for term, count in zip(terms, counts, strict=True):
+        if term in searched and count <= IDENTIFIER_MAX_RECORDS and is_identifier(term):
+            by_term[term] = max(by_term[term], IDENTIFIER_SHARE * denominator)
+    return by_term, denominator
 
 
 def relevance(matched: Iterable[str], weights: Mapping[str, float], denominator: float) -> float:
@@ -486,8 +545,12 @@ def matched_terms(terms: Sequence[str], hits: Iterable[Any]) -> dict[str, set[st
 
 # -- the plans (run by agentctx.core.plan.run in the hooks, run_async in the Store) ---------------
 
+#: Reading a term's matches costs about this many rows per FTS5 lookup of one record and term
+#: (0.5 µs a row against 12 µs a lookup, benchmarks/results/hooks.md's stores): :func:`judge`
+#: reads the doclists only when that is cheaper.
+DOCLIST_ROWS_PER_LOOKUP = 25
 #: What the UserPromptSubmit hook ranks: the best of this many BM25 candidates ...
-PROMPT_CANDIDATES = 40
+PROMPT_CANDIDATES = 12
 #: ... cut to this many before the relevance floor and the injection budget.
 PROMPT_LIMIT = 12
 FTS_MISSING = "FTS5 is not available in this SQLite; used LIKE search"
@@ -499,10 +562,11 @@ class Found:
     ``hits``: ``(row, score)`` pairs, best first, ``row`` a ``sqlean.Row`` of the record columns
     plus ``rank``; ``relevance``: by record id, when a floor judged the candidates (a value may be
     the bound that settled it, see :func:`judge`); ``degraded``: why the LIKE fallback ran, if it
-    did; ``considered``: the candidates ranked before the floor dropped any.
+    did; ``considered``: the candidates ranked before the floor dropped any; ``thin``: the query
+    had too little to search on (:func:`for_prompt`).
     """
 
-    __slots__ = ("considered", "degraded", "hits", "relevance")
+    __slots__ = ("considered", "degraded", "hits", "relevance", "thin")
 
     def __init__(
         self,
@@ -511,11 +575,13 @@ class Found:
         relevance: dict[str, float] | None = None,
         degraded: str | None = None,
         considered: int | None = None,
+        thin: bool = False,
     ) -> None:
         self.hits = hits or []
         self.relevance = relevance
         self.degraded = degraded
         self.considered = len(self.hits) if considered is None else considered
+        self.thin = thin
 
     def __repr__(self) -> str:
         return f"Found({len(self.hits)} hits, degraded={self.degraded!r})"
@@ -573,19 +639,25 @@ def keyword_search(
                 found = yield plan.rows(sql, params)
             degraded = None
             if not past:  # the past is searched on purpose: no floor (nor an FTS index)
-                ranked = rerank(found, limit)
+                ranked = rerank(found, candidates)
                 if not ranked:
                     return Found()
                 level = floor() if callable(floor) else floor
                 if level <= 0:
-                    return Found(ranked)
+                    return Found(ranked[:limit])
                 weights, denominator = relevance_weights(terms, counts, chosen, total)
                 ids = [row["id"] for row, _score in ranked]
-                scores = yield from judge(
-                    chosen, weights, denominator, ids, floor=level, matches=matched
-                )
+                highest = relevance(chosen, weights, denominator)
+                if highest < level:  # not even a record matching every searched term passes
+                    return Found(relevance=dict.fromkeys(ids, highest), considered=len(ranked))
+                scores = yield from judge(chosen, weights, denominator, ids, matches=matched)
+                best = max(scores.values(), default=0.0)
+                level = max(level, RELATIVE_FLOOR * best)
                 kept = [(row, score) for row, score in ranked if scores[row["id"]] >= level]
-                return Found(kept, relevance=scores, considered=len(ranked))
+                # Relevance first, in bands of RELEVANCE_BAND; the score (type, recency,
+                # confidence, pin) orders a band: it breaks ties, it cannot bury an exact match.
+                kept.sort(key=lambda pair: -int(scores[pair[0]["id"]] / RELEVANCE_BAND))
+                return Found(kept[:limit], relevance=scores, considered=len(ranked))
         except sqlite.OperationalError as exc:
             degraded = f"FTS5 query failed ({exc}); used LIKE search"
     if degraded is not None:
@@ -604,14 +676,24 @@ def for_prompt(
     floor: float | Callable[[], float] = 0.0,
 ) -> Plan[Found]:
     """The UserPromptSubmit search: the project's and global current records, the best
-    :data:`PROMPT_LIMIT` of :data:`PROMPT_CANDIDATES`, above ``floor``."""
-    return keyword_search(
-        terms,
-        project_ids=scope_projects(project_id, "all"),
-        exclude_ids=sorted(exclude_ids),
-        candidates=PROMPT_CANDIDATES,
-        limit=PROMPT_LIMIT,
-        floor=floor,
+    :data:`PROMPT_LIMIT` of :data:`PROMPT_CANDIDATES`, above ``floor``.
+
+    With a floor, a prompt whose terms are too common to tell anything (:func:`content` below
+    :data:`MIN_CONTENT`: "run it again", "do the same for the other handler") finds nothing.
+    """
+    if content(terms) < MIN_CONTENT:
+        floor = floor() if callable(floor) else floor
+        if floor > 0:
+            return Found(thin=True)
+    return (
+        yield from keyword_search(
+            terms,
+            project_ids=scope_projects(project_id, "all"),
+            exclude_ids=sorted(exclude_ids),
+            candidates=PROMPT_CANDIDATES,
+            limit=PROMPT_LIMIT,
+            floor=floor,
+        )
     )
 
 
@@ -675,7 +757,7 @@ def term_counts(terms: Sequence[str], total: int) -> Plan[list[int]]:
 
 
 def record_total() -> Plan[int]:
-    """How many records the FTS index covers (the ``N`` of the term weights)."""
+    """About how many records the FTS index covers (the ``N`` of the term weights)."""
     row = yield plan.one(RECORD_TOTAL_SQL)
     return int(row[0])
 
@@ -703,7 +785,8 @@ def judge(
     """The relevance of each record in ``ids`` to a query weighed by :func:`weigh`.
 
     ``matches``: how many records the searched terms match in all (their counts' sum), when known;
-    within :data:`MATCH_BUDGET` the terms' matches are read once instead of looked up per record.
+    when that is fewer than :data:`DOCLIST_ROWS_PER_LOOKUP` per record-and-term lookup (and within
+    :data:`MATCH_BUDGET`), the terms' matches are read once instead of looked up per record.
 
     With a ``floor`` the ids must be the query's search hits (each matches at least one searched
     term, at most all of them): when those bounds settle every id on one side of the floor, the
@@ -721,7 +804,8 @@ def judge(
         highest = relevance(chosen, weights, denominator)
         if highest < floor:  # an upper bound that still fails
             return dict.fromkeys(ids, highest)
-    if matches is not None and matches <= MATCH_BUDGET:
+    lookups = len(ids) * len(chosen)
+    if matches is not None and matches <= min(MATCH_BUDGET, DOCLIST_ROWS_PER_LOOKUP * lookups):
         # Few matches in all: read each term's matches (its doclist, cheap) and keep the ids';
         # a lookup per record and term costs an FTS query each.
         marks = ", ".join("?" * len(ids))

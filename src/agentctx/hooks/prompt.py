@@ -12,6 +12,8 @@ SubagentStart gives a subagent the project's active decisions and conventions (8
 
 from __future__ import annotations
 
+import os
+
 from agentctx.core import plan, search
 from agentctx.core.connect import open_db, release
 from agentctx.core.inject import render
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 
     from agentctx.hooks.runner import HookContext
 
+#: Set (to anything) to log the explanation of every prompt's injection (:func:`_explain`).
+DEBUG_ENV = "AGENTCTX_DEBUG"
 SUBAGENT_MAX_TOKENS = 800
 SUBAGENT_MAX_CHARS = 3200
 
@@ -54,6 +58,8 @@ def _prompt(ctx: HookContext) -> str | None:
             shown = injected_ids(ledger.entries) | earlier
             rows = _search(ctx, conn, terms, shown)
             text, ids = render(rows)
+            if os.environ.get(DEBUG_ENV):
+                _explain(ctx, conn, shown)
             if not text:
                 return None
             ledger.append({"event": ctx.event, "ids": ids, "tokens": estimate_tokens(text)})
@@ -81,6 +87,31 @@ def _search(
     if found.degraded:
         ctx.log(found.degraded)
     return [row for row, _score in found.hits]
+
+
+def _explain(ctx: HookContext, conn: sqlean.Connection, shown: set[str]) -> None:
+    """With ``AGENTCTX_DEBUG`` set: why each candidate was injected or left out, in the log.
+
+    The same report as ``agentctx search --explain`` (:func:`agentctx.core.inject.explain`), one
+    line: it searches again, so it costs a second search and is off by default.
+    """
+    from agentctx.core.inject import explain
+
+    try:
+        report = plan.run(
+            conn, explain(ctx.text("prompt"), ctx.project.project_id, min_relevance(ctx), shown)
+        )
+    except Exception as exc:  # a debugging aid never costs the prompt its context
+        ctx.log(f"explain failed: {type(exc).__name__}: {exc}")
+        return
+    terms = " ".join(f"{t['term']}:{t['records']}/{t['specificity']:g}" for t in report["terms"])
+    verdicts = "; ".join(
+        f"{c['id']} rel {c['relevance']:g}: {c['verdict']}" for c in report["candidates"]
+    )
+    ctx.log(
+        f"explain: terms {terms}; content {report.get('content', 0):g}; floor "
+        f"{report['floor']:g}; {verdicts or 'no candidate'}"[:4000]
+    )
 
 
 def min_relevance(ctx: HookContext) -> float:
