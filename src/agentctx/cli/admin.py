@@ -133,10 +133,16 @@ async def status(*, json: Json = False) -> int:
 
 @app.command(name="doctor")
 def doctor_command(*, json: Json = False) -> int:
-    """Check the installation: home, config, database, SQLite, FTS5, sqlite-vec, PATH, hooks, MCP, API key."""
+    """Check the installation: home, config, database, SQLite, FTS5, sqlite-vec, PATH, hooks, MCP, and
+    the extraction backend (which one runs and why; no model request)."""
     checks = doctor.run_checks()
     if json:
-        _json([{"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix} for c in checks])
+        _json(
+            [
+                {"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix, **c.data}
+                for c in checks
+            ]
+        )
     else:
         for check in checks:
             mark = {True: "ok  ", False: "FAIL", None: "warn"}[check.ok]

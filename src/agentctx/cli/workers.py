@@ -71,3 +71,12 @@ async def worker_session_end(
 
     await session_end(session_id, transcript or None, project, extract=not no_extract)
     return 0
+
+
+@worker_app.command(name="sweep")
+async def worker_sweep() -> int:
+    """Extract idle sessions with an unextracted tail (started detached by SessionStart)."""
+    from agentctx.workers import sweep
+
+    await sweep()
+    return 0

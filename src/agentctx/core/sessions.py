@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 
 #: A ledger untouched this long belongs to a session that never saw SessionEnd (a crash).
 STALE_LEDGER_S = 24 * 3600
+#: A transcript nobody wrote for this long belongs to a session that is over or paused: the idle
+#: sweep extracts its unextracted tail (:func:`idle_tails`).
+IDLE_S = 20 * 60.0
+#: Sessions started within this many days are swept.
+SWEEP_DAYS = 7
 
 
 def upsert(
@@ -141,6 +146,22 @@ def spent_today(backend: str, session_id: str) -> Plan[tuple[int, int, int]]:
         (session_id, clock.now()[:10], backend),
     )
     return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
+
+
+def idle_tails(
+    found: list[tuple[str, str, int]], now: float, idle: float = IDLE_S
+) -> list[tuple[str, str]]:
+    """Of :func:`idle_unextracted`'s sessions, those whose transcript grew past what the last
+    extraction covered and that nobody wrote for ``idle`` seconds: (id, transcript path)."""
+    tails = []
+    for session_id, path, covered in found:
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):
+            continue
+        if info.st_size > covered and now - info.st_mtime >= idle:
+            tails.append((session_id, path))
+    return tails
 
 
 def idle_unextracted(since: str, limit: int) -> Plan[list[tuple[str, str, int]]]:
@@ -277,6 +298,7 @@ def with_open_ledgers(
                 "tokens_injected": 0,
                 "injections": 0,
                 "extraction_cost_usd": 0.0,
+                "extraction_backend": None,
             }
             rows.append(row)
             by_id[session_id] = row

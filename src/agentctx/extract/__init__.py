@@ -194,7 +194,7 @@ async def _run(
     project_id, project_name, checkout = await _project_of(store, session, path)
     if not any(turn.role == "developer" for turn in parsed.turns):
         report.status = "nothing_new"
-        if not dry_run and parsed.last_uuid:
+        if not dry_run:
             await _advance(store, report, project_id, parsed.last_uuid, None, size=size)
         return report
     text = await anyio.to_thread.run_sync(lambda: redact(render(parsed.turns)))

@@ -93,12 +93,15 @@ class ClaudeCodeCaller:
         timeout: float = CALL_TIMEOUT_S,
         attempts: int = ATTEMPTS,
         retry_pause: float = RETRY_PAUSE_S,
+        cli_retries: int = 4,
     ) -> None:
         self.binary = binary
         self.user_settings = auth_method == backend.HELPER_METHOD
         self.timeout = timeout
         self.attempts = max(1, attempts)
         self.retry_pause = retry_pause
+        #: the CLI's own retries of 429/5xx within one run (CLAUDE_CODE_MAX_RETRIES)
+        self.cli_retries = cli_retries
         self.concurrency = CONCURRENCY
 
     async def __call__(self, model: str, user_text: str, usage: Usage) -> CallResult:
@@ -120,7 +123,13 @@ class ClaudeCodeCaller:
         with tempfile.TemporaryDirectory(prefix="agentctx-extract-") as cwd:
             try:
                 process = await anyio.open_process(
-                    command, cwd=cwd, env=backend.child_env(), start_new_session=True
+                    command,
+                    cwd=cwd,
+                    env={
+                        **backend.child_env(),
+                        "CLAUDE_CODE_MAX_RETRIES": str(self.cli_retries),
+                    },
+                    start_new_session=True,
                 )
             except OSError as exc:
                 raise ClaudeCodeError(f"cannot run the claude CLI {self.binary}: {exc}") from exc

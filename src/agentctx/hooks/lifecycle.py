@@ -90,7 +90,7 @@ def _upsert_session(ctx: HookContext, conn: sqlean.Connection) -> None:
 def _stop(ctx: HookContext, conn: sqlean.Connection) -> None:
     _upsert_session(ctx, conn)
     transcript = ctx.text("transcript_path")
-    if not ctx.session_id or not transcript or not _llm_enabled(ctx, quiet=True):
+    if not ctx.session_id or not transcript or not extraction_enabled(ctx, quiet=True):
         return
     try:
         size = os.path.getsize(transcript)
@@ -158,7 +158,7 @@ def _session_end_args(ctx: HookContext) -> list[str]:
     args = ["worker", "session-end", "--project", ctx.project.project_id]
     if ctx.session_id:
         args += ["--session-id", ctx.session_id, "--transcript", ctx.text("transcript_path")]
-    if not _llm_enabled(ctx):
+    if not extraction_enabled(ctx):
         args.append("--no-extract")
     return args
 
@@ -175,7 +175,7 @@ def _cwd_changed(ctx: HookContext, conn: sqlean.Connection) -> None:
     )
 
 
-def _llm_enabled(ctx: HookContext, *, quiet: bool = False) -> bool:
+def extraction_enabled(ctx: HookContext, *, quiet: bool = False) -> bool:
     """Whether an extraction backend may run (:func:`agentctx.core.backend.quick`: no process)."""
     from agentctx.core import backend
 

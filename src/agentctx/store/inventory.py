@@ -165,7 +165,7 @@ async def sessions(
         cast("SessionSummary", dict(row))
         for row in await store.rows(
             "SELECT session_id, project_id, cwd, started_at, ended_at, tokens_injected, "
-            f"injections, extraction_cost_usd FROM sessions {where} "
+            f"injections, extraction_cost_usd, extraction_backend FROM sessions {where} "
             "ORDER BY coalesce(started_at, '') DESC, session_id",
             params,
         )
