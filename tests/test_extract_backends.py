@@ -16,7 +16,7 @@ from agentctx import config
 from agentctx.core import backend, clock, home, sessions
 from agentctx.core.errors import ConfigError
 from agentctx.extract import claude_code, extract_session
-from agentctx.store import Store
+from agentctx.store import Store, inventory
 from agentctx.workers import sweep
 from tests.helpers import payload, run_hook
 from tests.messages_server import MessagesServer
@@ -194,6 +194,9 @@ async def test_a_cap_defers_the_run_and_keeps_the_session_queued(
         ("other", "extracted"),
         (SID, "deferred"),
     ]
+    async with await Store.open() as store:
+        today = (await inventory.status(store))["extraction_today"]
+    assert today["claude-code"]["deferred"] == 1 and today["claude-code"]["calls"] == 10
     # a new day: the same run goes through (here to the missing CLI, which fails, still queued)
     conn = sqlite3.connect(home.db_path())
     with conn:

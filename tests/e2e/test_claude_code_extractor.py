@@ -444,3 +444,32 @@ async def test_each_failure_keeps_the_session_pending_and_the_next_run_extracts_
     assert len(await stored_records()) == 4
     row = await session_row()
     assert row["extracted_uuid"] is not None and row["extraction_error"] is None
+
+
+# -- 5. map-reduce --------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("cli_env")
+async def test_map_reduce_runs_the_chunks_in_parallel_under_the_cap(
+    transcript: Transcript, server: MessagesServer, script: Script
+) -> None:
+    for i in range(200):
+        transcript.add("user", f"Part {i}: " + "we discussed the cache invalidation plan. " * 40)
+    latency = 5.0
+    script.reply = ToolUseReply(STRUCTURED, ANSWER, latency=latency)
+    report = await extract(transcript)
+    requests = server.messages_requests(structured)
+    assert (report.status, report.tier, report.backend) == (
+        "extracted",
+        "map_reduce",
+        "claude-code",
+    )
+    chunks, synthesis = requests[:-1], requests[-1]
+    assert len(chunks) >= 5 and report.calls == len(requests)
+    cap = claude_code.CONCURRENCY
+    # the first `cap` chunks are asked before the first answer came back; the next waits for a slot
+    assert all(r.received < chunks[0].received + latency for r in chunks[1:cap])
+    assert chunks[cap].received >= chunks[0].received + latency
+    assert prompt.SYNTHESIS_NOTE[:40] in "\n".join(synthesis.texts())
+    assert synthesis.received >= max(r.received for r in chunks)
+    assert len(await stored_records()) == 4

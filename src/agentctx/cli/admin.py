@@ -123,6 +123,18 @@ async def status(*, json: Json = False) -> int:
                 f"{state:<5} {session['tokens_injected']:>6} tokens in "
                 f"{session['injections']} injections, ${session['extraction_cost_usd']:.4f}"
             )
+        for name, spent in info["extraction_today"].items():
+            _out(
+                f"today     {name}: {int(spent['calls'])} calls, "
+                f"{int(spent['input_tokens'] + spent['output_tokens']):,} tokens "
+                f"({int(spent['cache_read_tokens']):,} cache reads, "
+                f"{int(spent['cache_creation_tokens']):,} cache writes), ${spent['cost_usd']:.4f}"
+                + (
+                    f", {int(spent['deferred'])} runs deferred by a cap"
+                    if spent["deferred"]
+                    else ""
+                )
+            )
         months = info["extraction_cost_by_month"]
         if months:
             _out("cost      " + ", ".join(f"{m} ${c:.4f}" for m, c in months.items()))
