@@ -12,6 +12,9 @@ asks the real ``claude auth status``, and each extraction call is a real ``claud
    with an ``apiKeyHelper`` login, which needs the user settings).
 3. ``auto`` picks each backend in each situation.
 4. Every failure mode leaves the session pending, releases the lock, and the next run extracts it.
+5. Map-reduce runs the chunks in parallel, at most ``claude_code.CONCURRENCY`` CLI processes at once.
+6. The whole loop for a user with only a Claude Code login: ``agentctx init`` under the real CLI,
+   a ``claude -p`` session whose SessionEnd worker extracts through ``claude-code``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from agentctx.core import backend, home
 from agentctx.core.locks import extraction_running
 from agentctx.extract import claude_code, extract_session, prompt
 from agentctx.store import Store
+from tests.e2e.harness import Machine, wait_until
 from tests.messages_server import (
     ErrorReply,
     MessagesServer,
@@ -116,11 +120,12 @@ def user_home() -> Path:
     return Path(os.environ["HOME"])  # a fresh folder per test (tests/conftest.py)
 
 
-def log_in(user_home: Path) -> Path:
-    """What ``claude login`` leaves on Linux: ``~/.claude/.credentials.json`` (fake, unexpired)."""
+def log_in(user_home: Path, expires_in: float = 3600.0) -> Path:
+    """What ``claude login`` leaves on Linux: ``~/.claude/.credentials.json`` (fake; expiring in
+    ``expires_in`` seconds, negative: expired)."""
     path = user_home / ".claude" / ".credentials.json"
     path.parent.mkdir(exist_ok=True)
-    expires = int(time.time() * 1000) + 3_600_000
+    expires = int((time.time() + expires_in) * 1000)
     oauth = {"accessToken": "sk-ant-oat01-test-access", "refreshToken": "sk-ant-ort01-test",
              "expiresAt": expires, "scopes": ["user:inference", "user:profile"],
              "subscriptionType": "pro"}  # fmt: skip
@@ -378,7 +383,9 @@ FAILURES: dict[str, Reply] = {
 
 
 @pytest.mark.usefixtures("cli_env")
-@pytest.mark.parametrize("case", [*FAILURES, "timeout", "not-logged-in", "cli-missing", "killed"])
+@pytest.mark.parametrize(
+    "case", [*FAILURES, "expired-login", "timeout", "not-logged-in", "cli-missing", "killed"]
+)
 async def test_each_failure_keeps_the_session_pending_and_the_next_run_extracts_it(
     case: str,
     transcript: Transcript,
@@ -397,6 +404,9 @@ async def test_each_failure_keeps_the_session_pending_and_the_next_run_extracts_
     elif case == "timeout":
         script.reply = ToolUseReply(STRUCTURED, ANSWER, latency=30)
         options = {"timeout": 4.0, "attempts": 1}
+    elif case == "expired-login":  # offline the CLI sends the old token; the API refuses it
+        log_in(user_home, expires_in=-3600)
+        script.reply = ErrorReply(401, "OAuth token has expired")
     elif case == "not-logged-in":
         (user_home / ".claude" / ".credentials.json").unlink()
     elif case == "cli-missing":
@@ -473,3 +483,48 @@ async def test_map_reduce_runs_the_chunks_in_parallel_under_the_cap(
     assert prompt.SYNTHESIS_NOTE[:40] in "\n".join(synthesis.texts())
     assert synthesis.received >= max(r.received for r in chunks)
     assert len(await stored_records()) == 4
+
+
+# -- 6. the whole loop with only a Claude Code login -------------------------------------------------
+
+
+def test_a_session_end_extracts_with_only_a_claude_code_login(
+    tmp_path_factory: pytest.TempPathFactory, claude_code: Path
+) -> None:
+    root = tmp_path_factory.mktemp("cc")  # short: Claude Code puts sockets under TMPDIR
+    answer = Script()
+    with MessagesServer(routes=answer.routes()[1:], default=TextReply("Noted.")) as server:
+        machine = Machine(root, claude_code, server)
+        del machine.env["ANTHROPIC_API_KEY"]  # a subscription login only
+        machine.env[backend.ENV_BIN] = str(claude_code)
+        log_in(machine.home)
+        machine.run("agentctx", "config", "set", "embeddings", "off")
+        setup = machine.agentctx("init")
+        assert setup["extraction"]["backend"] == "claude-code", setup
+        assert setup["extraction"]["caps"]["extraction.daily_calls"] == 300
+        text = machine.run("agentctx", "init").stdout
+        assert "agentctx config set extraction.backend off" in text
+        checks = machine.agentctx("doctor")
+        (extraction,) = [c["extraction"] for c in checks if c["name"] == "extraction"]
+        assert (extraction["backend"], extraction["auth_method"]) == ("claude-code", "claude.ai")
+        assert server.messages_requests() == []  # neither init nor doctor asked the model
+
+        machine.claude_p("Decision: internal services talk gRPC instead of REST, for streaming.")
+
+        def extracted() -> bool:
+            return bool(machine.query("SELECT 1 FROM records WHERE source = 'llm_extraction'"))
+
+        assert wait_until(extracted, 120), "\n".join(
+            [machine.diagnostics(), *machine.log("workers.log"), *machine.hooks_log()]
+        )
+        titles = {
+            row[0] for row in machine.query("SELECT title FROM records WHERE type = 'decision'")
+        }
+        assert "Internal services talk gRPC instead of REST" in titles
+        (session_id, used) = machine.one("SELECT session_id, extraction_backend FROM sessions")
+        assert used == "claude-code"  # and the only session: the child left none
+        extraction_calls = server.messages_requests(structured)
+        assert extraction_calls and all("thinking" not in r.body for r in extraction_calls)
+        assert all(r.headers["authorization"].startswith("Bearer ") for r in extraction_calls)
+        transcripts = sorted((machine.home / ".claude" / "projects").glob("**/*.jsonl"))
+        assert [t.stem for t in transcripts] == [session_id]

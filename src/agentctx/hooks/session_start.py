@@ -70,15 +70,15 @@ def maybe_sweep(ctx: HookContext) -> None:
     except OSError:
         if not os.path.exists(home.db_path()):
             return  # no store: nothing to sweep
-    from agentctx.hooks import lifecycle
-
-    if not lifecycle.extraction_enabled(ctx, quiet=True):
-        return
-    try:
+    try:  # first: the rest runs at most once per SWEEP_EVERY_S, whatever it finds
         os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT, 0o600))
         os.utime(stamp)
     except OSError as exc:
         ctx.log(f"cannot write {stamp} ({exc}); no sweep")
+        return
+    from agentctx.hooks import lifecycle
+
+    if not lifecycle.extraction_enabled(ctx, quiet=True):
         return
     from agentctx.core import clock, sessions
     from agentctx.core.connect import open_db, release
