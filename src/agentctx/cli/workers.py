@@ -50,8 +50,9 @@ async def extract(
     else:
         _out(
             f"{report.status}: {sum(report.written.values())} records written "
-            f"{report.written or ''}, {report.reinforced} reinforced, {report.calls} call(s), "
-            f"${report.cost_usd:.4f}"
+            f"{report.written or ''}, {report.reinforced} reinforced, {report.calls} call(s)"
+            + (f" through {report.backend}" if report.backend else "")
+            + f", ${report.cost_usd:.4f}"
         )
         if report.error:
             _out(f"error: {report.error}")
