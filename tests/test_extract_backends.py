@@ -162,6 +162,8 @@ async def test_the_ledger_names_the_backend_and_counts_the_tokens(
         async with await Store.open() as store, client(server) as api:
             report = await extract_session(store, SID, transcript=str(transcript.path), client=api)
             row = await store.row("SELECT * FROM sessions WHERE session_id = ?", (SID,))
+            listed = await inventory.sessions(store)  # status --json and the dashboard list these
+    assert [(s["session_id"], s["extraction_backend"]) for s in listed] == [(SID, "api")]
     assert report.status == "extracted" and report.backend == "api"
     assert report.usage["input_tokens"] > 0 and report.usage["calls"] == 1
     (entry,) = ledger_rows()
