@@ -47,7 +47,7 @@ def config_table() -> str:
 
     lines = ["| Key | Kind | Default | Meaning |", "|---|---|---|---|"]
     for key, (kind, default, meaning) in config.SETTINGS.items():
-        lines.append(f"| `{key}` | {kind} | {_value(default)} | {_cell(meaning)} |")
+        lines.append(f"| `{key}` | {_cell(kind)} | {_value(default)} | {_cell(meaning)} |")
     return "\n".join(lines)
 
 

@@ -33,6 +33,15 @@ def agentctx_home(
     monkeypatch.setenv("HOME", str(user_home))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    # Extraction backends: no `claude` CLI unless a test gives one (a user's real binary on PATH
+    # would otherwise make `auto` pick claude-code), no override, no child marker.
+    monkeypatch.setenv("AGENTCTX_CLAUDE_BIN", str(tmp_path / "no-claude-cli"))
+    for name in (
+        "AGENTCTX_EXTRACTION_BACKEND",
+        "AGENTCTX_EXTRACTION_CHILD",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    ):
+        monkeypatch.delenv(name, raising=False)
     return home_dir
 
 

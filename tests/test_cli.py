@@ -567,10 +567,14 @@ def test_doctor_on_a_healthy_home(project_dir: Path, agentctx_home: Path) -> Non
     checks = json.loads(ok("doctor", "--json", cwd=project_dir, env=on_path))
     assert isinstance(checks, list)
     for check in checks:
-        assert set(check) == {"name", "ok", "detail", "fix"}
+        assert set(check) - {"extraction"} == {"name", "ok", "detail", "fix"}
         assert check["ok"] is not False
     names = [check["name"] for check in checks]
-    assert {"home", "config", "database", "sqlite", "fts5"} <= set(names)
+    assert {"home", "config", "database", "sqlite", "fts5", "extraction"} <= set(names)
+    (extraction,) = [c["extraction"] for c in checks if c["name"] == "extraction"]
+    # no API key and no claude CLI (tests/conftest.py): capture only, and doctor says why
+    assert extraction["configured"] == "auto" and extraction["backend"] is None
+    assert "no claude CLI found" in extraction["reason"]
 
 
 def _garbage(size: int) -> bytes:

@@ -108,6 +108,8 @@ EXPECTED_COLUMNS: dict[str, list[Column]] = {
         ("extractions", "INTEGER", 1, "0", 0),
         ("records_extracted", "INTEGER", 1, "0", 0),
         ("extraction_error", "TEXT", 0, None, 0),
+        ("extraction_backend", "TEXT", 0, None, 0),
+        ("extracted_size", "INTEGER", 1, "0", 0),
     ],
     "projects": [
         ("project_id", "TEXT", 0, None, 1),
@@ -116,6 +118,22 @@ EXPECTED_COLUMNS: dict[str, list[Column]] = {
         ("remote", "TEXT", 0, None, 0),
         ("created_at", "TEXT", 1, None, 0),
         ("last_seen_at", "TEXT", 1, None, 0),
+    ],
+    "extraction_ledger": [
+        ("id", "INTEGER", 0, None, 1),
+        ("at", "TEXT", 1, None, 0),
+        ("day", "TEXT", 1, None, 0),
+        ("session_id", "TEXT", 1, None, 0),
+        ("project_id", "TEXT", 0, None, 0),
+        ("backend", "TEXT", 1, None, 0),
+        ("status", "TEXT", 1, None, 0),
+        ("calls", "INTEGER", 1, "0", 0),
+        ("input_tokens", "INTEGER", 1, "0", 0),
+        ("output_tokens", "INTEGER", 1, "0", 0),
+        ("cache_creation_tokens", "INTEGER", 1, "0", 0),
+        ("cache_read_tokens", "INTEGER", 1, "0", 0),
+        ("cost_usd", "REAL", 1, "0", 0),
+        ("error", "TEXT", 0, None, 0),
     ],
     "schema_migrations": [
         ("name", "TEXT", 0, None, 1),
@@ -136,6 +154,7 @@ EXPECTED_INDEXES = {
     "edges_to",
     "record_entities_entity",
     "sessions_project",
+    "extraction_ledger_day",
     "records_archive_project_valid",
     "records_archive_superseded_by",
 }
@@ -460,10 +479,10 @@ async def test_0004_keeps_legacy_handovers_until_a_keyed_one_supersedes_them(
         _legacy_handover(conn, "H1", superseded=True)
         _legacy_handover(conn, "H2")
 
-    assert migrated(db_path) == ["0004_handover_per_checkout"]
+    assert migrated(db_path) == [name for name, _ in schema.MIGRATIONS[3:]]
     conn, _ = db.connect(db_path)
     with closing(conn):
-        assert schema.schema_version(conn) == schema.SCHEMA_VERSION == 4
+        assert schema.schema_version(conn) == schema.SCHEMA_VERSION
         rows = conn.execute("SELECT id, key, superseded_at FROM records ORDER BY id").fetchall()
         assert [(r[0], r[1], r[2] is None) for r in rows] == [
             ("H1", None, False),

@@ -16,6 +16,10 @@ def main() -> None:
     if argv[:1] == ["hook"] and argv[1:2] not in ([], ["--help"], ["-h"]):
         import os
 
+        if os.environ.get("AGENTCTX_EXTRACTION_CHILD"):
+            # A `claude` that agentctx runs to extract (agentctx.core.backend.CHILD_MARKER): its
+            # hooks must not start agentctx again. Exit before reading anything.
+            os._exit(0)
         import agentctx.core
 
         agentctx.core.ENDS_WITH_HANDLER = True

@@ -28,6 +28,29 @@ _FALSE = {"off", "false", "no", "0"}
 SETTINGS: dict[str, tuple[str, Any, str]] = {
     "llm": ("bool", True, "LLM extraction of records from transcripts (Claude Haiku)"),
     "llm.model": ("str", "claude-haiku-4-5", "model used for extraction and merge checks"),
+    "extraction.backend": (
+        "auto|api|claude-code|off",
+        "auto",
+        "who makes the extraction calls: `api` (ANTHROPIC_API_KEY), `claude-code` (the user's own "
+        "`claude` login), `auto` (api with a key, else a logged-in claude CLI) or `off`; "
+        "$AGENTCTX_EXTRACTION_BACKEND overrides it",
+    ),
+    "extraction.daily_calls": (
+        "int",
+        300,
+        "most extraction calls a day through the claude-code backend (the subscription's quota is "
+        "shared with your own work); more waits for the next day",
+    ),
+    "extraction.daily_tokens": (
+        "int",
+        4_000_000,
+        "most input and output tokens a day through the claude-code backend",
+    ),
+    "extraction.session_calls": (
+        "int",
+        40,
+        "most extraction calls a day for one session through the claude-code backend",
+    ),
     "embeddings": ("bool", True, "local embeddings for consolidation and hybrid search"),
     "embedding.model": ("str", "BAAI/bge-small-en-v1.5", "fastembed model name"),
     "embedding.path": ("str", "", "a local model folder to load instead of downloading"),
@@ -111,6 +134,11 @@ def set_value(key: str, raw: str | bool | int, path: str | None = None) -> Any:
 def coerce(key: str, raw: Any) -> Any:
     """The typed value of ``raw`` for ``key``, or :class:`ConfigError`."""
     kind = _spec(key)[0]
+    if "|" in kind:  # one of the listed names
+        text = str(raw).strip().lower() if not isinstance(raw, bool) else ""
+        if text not in kind.split("|"):
+            raise ConfigError(f"{key} takes one of {kind.replace('|', ', ')} (got {raw!r})")
+        return text
     if kind == "bool":
         if isinstance(raw, bool):
             return raw

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from agentctx import config
-from agentctx.core import db, home, schema
+from agentctx.core import backend, db, home, schema
 from agentctx.core.errors import AgentctxError
 
 if TYPE_CHECKING:
@@ -26,6 +26,8 @@ class Check:
     ok: bool | None
     detail: str
     fix: str = ""
+    #: more for ``doctor --json`` (the extraction check: the backend, why, its warnings)
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 def run_checks() -> list[Check]:
@@ -33,7 +35,7 @@ def run_checks() -> list[Check]:
     checks = [_check_home(), _check_disk(), _check_config()]
     checks.extend(_check_database())
     checks.extend(_check_claude_code())
-    checks.append(_check_api_key())
+    checks.append(_check_extraction())
     return checks
 
 
@@ -100,23 +102,39 @@ def _check_claude_code() -> list[Check]:
     return checks
 
 
-def _check_api_key() -> Check:
+def _check_extraction() -> Check:
+    """Which extraction backend runs and why (``claude auth status`` at most: no model request)."""
     try:
-        llm_on = config.load().get("llm") is not False
+        settings = config.load()
     except AgentctxError as exc:
-        return Check("llm", False, str(exc), f"fix or delete {home.config_path()}")
-    if not llm_on:
-        return Check(
-            "llm", None, "LLM extraction is off (config llm off)", "agentctx config set llm on"
+        return Check("extraction", False, str(exc), f"fix or delete {home.config_path()}")
+    choice = backend.resolve(str(settings["extraction.backend"]), bool(settings["llm"]))
+    data = {"extraction": choice.to_dict()}
+    if choice.backend is None:
+        if not settings["llm"]:
+            fix = "agentctx config set llm on"
+        elif choice.configured == backend.OFF:
+            fix = "agentctx config set extraction.backend auto"
+        else:
+            fix = (
+                "export ANTHROPIC_API_KEY=… where Claude Code runs, or sign in to Claude Code "
+                "(`claude login`) for the claude-code backend"
+            )
+        return Check("extraction", None, f"none, capture only: {choice.reason}", fix, data)
+    detail = f"{choice.backend}: {choice.reason}"
+    if choice.backend == backend.CLAUDE_CODE:
+        detail += (
+            f"; at most {settings['extraction.daily_calls']} calls and "
+            f"{settings['extraction.daily_tokens']:,} tokens a day, "
+            f"{settings['extraction.session_calls']} a session"
         )
-    if os.environ.get("ANTHROPIC_API_KEY", "").strip():
-        return Check("llm", True, "ANTHROPIC_API_KEY is set: extraction can run")
-    return Check(
-        "llm",
-        None,
-        "no ANTHROPIC_API_KEY: only deterministic capture (no LLM extraction)",
-        "export ANTHROPIC_API_KEY=… where Claude Code runs",
-    )
+        if choice.auth_method == backend.HELPER_METHOD:
+            detail += "; apiKeyHelper login: the user settings are read with every hook disabled"
+    if choice.warnings:
+        return Check(
+            "extraction", None, f"{detail}; {' '.join(choice.warnings)}", "claude login", data
+        )
+    return Check("extraction", True, detail, "", data)
 
 
 def _check_home() -> Check:

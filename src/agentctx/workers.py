@@ -1,5 +1,12 @@
 """The background workers the Stop and SessionEnd hooks start, detached.
 
+``agentctx worker sweep`` (started by SessionStart, at most every
+:data:`agentctx.hooks.session_start.SWEEP_EVERY_S`, when there is something to sweep) extracts the sessions that never got to: a terminal
+closed or a crash skips SessionEnd, Stop waits for 32 KiB of new conversation, and a run deferred by
+the claude-code caps or failed is tried again. A session is swept when its transcript grew past
+what its last extraction covered (``sessions.extracted_size``) and nobody wrote it for
+:data:`agentctx.core.sessions.IDLE_S`; the extraction lock and that mark make it happen once.
+
 ``agentctx worker session-end`` runs the final extraction of a session (unless ``--no-extract``)
 and then the consolidation of its project (:mod:`agentctx.consolidate`, time-boxed). Each unit of
 work commits on its own, so a killed worker loses nothing that was committed and the next run picks
@@ -12,15 +19,19 @@ started may still be running when the session ends: the final one waits for it (
 from __future__ import annotations
 
 import sys
+import time
 
 from agentctx.consolidate import DEFAULT_TIME_BOX, consolidate
 from agentctx.consolidate import Report as ConsolidationReport
-from agentctx.core import clock
+from agentctx.core import clock, sessions
+from agentctx.core.locks import extraction_running
 from agentctx.extract import Report, extract_session
 from agentctx.store import Store
 
 #: Longest wait for a running extraction of the session (the SDK's retries included).
 EXTRACT_WAIT_S = 300.0
+#: Most sessions one sweep extracts (the rest wait for the next).
+SWEEP_MAX = 5
 
 
 def log(message: str) -> None:
@@ -47,3 +58,23 @@ async def session_end(
             log(f"extract {session_id}: {report.status} {report.written or ''}".rstrip())
         consolidated = await consolidate(store, project_id, time_box=time_box, log=log)
     return report, consolidated
+
+
+async def sweep(*, idle: float = sessions.IDLE_S, limit: int = SWEEP_MAX) -> list[Report]:
+    """Extract the idle sessions with an unextracted tail (module docstring); their reports."""
+    done: list[Report] = []
+    async with await Store.open() as store:
+        found = await store.run(
+            sessions.idle_unextracted(clock.days_ago(sessions.SWEEP_DAYS), 1000)
+        )
+        for session_id, path in sessions.idle_tails(found, time.time(), idle):
+            if len(done) >= limit:
+                break
+            if extraction_running(session_id):
+                continue
+            report = await extract_session(store, session_id, transcript=path, log=log)
+            log(f"sweep {session_id}: {report.status} {report.written or ''}".rstrip())
+            done.append(report)
+            if report.status in ("deferred", "no_backend", "no_api_key", "backend_off", "llm_off"):
+                break  # the next sessions would meet the same cap or lack of a backend
+    return done

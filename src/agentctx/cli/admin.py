@@ -123,6 +123,18 @@ async def status(*, json: Json = False) -> int:
                 f"{state:<5} {session['tokens_injected']:>6} tokens in "
                 f"{session['injections']} injections, ${session['extraction_cost_usd']:.4f}"
             )
+        for name, spent in info["extraction_today"].items():
+            _out(
+                f"today     {name}: {int(spent['calls'])} calls, "
+                f"{int(spent['input_tokens'] + spent['output_tokens']):,} tokens "
+                f"({int(spent['cache_read_tokens']):,} cache reads, "
+                f"{int(spent['cache_creation_tokens']):,} cache writes), ${spent['cost_usd']:.4f}"
+                + (
+                    f", {int(spent['deferred'])} runs deferred by a cap"
+                    if spent["deferred"]
+                    else ""
+                )
+            )
         months = info["extraction_cost_by_month"]
         if months:
             _out("cost      " + ", ".join(f"{m} ${c:.4f}" for m, c in months.items()))
@@ -133,10 +145,16 @@ async def status(*, json: Json = False) -> int:
 
 @app.command(name="doctor")
 def doctor_command(*, json: Json = False) -> int:
-    """Check the installation: home, config, database, SQLite, FTS5, sqlite-vec, PATH, hooks, MCP, API key."""
+    """Check the installation: home, config, database, SQLite, FTS5, sqlite-vec, PATH, hooks, MCP, and
+    the extraction backend (which one runs and why; no model request)."""
     checks = doctor.run_checks()
     if json:
-        _json([{"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix} for c in checks])
+        _json(
+            [
+                {"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix, **c.data}
+                for c in checks
+            ]
+        )
     else:
         for check in checks:
             mark = {True: "ok  ", False: "FAIL", None: "warn"}[check.ok]

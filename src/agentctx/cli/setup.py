@@ -6,8 +6,9 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
+import anyio
 from cyclopts import Parameter
 
 from agentctx import config, detection
@@ -103,6 +104,7 @@ async def init(
             recorded.append(fact.key)
         team_file, team_note = await _team_export(store, identity) if team else (None, "")
     on_path = install.which_agentctx()
+    extraction, extraction_note = await anyio.to_thread.run_sync(_extraction_note)
     if json:
         _json(
             {
@@ -115,6 +117,7 @@ async def init(
                 "team_export": config.get("team_export"),
                 "team_file": team_file,
                 "agentctx_on_path": on_path,
+                "extraction": extraction,
                 "project": {
                     "id": identity.project_id,
                     "name": identity.name,
@@ -131,15 +134,7 @@ async def init(
         _out(f"profile   {identity.name}: " + (", ".join(recorded) if recorded else "unchanged"))
         if team:
             _out(f"team      team_export on: {team_note}")
-        _out(
-            "llm       "
-            + ("on" if config.get("llm") else "off")
-            + (
-                ""
-                if os.environ.get("ANTHROPIC_API_KEY")
-                else " (no ANTHROPIC_API_KEY: extraction waits for one)"
-            )
-        )
+        _out(f"llm       {extraction_note}")
     if on_path is None:
         sys.stderr.write(
             "agentctx: warning: `agentctx` is not on PATH, but Claude Code runs `agentctx hook …` "
@@ -260,3 +255,32 @@ def _forget_created_if_empty(changes: list[install.Change]) -> None:
             path.unlink()
             created.discard(str(path))
     state_path.write_bytes(orjson.dumps({"created": sorted(created)}))
+
+
+def _extraction_note() -> tuple[dict[str, Any], str]:
+    """The extraction backend init leaves in place, and what it will spend (no model request)."""
+    from agentctx.core import backend
+
+    settings = config.load()
+    choice = backend.resolve(str(settings["extraction.backend"]), bool(settings["llm"]))
+    data = choice.to_dict()
+    if choice.backend is None:
+        if not settings["llm"]:
+            return data, "off"
+        return data, f"on, but no extraction backend: {choice.reason} (extraction waits for one)"
+    if choice.backend == backend.API:
+        return data, "on, extraction through the Anthropic API (ANTHROPIC_API_KEY)"
+    data["caps"] = {
+        key: settings[key]
+        for key in ("extraction.daily_calls", "extraction.daily_tokens", "extraction.session_calls")
+    }
+    note = (
+        f"on, extraction through your Claude Code login ({choice.binary}): Claude Haiku calls "
+        f"count against your plan's usage, at most {settings['extraction.daily_calls']} calls and "
+        f"{settings['extraction.daily_tokens']:,} tokens a day "
+        f"({settings['extraction.session_calls']} a session); "
+        "turn it off with `agentctx config set extraction.backend off`"
+    )
+    if choice.warnings:
+        note += "; " + " ".join(choice.warnings)
+    return data, note

@@ -50,8 +50,9 @@ async def extract(
     else:
         _out(
             f"{report.status}: {sum(report.written.values())} records written "
-            f"{report.written or ''}, {report.reinforced} reinforced, {report.calls} call(s), "
-            f"${report.cost_usd:.4f}"
+            f"{report.written or ''}, {report.reinforced} reinforced, {report.calls} call(s)"
+            + (f" through {report.backend}" if report.backend else "")
+            + f", ${report.cost_usd:.4f}"
         )
         if report.error:
             _out(f"error: {report.error}")
@@ -70,4 +71,13 @@ async def worker_session_end(
     from agentctx.workers import session_end
 
     await session_end(session_id, transcript or None, project, extract=not no_extract)
+    return 0
+
+
+@worker_app.command(name="sweep")
+async def worker_sweep() -> int:
+    """Extract idle sessions with an unextracted tail (started detached by SessionStart)."""
+    from agentctx.workers import sweep
+
+    await sweep()
     return 0

@@ -243,11 +243,39 @@ CREATE UNIQUE INDEX records_one_current_handover
   ON records(project_id, coalesce(key, '')) WHERE type = 'handover' AND superseded_at IS NULL;
 """
 
+#: Extraction backends and spend: the backend that last extracted a session, the transcript size
+#: its last successful extraction covered (the idle sweep's mark), and the extraction
+#: ledger, one row per run that made calls (or was deferred by a cap): its backend, calls, tokens
+#: (cache reads and writes apart), cost and outcome. ``day`` (UTC) keys the daily caps.
+_EXTRACTION_LEDGER = """
+ALTER TABLE sessions ADD COLUMN extraction_backend TEXT;
+ALTER TABLE sessions ADD COLUMN extracted_size INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE extraction_ledger (
+  id                    INTEGER PRIMARY KEY,
+  at                    TEXT NOT NULL,
+  day                   TEXT NOT NULL,
+  session_id            TEXT NOT NULL,
+  project_id            TEXT,
+  backend               TEXT NOT NULL,
+  status                TEXT NOT NULL,
+  calls                 INTEGER NOT NULL DEFAULT 0,
+  input_tokens          INTEGER NOT NULL DEFAULT 0,
+  output_tokens         INTEGER NOT NULL DEFAULT 0,
+  cache_creation_tokens INTEGER NOT NULL DEFAULT 0,
+  cache_read_tokens     INTEGER NOT NULL DEFAULT 0,
+  cost_usd              REAL NOT NULL DEFAULT 0,
+  error                 TEXT
+);
+CREATE INDEX extraction_ledger_day ON extraction_ledger(day, backend, session_id);
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_extraction_state", _EXTRACTION_STATE),
     ("0003_consolidation", _CONSOLIDATION),
     ("0004_handover_per_checkout", _HANDOVER_PER_CHECKOUT),
+    ("0005_extraction_ledger", _EXTRACTION_LEDGER),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

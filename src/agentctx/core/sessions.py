@@ -15,7 +15,7 @@ import os
 import time
 
 from agentctx.core import clock, home, ledger
-from agentctx.core.plan import execute, execute_many, one
+from agentctx.core.plan import execute, execute_many, one, rows
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 
 #: A ledger untouched this long belongs to a session that never saw SessionEnd (a crash).
 STALE_LEDGER_S = 24 * 3600
+#: A transcript nobody wrote for this long belongs to a session that is over or paused: the idle
+#: sweep extracts its unextracted tail (:func:`idle_tails`).
+IDLE_S = 20 * 60.0
+#: Sessions started within this many days are swept.
+SWEEP_DAYS = 7
 
 
 def upsert(
@@ -83,8 +88,13 @@ def advance(
     written: int,
     cost: float,
     error: str | None = None,
+    *,
+    backend: str | None = None,
+    size: int = 0,
 ) -> Plan[None]:
-    """Count one extraction run: its new offset (``last_uuid``, None: unchanged), records, cost."""
+    """Count one extraction run: its new offset (``last_uuid``, None: unchanged), records, cost,
+    the backend that ran it and, once the run covered the transcript up to byte ``size``, that size
+    (so that the idle sweep, :func:`idle_unextracted`, leaves it alone until it grows)."""
     yield execute(
         "INSERT INTO sessions(session_id, project_id, transcript_path, started_at) "
         "VALUES (?, ?, ?, ?) ON CONFLICT(session_id) DO NOTHING",
@@ -93,10 +103,78 @@ def advance(
     yield execute(
         "UPDATE sessions SET extracted_uuid = coalesce(?, extracted_uuid), "
         "extractions = extractions + 1, records_extracted = records_extracted + ?, "
-        "extraction_cost_usd = extraction_cost_usd + ?, extraction_error = ? "
+        "extraction_cost_usd = extraction_cost_usd + ?, extraction_error = ?, "
+        "extraction_backend = coalesce(?, extraction_backend), "
+        "extracted_size = max(extracted_size, ?) "
         "WHERE session_id = ?",
-        (last_uuid, written, cost, error, session_id),
+        (last_uuid, written, cost, error, backend, size, session_id),
     )
+
+
+def spend(
+    session_id: str,
+    project_id: str | None,
+    backend: str,
+    status: str,
+    counts: dict[str, int],
+    cost: float,
+    error: str | None = None,
+) -> Plan[None]:
+    """One row of the extraction ledger: a run's backend, outcome, calls, tokens and cost.
+
+    ``counts``: ``calls``, ``input_tokens``, ``output_tokens``, ``cache_creation_tokens``,
+    ``cache_read_tokens`` (missing ones are 0).
+    """
+    now = clock.now()
+    names = ("calls", "input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens")
+    yield execute(
+        "INSERT INTO extraction_ledger(at, day, session_id, project_id, backend, status, calls, "
+        "input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens, cost_usd, error) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (now, now[:10], session_id, project_id, backend, status,
+         *(int(counts.get(name, 0)) for name in names), cost, error),
+    )  # fmt: skip
+
+
+def spent_today(backend: str, session_id: str) -> Plan[tuple[int, int, int]]:
+    """Today's (UTC) spend through ``backend``: (calls, tokens, calls for ``session_id``)."""
+    row = yield one(
+        "SELECT coalesce(sum(calls), 0), coalesce(sum(input_tokens + output_tokens "
+        "+ cache_creation_tokens + cache_read_tokens), 0), "
+        "coalesce(sum(CASE WHEN session_id = ? THEN calls ELSE 0 END), 0) "
+        "FROM extraction_ledger WHERE day = ? AND backend = ?",
+        (session_id, clock.now()[:10], backend),
+    )
+    return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
+
+
+def idle_tails(
+    found: list[tuple[str, str, int]], now: float, idle: float = IDLE_S
+) -> list[tuple[str, str]]:
+    """Of :func:`idle_unextracted`'s sessions, those whose transcript grew past what the last
+    extraction covered and that nobody wrote for ``idle`` seconds: (id, transcript path)."""
+    tails = []
+    for session_id, path, covered in found:
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):
+            continue
+        if info.st_size > covered and now - info.st_mtime >= idle:
+            tails.append((session_id, path))
+    return tails
+
+
+def idle_unextracted(since: str, limit: int) -> Plan[list[tuple[str, str, int]]]:
+    """Sessions started after ``since`` with a transcript: (id, transcript path, the size the
+    last extraction covered), the least recently extracted first. The caller compares the file's
+    size and age (whether it has an unextracted tail and is idle)."""
+    found = yield rows(
+        "SELECT session_id, transcript_path, extracted_size FROM sessions "
+        "WHERE transcript_path IS NOT NULL AND transcript_path != '' AND started_at >= ? "
+        "ORDER BY started_at LIMIT ?",
+        (since, limit),
+    )
+    return [(str(r[0]), str(r[1]), int(r[2] or 0)) for r in found]
 
 
 def fold(session_id: str, entries: list[LedgerEntry], *, ended: bool) -> Plan[None]:
@@ -220,6 +298,7 @@ def with_open_ledgers(
                 "tokens_injected": 0,
                 "injections": 0,
                 "extraction_cost_usd": 0.0,
+                "extraction_backend": None,
             }
             rows.append(row)
             by_id[session_id] = row

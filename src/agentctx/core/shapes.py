@@ -142,6 +142,7 @@ class SessionSummary(TypedDict):
     tokens_injected: int
     injections: int
     extraction_cost_usd: float
+    extraction_backend: str | None  #: the backend that last extracted it (api, claude-code)
 
 
 class SessionListing(SessionSummary):

@@ -61,7 +61,7 @@ DEMO_API_KEY = "demo-key-for-the-local-stand-in"
 HOOK_TIMEOUT_S = 30.0
 CONSOLIDATION_TIME_BOX_S = 30.0
 SESSION_END = "session-end"
-_DROPPED_ENV_PREFIXES = ("ANTHROPIC_", "CLAUDE_")
+_DROPPED_ENV_PREFIXES = ("ANTHROPIC_", "CLAUDE_", "AGENTCTX_EXTRACTION_", "AGENTCTX_CLAUDE_")
 _INDENT = "  │ "
 
 
@@ -159,8 +159,10 @@ class _Demo:
             "session": str(script["session_id"]),
             "next_session": str(script["next_session_id"]),
         }
-        # The hooks get no API key: Stop must not start a detached extraction worker.
+        # The hooks get no extraction backend: Stop must not start a detached extraction worker
+        # (nor run the user's own `claude`).
         self.hook_env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+        self.hook_env["AGENTCTX_EXTRACTION_BACKEND"] = "off"
 
     async def run(self) -> None:
         from agentctx.core.project import identify

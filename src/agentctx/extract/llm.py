@@ -2,8 +2,13 @@
 
 The client is ``anthropic.AsyncAnthropic`` configured from the environment as the SDK reads it
 (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``). The SDK retries 408/409/429/5xx (529 included)
-with exponential backoff; :data:`MAX_RETRIES` sets how often. The system prompt carries a
-``cache_control`` breakpoint so that repeated extractions in a day read it at a tenth of the price.
+with exponential backoff; :data:`MAX_RETRIES` sets how often.
+
+Prompt caching: a ``cache_control`` breakpoint takes effect only on a prefix (tools, then system) of
+at least the model's minimum cacheable length (4,096 tokens for Claude Haiku 4.5). The extraction
+prefix (the tool's schema and the system prompt, ~1,700 tokens) is below it, so no breakpoint is
+claimed unless the prefix grows past :func:`min_cacheable` (:data:`CACHE_PREFIX`); cache reads
+and writes the API reports are counted and land in the extraction ledger either way.
 """
 
 from __future__ import annotations
@@ -11,6 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+import orjson
+
+from agentctx.core.tokens import estimate_tokens
 from agentctx.extract.prompt import SYSTEM_PROMPT, TOOL
 
 if TYPE_CHECKING:
@@ -27,6 +35,23 @@ MAX_OUTPUT_TOKENS = 4096
 #: US dollars per million tokens for Claude Haiku 4.5; cache writes cost 1.25×, cache reads 0.1×.
 PRICE_INPUT = 1.0
 PRICE_OUTPUT = 5.0
+NAME = "api"
+#: Minimum cacheable prompt length in tokens, by model name prefix (Anthropic's prompt-caching
+#: documentation); a model not listed gets the largest.
+MIN_CACHEABLE = {
+    "claude-haiku-4-5": 4096,
+    "claude-3-5-haiku": 2048,
+    "claude-3-haiku": 2048,
+    "claude-sonnet": 1024,
+}
+#: Estimated tokens of the cacheable prefix every extraction call shares: the tool, then the system.
+CACHE_PREFIX = estimate_tokens(orjson.dumps(TOOL).decode()) + estimate_tokens(SYSTEM_PROMPT)
+
+
+def min_cacheable(model: str) -> int:
+    """The model's minimum cacheable prefix in tokens."""
+    found = [n for prefix, n in MIN_CACHEABLE.items() if model.startswith(prefix)]
+    return found[0] if found else max(MIN_CACHEABLE.values())
 
 
 @dataclass(slots=True)
@@ -48,6 +73,31 @@ class Usage:
             getattr(usage, "cache_creation_input_tokens", 0) or 0
         )
         self.cache_read_input_tokens += int(getattr(usage, "cache_read_input_tokens", 0) or 0)
+
+    def add_counts(self, counts: Any) -> None:
+        """Add one call's usage given as a mapping (the ``usage`` of the claude CLI's result)."""
+        self.calls += 1
+        if not isinstance(counts, dict):
+            return
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+        ):
+            value = counts.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                setattr(self, name, getattr(self, name) + value)
+
+    @property
+    def tokens(self) -> int:
+        """Every token counted: input (cache writes and reads included) and output."""
+        return (
+            self.input_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+            + self.output_tokens
+        )
 
     @property
     def cost_usd(self) -> float:
@@ -111,9 +161,10 @@ async def forced_tool(
 
 async def call(client: AsyncAnthropic, model: str, user_text: str, usage: Usage) -> CallResult:
     """Ask for one extraction; raise the SDK's error when the API fails after its retries."""
-    system: list[TextBlockParam] = [
-        {"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}
-    ]
+    block: TextBlockParam = {"type": "text", "text": SYSTEM_PROMPT}
+    if min_cacheable(model) <= CACHE_PREFIX:  # below it a breakpoint is ignored: claim none
+        block["cache_control"] = {"type": "ephemeral"}
+    system: list[TextBlockParam] = [block]
     called, data, stop = await forced_tool(
         client,
         model,
@@ -128,3 +179,23 @@ async def call(client: AsyncAnthropic, model: str, user_text: str, usage: Usage)
     if isinstance(data, dict):
         return CallResult(data, stop)
     return CallResult(None, stop, ["tool input is not an object"])
+
+
+class ApiCaller:
+    """Extraction calls through the Messages API (``client``, else one from the environment)."""
+
+    name = NAME
+    concurrency = 4
+
+    def __init__(self, client: AsyncAnthropic | None = None) -> None:
+        self._own = client is None
+        self.client = client or make_client()
+
+    async def __call__(self, model: str, user_text: str, usage: Usage) -> CallResult:
+        """One extraction (the SDK's error after its retries)."""
+        return await call(self.client, model, user_text, usage)
+
+    async def aclose(self) -> None:
+        """Close the client if it is ours."""
+        if self._own:
+            await self.client.close()

@@ -17,8 +17,9 @@ and CwdChanged redo it at the next event, and a ledger left unfolded is folded a
 
 Workers are started with a double fork and ``setsid`` so that they outlive the hook and Claude Code
 never waits for them, at a lower CPU priority than the hooks (:data:`WORKER_NICENESS`); their output
-goes to ``logs/workers.log``. With ``llm`` off in config or no ``ANTHROPIC_API_KEY``, no extraction
-is started; consolidation still runs.
+goes to ``logs/workers.log``. With ``llm`` off in config or no extraction backend (no
+``ANTHROPIC_API_KEY`` and no ``claude`` CLI, see :mod:`agentctx.core.backend`), no extraction is
+started; consolidation still runs.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def _upsert_session(ctx: HookContext, conn: sqlean.Connection) -> None:
 def _stop(ctx: HookContext, conn: sqlean.Connection) -> None:
     _upsert_session(ctx, conn)
     transcript = ctx.text("transcript_path")
-    if not ctx.session_id or not transcript or not _llm_enabled(ctx, quiet=True):
+    if not ctx.session_id or not transcript or not extraction_enabled(ctx, quiet=True):
         return
     try:
         size = os.path.getsize(transcript)
@@ -157,7 +158,7 @@ def _session_end_args(ctx: HookContext) -> list[str]:
     args = ["worker", "session-end", "--project", ctx.project.project_id]
     if ctx.session_id:
         args += ["--session-id", ctx.session_id, "--transcript", ctx.text("transcript_path")]
-    if not _llm_enabled(ctx):
+    if not extraction_enabled(ctx):
         args.append("--no-extract")
     return args
 
@@ -174,19 +175,22 @@ def _cwd_changed(ctx: HookContext, conn: sqlean.Connection) -> None:
     )
 
 
-def _llm_enabled(ctx: HookContext, *, quiet: bool = False) -> bool:
+def extraction_enabled(ctx: HookContext, *, quiet: bool = False) -> bool:
+    """Whether an extraction backend may run (:func:`agentctx.core.backend.quick`: no process)."""
+    from agentctx.core import backend
+
     try:
-        enabled = bool(config.get("llm"))
+        settings = config.load()
     except Exception as exc:
         ctx.log(f"config unreadable ({exc}); treating llm as off")
         return False
-    if not enabled:
-        return False
-    if not os.environ.get("ANTHROPIC_API_KEY", "").strip():
-        if not quiet:  # Stop runs every turn: say it once per session, at SessionEnd
-            ctx.log("ANTHROPIC_API_KEY is not set: no LLM extraction (deterministic capture only)")
-        return False
-    return True
+    chosen = backend.quick(str(settings["extraction.backend"]), bool(settings["llm"]))
+    if chosen is None and settings["llm"] and not quiet:  # Stop runs every turn: once, at the end
+        ctx.log(
+            "no extraction backend (no ANTHROPIC_API_KEY, no claude CLI, or extraction.backend "
+            "off): deterministic capture only"
+        )
+    return chosen is not None
 
 
 def start_worker(ctx: HookContext, args: Sequence[str]) -> None:

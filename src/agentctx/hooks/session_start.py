@@ -8,9 +8,10 @@ session's checkout (worktree) picks its own handover, else the legacy one (:func
 
 from __future__ import annotations
 
+import os
 import time
 
-from agentctx.core import digests
+from agentctx.core import digests, home
 from agentctx.core.ledger import Ledger
 from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
 
@@ -21,7 +22,12 @@ if TYPE_CHECKING:
 
 
 def handle(ctx: HookContext) -> str | None:
-    """The digest text, or None when the store knows nothing of this project."""
+    """The digest text, or None when the store knows nothing of this project; starts the
+    idle-session sweep now and then (:func:`agentctx.hooks.lifecycle.maybe_sweep`)."""
+    try:
+        maybe_sweep(ctx)
+    except Exception as exc:  # the digest comes first
+        ctx.log(f"sweep not started: {type(exc).__name__}: {exc}")
     project = ctx.project
     data = digests.read(project.project_id) or _build(ctx)
     if data is None:
@@ -46,6 +52,47 @@ def handle(ctx: HookContext) -> str | None:
                 }
             )
     return text
+
+
+#: SessionStart looks for idle sessions to sweep (``agentctx worker sweep``) at most this often.
+SWEEP_EVERY_S = 15 * 60
+SWEEP_STAMP = "sweep.stamp"
+
+
+def maybe_sweep(ctx: HookContext) -> None:
+    """Start the idle-session sweep (:func:`agentctx.workers.sweep`) when no look happened within
+    :data:`SWEEP_EVERY_S` (the stamp file's time says), an extraction backend may run and a session
+    has an idle unextracted tail. One stat on most starts."""
+    stamp = os.path.join(home.home_dir(), SWEEP_STAMP)
+    try:
+        if time.time() - os.path.getmtime(stamp) < SWEEP_EVERY_S:
+            return
+    except OSError:
+        if not os.path.exists(home.db_path()):
+            return  # no store: nothing to sweep
+    try:  # first: the rest runs at most once per SWEEP_EVERY_S, whatever it finds
+        os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT, 0o600))
+        os.utime(stamp)
+    except OSError as exc:
+        ctx.log(f"cannot write {stamp} ({exc}); no sweep")
+        return
+    from agentctx.hooks import lifecycle
+
+    if not lifecycle.extraction_enabled(ctx, quiet=True):
+        return
+    from agentctx.core import clock, sessions
+    from agentctx.core.connect import open_db, release
+    from agentctx.core.plan import run
+
+    conn = open_db(ctx.log)
+    if conn is None:
+        return
+    try:
+        found = run(conn, sessions.idle_unextracted(clock.days_ago(sessions.SWEEP_DAYS), 1000))
+    finally:
+        release(conn)
+    if sessions.idle_tails(found, time.time()):
+        lifecycle.start_worker(ctx, ["worker", "sweep"])
 
 
 def _build(ctx: HookContext) -> Digest | None:

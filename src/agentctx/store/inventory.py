@@ -86,6 +86,7 @@ class Status(TypedDict):
     extraction_cost_usd: float
     recent_sessions: list[SessionSummary]
     extraction_cost_by_month: dict[str, float]
+    extraction_today: dict[str, dict[str, float]]
     store: StoreTotals
     project: NotRequired[dict[str, str | None]]
 
@@ -120,6 +121,7 @@ async def status(store: Store, project_id: str | None = None) -> Status:
         f"SELECT count(*) FROM records_archive WHERE project_id IN ({marks})", ids
     )
     candidates = await prune_candidates(store, project_id)
+    today = await extraction_today(store)
     return {
         "project_id": project_id,
         "counts": counts,
@@ -135,6 +137,7 @@ async def status(store: Store, project_id: str | None = None) -> Status:
         "extraction_cost_usd": float(sum(s["extraction_cost_usd"] for s in project_sessions)),
         "recent_sessions": project_sessions[:10],
         "extraction_cost_by_month": _by_month(all_sessions),
+        "extraction_today": today,
         "store": {
             "path": store.path,
             "records": totals[0],
@@ -143,6 +146,24 @@ async def status(store: Store, project_id: str | None = None) -> Status:
             "tokens_injected": sum(s["tokens_injected"] for s in all_sessions),
         },
     }
+
+
+async def extraction_today(store: Store) -> dict[str, dict[str, float]]:
+    """Today's (UTC) extraction ledger by backend (all projects): runs, calls, tokens (cache reads
+    and writes apart), cost, and runs deferred by a cap."""
+    found: dict[str, dict[str, float]] = {}
+    for row in await store.rows(
+        "SELECT backend, count(*) AS runs, sum(calls) AS calls, sum(input_tokens) AS input_tokens, "
+        "sum(output_tokens) AS output_tokens, sum(cache_creation_tokens) AS cache_creation_tokens, "
+        "sum(cache_read_tokens) AS cache_read_tokens, sum(cost_usd) AS cost_usd, "
+        "sum(status = 'deferred') AS deferred FROM extraction_ledger WHERE day = ? "
+        "GROUP BY backend ORDER BY backend",
+        (clock.now()[:10],),
+    ):
+        values = dict(row)
+        name = str(values.pop("backend"))
+        found[name] = {k: (float(v) if k == "cost_usd" else int(v or 0)) for k, v in values.items()}
+    return found
 
 
 async def session(store: Store, session_id: str) -> dict[str, Any] | None:
@@ -165,7 +186,7 @@ async def sessions(
         cast("SessionSummary", dict(row))
         for row in await store.rows(
             "SELECT session_id, project_id, cwd, started_at, ended_at, tokens_injected, "
-            f"injections, extraction_cost_usd FROM sessions {where} "
+            f"injections, extraction_cost_usd, extraction_backend FROM sessions {where} "
             "ORDER BY coalesce(started_at, '') DESC, session_id",
             params,
         )
