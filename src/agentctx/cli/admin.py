@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -11,7 +10,7 @@ from cyclopts import App, Parameter
 
 from agentctx import config, doctor
 from agentctx.cli import Json, _json, _out, _project, _with_store, app
-from agentctx.core import home
+from agentctx.core import files, home
 from agentctx.core.errors import ValidationError
 from agentctx.store import deletion, inventory, transfer
 
@@ -50,9 +49,8 @@ async def export(
 
 
 async def _write_file(path: str, payload: bytes) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    await anyio.Path(tmp).write_bytes(payload)
-    os.replace(tmp, path)
+    # the whole store: private to the user, like the database it comes from
+    await anyio.to_thread.run_sync(lambda: files.write_atomic(path, payload, mode=0o600))
 
 
 @app.command(name="import")

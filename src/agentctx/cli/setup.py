@@ -68,12 +68,13 @@ async def init(
     settings = paths.project_settings if project else paths.user_settings
     mcp_file = paths.project_mcp if project else paths.user_mcp
     assert settings is not None and mcp_file is not None
-    changes = [install.install_hooks(settings)]
+    inside = Path(identity.root) if project else None  # a project's files: no symlink followed
+    changes = [install.install_hooks(settings, root=inside)]
     mcp_note = ""
     if no_mcp:
         mcp_note = "not registered (--no-mcp)"
     else:
-        changes.append(install.install_mcp(mcp_file, project=project))
+        changes.append(install.install_mcp(mcp_file, project=project, root=inside))
     _remember_created([c.path for c in changes if c.action == "created"])
     recorded: list[str] = []
     async with await Store.open() as store:
@@ -181,8 +182,9 @@ def uninstall(
         targets.append((paths.project_settings, paths.project_mcp, True))
     changes = []
     for settings, mcp_file, is_project in targets:
-        changes.append(install.uninstall_hooks(settings))
-        changes.append(install.uninstall_mcp(mcp_file, project=is_project))
+        inside = Path(identity.root) if is_project else None
+        changes.append(install.uninstall_hooks(settings, root=inside))
+        changes.append(install.uninstall_mcp(mcp_file, project=is_project, root=inside))
     _forget_created_if_empty(changes)
     purged = False
     if purge:
