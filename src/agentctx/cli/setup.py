@@ -13,7 +13,7 @@ from cyclopts import Parameter
 from agentctx import config, detection
 from agentctx.claude import install
 from agentctx.cli import Json, _json, _out, _project, app
-from agentctx.core import home
+from agentctx.core import files, home
 from agentctx.core.errors import ValidationError
 from agentctx.records import NewRecord
 from agentctx.store import Store
@@ -58,6 +58,7 @@ async def init(
     """
     identity = _project()
     home.ensure_home()
+    tightened = home.tighten()  # a home left readable by other accounts (an older agentctx, a copy)
     if no_llm:
         config.set_value("llm", False)
     if no_embeddings:
@@ -108,6 +109,7 @@ async def init(
         _json(
             {
                 "home": home.home_dir(),
+                "tightened": tightened,
                 "changes": [
                     {"path": str(c.path), "action": c.action, "description": c.description}
                     for c in changes
@@ -125,6 +127,11 @@ async def init(
         )
     else:
         _out(f"home      {home.home_dir()}")
+        if tightened:
+            _out(
+                f"tightened {len(tightened)} path{'' if len(tightened) == 1 else 's'} other "
+                "accounts could read or enter (now owner-only: folders 0700, files 0600)"
+            )
         for change in changes:
             _out(f"{change.action:<9} {change.path} ({change.description})")
         if mcp_note:
@@ -238,7 +245,7 @@ def _remember_created(paths: list[Path]) -> None:
     except (OSError, ValueError, AttributeError):
         known = set()
     known.update(str(p) for p in paths)
-    state_path.write_bytes(orjson.dumps({"created": sorted(known)}))
+    files.write_atomic(state_path, orjson.dumps({"created": sorted(known)}))
 
 
 def _forget_created_if_empty(changes: list[install.Change]) -> None:
@@ -261,4 +268,4 @@ def _forget_created_if_empty(changes: list[install.Change]) -> None:
         if empty:
             path.unlink()
             created.discard(str(path))
-    state_path.write_bytes(orjson.dumps({"created": sorted(created)}))
+    files.write_atomic(state_path, orjson.dumps({"created": sorted(created)}))
