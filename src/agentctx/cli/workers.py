@@ -65,9 +65,31 @@ async def worker_session_end(
     session_id: str | None = None,
     transcript: str | None = None,
     no_extract: Annotated[bool, Parameter(negative="")] = False,
+    deadline: float | None = None,
 ) -> int:
-    """Final extraction of a session, then consolidation (started detached by SessionEnd)."""
-    from agentctx.workers import session_end
+    """Final extraction of a session, then consolidation (started detached by SessionEnd).
 
-    await session_end(session_id, transcript or None, project, extract=not no_extract)
+    ``--deadline``: seconds before the worker gives up (default ``WORKER_DEADLINE_S``).
+    """
+    from agentctx.workers import WORKER_DEADLINE_S, give_up_after, session_end
+
+    ends = give_up_after(deadline or WORKER_DEADLINE_S, f"session-end worker {session_id or ''}")
+    await session_end(
+        session_id, transcript or None, project, extract=not no_extract, deadline=ends
+    )
     return 0
+
+
+@worker_app.command(name="extract")
+async def worker_extract(
+    *, session_id: str, transcript: str | None = None, deadline: float | None = None
+) -> int:
+    """An extraction of a session as the Stop hook starts it: detached, with a deadline."""
+    from agentctx.extract import extract_session
+    from agentctx.workers import WORKER_DEADLINE_S, give_up_after, log
+
+    give_up_after(deadline or WORKER_DEADLINE_S, f"extract worker {session_id}")
+    async with await Store.open() as store:
+        report = await extract_session(store, session_id, transcript=transcript, log=log)
+    log(f"extract {session_id}: {report.status} {report.written or ''}".rstrip())
+    return 1 if report.status in ("failed", "no_transcript") else 0

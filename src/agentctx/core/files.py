@@ -199,6 +199,10 @@ def _open_inside(root: str, target: str) -> tuple[int, str]:
         raise
 
 
+class NotRegularFileError(OSError):
+    """A path that names a FIFO, a device, a socket or a folder where a file was expected."""
+
+
 def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     """Open a file for binary reading only if it is a regular file; OSError otherwise.
 
@@ -209,7 +213,7 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{os.fspath(path)} is not a regular file")
+            raise NotRegularFileError(f"{os.fspath(path)} is not a regular file")
         if _NONBLOCK:
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
@@ -232,3 +236,20 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
     """At most ``limit`` bytes of a regular file (see :func:`open_regular`)."""
     with open_regular(path) as fh:
         return fh.read(limit)
+
+
+def read_tail(path: str | os.PathLike[str], limit: int) -> tuple[bytes, bool]:
+    """The last ``limit`` bytes of a regular file, whole lines only; and whether any were left out.
+
+    A file over the limit is read from its end (what matters of a transcript is the newest part),
+    without the line the window cuts at its start.
+    """
+    with open_regular(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        cut = size > limit
+        if cut:
+            fh.seek(size - limit)
+        data = fh.read(limit)
+    if cut:
+        data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
+    return data, cut
