@@ -23,6 +23,7 @@ from agentctx.hooks.lifecycle import EXTRACT_GROWTH_BYTES, conversation_bytes
 from tests.helpers import payload, run_cli
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 #: A guard, not a measurement: the issue's bound is 5 s; a loaded CI machine gets slack.
@@ -90,9 +91,13 @@ def newlines(tmp_path: Path, size: int = 200 * 1024 * 1024) -> Path:
     return path
 
 
-HOSTILE = {
+def dev_zero(_tmp_path: Path) -> str:
+    return "/dev/zero"
+
+
+HOSTILE: dict[str, Callable[[Path], Path | str]] = {
     "fifo": fifo,
-    "dev-zero": lambda _tmp: "/dev/zero",
+    "dev-zero": dev_zero,
     "sparse-1GB": sparse,
     "newlines-200MB": newlines,
 }

@@ -63,7 +63,8 @@ def export(*records: dict[str, Any], projects: list[dict[str, Any]] | None = Non
 
 
 def current_export(cwd: Path) -> dict[str, Any]:
-    return json.loads(run_cli("export", "--format", "json", cwd=cwd).stdout)
+    data: dict[str, Any] = json.loads(run_cli("export", "--format", "json", cwd=cwd).stdout)
+    return data
 
 
 @pytest.fixture
@@ -225,7 +226,7 @@ FUZZ = settings(
 
 
 async def _rows(store: Store) -> dict[str, dict[str, Any]]:
-    return {r.id: r.to_dict() for r in await store.list_records(None)}
+    return {r.id: dict(r.to_dict()) for r in await store.list_records(None)}
 
 
 @pytest.mark.slow  # a store per example
