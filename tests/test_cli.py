@@ -495,7 +495,7 @@ def test_export_import_round_trip(project_dir: Path, tmp_path: Path, fmt: str) -
         assert "## Global (every project)" in printed
 
     fresh = home_env(tmp_path / "second-home")
-    assert ok("import", str(path), cwd=project_dir, env=fresh).strip() == (
+    assert ok("import", "--restore", str(path), cwd=project_dir, env=fresh).strip() == (
         "imported 4 records (0 already present)"
     )
     assert ok("export", "--format", "json", cwd=project_dir, env=fresh) == original

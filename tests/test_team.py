@@ -416,7 +416,10 @@ def test_round_trip_between_two_homes(tmp_path: Path, remote: str | None) -> Non
     assert ok("config", "get", "team_export", cwd=mine, home=home_a) == "team_export = on\n"
     first = ok("import", str(team_file), cwd=theirs, home=home_b)
     again = ok("import", str(team_file), cwd=theirs, home=home_b)
-    assert first == "imported 3 records (0 already present)\n"
+    assert first == (
+        "imported 3 records (0 already present)\n"
+        "  as team context of shop, unconfirmed, from .agentctx/context.md\n"
+    )
     assert again == "imported 0 records (3 already present)\n"
 
     exported_a = json.loads(ok("export", "--format", "json", "--project", cwd=mine, home=home_a))

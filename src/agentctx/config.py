@@ -114,20 +114,11 @@ def set_value(key: str, raw: str | bool | int, path: str | None = None) -> Any:
         home.ensure_home()
     else:
         os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
-    tmp = f"{target}.{os.getpid()}.tmp"
     import json  # only here: the read path must not load it (module docstring)
 
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(stored, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        try:  # a full disk or a read-only home: leave no half-written file behind
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from agentctx.core import files
+
+    files.write_atomic(target, (json.dumps(stored, indent=2, sort_keys=True) + "\n").encode())
     return value
 
 

@@ -150,6 +150,17 @@ def _check_home() -> Check:
             f"make it writable: chmod u+w {path} (or remount it read-write, or point "
             "AGENTCTX_HOME at a writable folder)",
         )
+    exposed = home.loose()
+    if exposed:
+        shown = ", ".join(exposed[:3]) + (
+            f" and {len(exposed) - 3} more" if len(exposed) > 3 else ""
+        )
+        return Check(
+            "home",
+            False,
+            f"other accounts on this machine can read or enter {shown}",
+            "run `agentctx init` (it makes the home owner-only: folders 0700, files 0600)",
+        )
     return Check("home", True, path)
 
 

@@ -126,6 +126,10 @@ def _load(name: str, path: str, cache_dir: str) -> Embedder | None:
             model = _cached_or_downloaded(TextEmbedding, kwargs, name, cache_dir)
             if model is None:
                 return None
+            if os.path.commonpath([os.path.abspath(cache_dir), home.home_dir()]) == home.home_dir():
+                home.tighten(
+                    cache_dir
+                )  # a download takes the umask's modes: the home stays private
         prefix = BGE_QUERY_PREFIX if "bge-" in name.lower() else ""
         return Embedder(model, name, query_prefix=prefix)
     except Exception as exc:  # offline, corrupt folder, unknown name: keyword-only

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agentctx import config
+from agentctx.core import files
 from agentctx.core.schema import GLOBAL_PROJECT_ID
 from agentctx.store import transfer
 
@@ -99,36 +100,27 @@ async def export_team(
     if not records and not await anyio.Path(path).exists():
         return None
     text = transfer.to_team_markdown(records, edges)
-    await anyio.to_thread.run_sync(write_if_changed, path, text.encode("utf-8"))
+    await anyio.to_thread.run_sync(
+        lambda: write_if_changed(path, text.encode("utf-8"), root=project_root)
+    )
     return path
 
 
-def write_if_changed(path: str, payload: bytes, *, private: bool = False) -> None:
+def write_if_changed(
+    path: str, payload: bytes, *, private: bool = False, root: str | None = None
+) -> None:
     """Replace the file atomically, and only when its bytes change (no mtime churn for git).
 
-    ``private``: the file is made 0600 (a leftover temporary file keeps its old mode through
-    ``O_CREAT``, hence the ``fchmod``); otherwise it takes the umask's mode, as a file in a repo should.
+    ``private``: the file is made 0600; otherwise it takes the umask's mode, as a file in a repo
+    should. ``root``: the repository the file belongs to; a symlink at the file or on the way to it
+    from the root, or a path leaving it, is refused (:class:`~agentctx.core.errors.UnsafePathError`).
     """
+    if root is not None:
+        files.check_inside(root, path)  # before reading: a planted link is refused, not read
     try:
-        with open(path, "rb") as fh:
-            if fh.read() == payload:
+        with files.open_regular(path) as fh:
+            if fh.read(len(payload) + 1) == payload:
                 return
-    except FileNotFoundError:
+    except OSError:  # missing, or not a regular file: the write below replaces or refuses it
         pass
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o666)
-    try:
-        if private:
-            os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    files.write_atomic(path, payload, mode=0o600 if private else None, root=root)

@@ -14,11 +14,18 @@ the rest up (extraction is incremental, consolidation resumes from the flags it 
 the worker's stderr, which the hooks point at ``logs/workers.log``. An extraction the Stop hook
 started may still be running when the session ends: the final one waits for it (up to
 :data:`EXTRACT_WAIT_S`) rather than skip the last turns, and consolidation then sees its records.
+
+Every worker a hook starts has a deadline (:func:`give_up_after`, :data:`WORKER_DEADLINE_S`, or
+:data:`EXTRACTION_DEADLINE_S` when it extracts): past
+it the process logs one line and exits, whatever it was doing (a blocked read, a slow API), so the
+kernel releases its locks and SQLite rolls back the one unit of work not yet committed.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 
 from agentctx.consolidate import DEFAULT_TIME_BOX, consolidate
@@ -32,6 +39,31 @@ from agentctx.store import Store
 EXTRACT_WAIT_S = 300.0
 #: Most sessions one sweep extracts (the rest wait for the next).
 SWEEP_MAX = 5
+#: A worker started by a hook finishes or gives up within this many seconds (docs/security.md)...
+WORKER_DEADLINE_S = 30.0
+#: ... unless it extracts: model calls over a long session take minutes, and an extraction killed
+#: at 30 s would be paid for again and never land (its records commit at the end of the run).
+EXTRACTION_DEADLINE_S = 300.0
+#: Exit status of a worker that gave up at its deadline.
+GAVE_UP = 3
+
+
+def give_up_after(seconds: float, what: str) -> float:
+    """Exit this process ``seconds`` from now unless it ended before; return the deadline.
+
+    A timer thread, not a cancel scope: it also ends a worker blocked in a read or in C code.
+    ``os._exit`` skips cleanup on purpose; locks are ``flock`` (released by the kernel) and
+    every unit of work is its own transaction.
+    """
+
+    def fire() -> None:
+        log(f"{what}: gave up after {seconds:g} s (worker deadline); committed work is kept")
+        os._exit(GAVE_UP)
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    return time.monotonic() + seconds
 
 
 def log(message: str) -> None:
@@ -47,15 +79,25 @@ async def session_end(
     *,
     extract: bool,
     time_box: float = DEFAULT_TIME_BOX,
+    deadline: float | None = None,
 ) -> tuple[Report | None, list[ConsolidationReport]]:
-    """Final extraction of a session, then consolidation of its project."""
+    """Final extraction of a session, then consolidation of its project.
+
+    ``deadline`` (``time.monotonic()``): the waits and the consolidation's time box fit before it.
+    """
     report: Report | None = None
+    wait = EXTRACT_WAIT_S
+    if deadline is not None:
+        wait = max(0.0, min(wait, (deadline - time.monotonic()) / 2))
     async with await Store.open() as store:
         if extract and session_id:
             report = await extract_session(
-                store, session_id, transcript=transcript, log=log, wait=EXTRACT_WAIT_S
+                store, session_id, transcript=transcript, log=log, wait=wait
             )
             log(f"extract {session_id}: {report.status} {report.written or ''}".rstrip())
+        if deadline is not None:
+            left = deadline - time.monotonic() - 1.0
+            time_box = max(0.1, min(time_box, left))
         consolidated = await consolidate(store, project_id, time_box=time_box, log=log)
     return report, consolidated
 

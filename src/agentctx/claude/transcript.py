@@ -24,6 +24,11 @@ folded in as one block after the last parent turn not newer than its first turn 
 ``after_uuid`` keeps the main file's lines after that line (and subagent lines newer than it); if
 it is missing (file rewritten) all is read and ``skipped["resume_uuid_missing"] = 1``. A missing
 main file raises ``OSError``; an unreadable subagent file is counted.
+
+Bounded (docs/security.md, "Bounded inputs"): only regular files are opened (a FIFO, a device or a
+folder counts as ``not_a_regular_file``, no turns), at most :data:`MAX_FILE_BYTES` of each file are
+read (the newest part; ``before_window`` = 1 when older lines were left out), a line over
+:data:`MAX_LINE_BYTES` is skipped as ``too_long``, and blank lines are counted without being kept.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from agentctx.core import files
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -48,6 +55,10 @@ DROPPED_TYPES = frozenset({
     "worktree-state", "bridge-session", "agent-setting", "tag",
 })  # fmt: skip
 TOOL_CALL_CHARS = 300
+#: The most of one transcript file read (its newest part) and the longest line parsed.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_LINE_BYTES = 8 * 1024 * 1024
+_NON_EMPTY = re.compile(rb"[^\n]+")
 SUMMARY_PREFIX = "Summary of earlier conversation: "
 SUBAGENT_PREFIX = "Subagent task: "
 
@@ -111,10 +122,19 @@ def read_transcript(
     tool_result_chars: int = 600,
 ) -> Transcript:
     """Parse a transcript (and its subagents' files) into turns; see the module docstring."""
-    with open(path, "rb") as fh:
-        data = fh.read()
-    raw, partial = _split(data)
     reader = _Reader(tool_result_chars, include_subagents)
+    try:
+        data = reader.load(path)
+    except files.NotRegularFileError:
+        return Transcript(
+            path=os.fspath(path),
+            turns=[],
+            lines_total=0,
+            skipped={"not_a_regular_file": 1},
+            last_uuid=after_uuid or "",
+            bytes_read=0,
+        )
+    raw, partial, ends = _split(data)
     start, newer_than = 0, None  # resuming: the resume line's timestamp, for subagent lines
     if after_uuid:
         found = _find(raw, after_uuid)
@@ -122,6 +142,7 @@ def read_transcript(
             reader.skipped["resume_uuid_missing"] = 1
         else:
             start, newer_than = found[0] + 1, found[1]
+    reader.blank(data, raw, ends, start, partial)
     lines = reader.read(raw[start:], partial=partial, sidechain=False)
     turns = [turn for _uuid, line_turns in lines for turn in line_turns]
     if include_subagents:
@@ -152,11 +173,33 @@ class _Reader:
         self.include_sidechains = include_sidechains
         self.lines = 0
 
+    def load(self, path: str | os.PathLike[str]) -> bytes:
+        """A file's bytes, bounded (:data:`MAX_FILE_BYTES`, its newest part); regular files only."""
+        data, cut = files.read_tail(path, MAX_FILE_BYTES)
+        if cut:
+            self.skipped["before_window"] += 1
+        return data
+
+    def blank(
+        self, data: bytes, raw: list[bytes], ends: list[int], start: int, partial: bool
+    ) -> None:
+        """Count the blank lines after line ``start`` (they are not kept in ``raw``)."""
+        offset = ends[start - 1] if start else 0
+        lines = data.count(b"\n", offset) + (1 if partial else 0) - (1 if start else 0)
+        empty = lines - (len(raw) - start)
+        self.lines += empty
+        if empty:
+            self.skipped["empty"] += empty
+
     def read(
         self, raw: list[bytes], *, partial: bool, sidechain: bool, newer_than: str | None = None
     ) -> list[_Line]:
         out: list[_Line] = []
         for index, chunk in enumerate(raw):
+            if len(chunk) > MAX_LINE_BYTES:
+                self.lines += 1
+                self.skipped["too_long"] += 1
+                continue
             entry = _parse(chunk)
             stamp = _text(entry.get("timestamp")) if entry is not None else ""
             if entry is not None and newer_than is not None and stamp <= newer_than:
@@ -286,11 +329,12 @@ def _subagent_blocks(main: Path, reader: _Reader, newer_than: str | None) -> lis
     blocks: list[list[Turn]] = []
     for file in sorted((main.with_suffix("") / "subagents").glob("agent-*.jsonl")):
         try:
-            data = file.read_bytes()
+            data = reader.load(file)
         except OSError:
             reader.skipped["subagent_unreadable"] += 1
             continue
-        raw, partial = _split(data)
+        raw, partial, ends = _split(data)
+        reader.blank(data, raw, ends, 0, partial)
         lines = reader.read(raw, partial=partial, sidechain=True, newer_than=newer_than)
         turns = [turn for _uuid, line_turns in lines for turn in line_turns]
         if turns:
@@ -316,13 +360,20 @@ def _fold(parent: list[Turn], blocks: list[list[Turn]]) -> list[Turn]:
     return [turn for _key, group in order for turn in group]
 
 
-def _split(data: bytes) -> tuple[list[bytes], bool]:
-    """The lines of a JSONL file, and whether the last one lacks its newline (still being written)."""
-    raw = data.split(b"\n")
-    partial = raw[-1] != b""  # b"" splits to [b""]: no lines, not partial
-    if not partial:
-        raw.pop()
-    return raw, partial
+def _split(data: bytes) -> tuple[list[bytes], bool, list[int]]:
+    """The non-empty lines of a JSONL file, whether the last one lacks its newline (still being
+    written), and where each line ends.
+
+    Blank lines are not kept (:meth:`_Reader.blank` counts them): a file of millions of newlines
+    costs one scan in C, not a list of millions of entries.
+    """
+    raw: list[bytes] = []
+    ends: list[int] = []
+    for match in _NON_EMPTY.finditer(data):
+        raw.append(match.group())
+        ends.append(match.end())
+    partial = bool(data) and not data.endswith(b"\n")
+    return raw, partial, ends
 
 
 def _find(raw: list[bytes], uuid: str) -> tuple[int, str] | None:

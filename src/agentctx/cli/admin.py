@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -11,9 +10,9 @@ from cyclopts import App, Parameter
 
 from agentctx import config, doctor
 from agentctx.cli import Json, _json, _out, _project, _with_store, app
-from agentctx.core import home
+from agentctx.core import files, home
 from agentctx.core.errors import ValidationError
-from agentctx.store import deletion, inventory, transfer
+from agentctx.store import confine, deletion, inventory, transfer
 
 if TYPE_CHECKING:
     from agentctx.store import Store
@@ -50,34 +49,70 @@ async def export(
 
 
 async def _write_file(path: str, payload: bytes) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    await anyio.Path(tmp).write_bytes(payload)
-    os.replace(tmp, path)
+    # the whole store: private to the user, like the database it comes from
+    await anyio.to_thread.run_sync(lambda: files.write_atomic(path, payload, mode=0o600))
+
+
+#: The largest file ``import`` reads (a whole store's export is a few MB).
+IMPORT_MAX_BYTES = 256 * 1024 * 1024
 
 
 @app.command(name="import")
-async def import_(file: str, *, json: Json = False) -> int:
-    """Import a JSON or Markdown export; records already present (same id) are left as they are."""
+async def import_(
+    file: str,
+    *,
+    restore: Annotated[
+        bool,
+        Parameter(
+            negative="",
+            help="Restore your own full export as written (projects, scopes, pins); "
+            "says what it changes first.",
+        ),
+    ] = False,
+    json: Json = False,
+) -> int:
+    """Import an export or a team file as team context of this project (records already present
+    are left as they are); --restore brings back your own full export as written."""
     try:
-        text = await anyio.Path(file).read_text(encoding="utf-8")
+        raw = await anyio.to_thread.run_sync(files.read_bounded, file, IMPORT_MAX_BYTES + 1)
+        if len(raw) > IMPORT_MAX_BYTES:
+            raise ValidationError(f"cannot read {file}: larger than {IMPORT_MAX_BYTES:,} bytes")
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ValidationError(f"cannot read {file}: {exc}") from exc
-    data = transfer.parse(text)
+    project = _project()
+    data = transfer.parse(text, project_id=project.project_id)
 
     async def action(store: Store) -> int:
-        report = await transfer.import_data(store, data)
+        if restore:
+            for line in await confine.restore_plan(store, data):
+                sys.stderr.write(f"restore: {line}\n")
+            report = await transfer.import_data(store, data)
+        else:
+            origin = await anyio.to_thread.run_sync(confine.provenance, file)
+            report = await confine.import_confined(store, data, project.project_id, origin)
         if json:
             _json(
                 {
                     "added": report.added,
                     "skipped": report.skipped,
                     "superseded_on_conflict": report.superseded_on_conflict,
+                    "kept_local": report.kept_local,
+                    "restored": restore,
                 }
             )
         else:
             added = report.added.get("records", 0)
             skipped = report.skipped.get("records", 0)
             _out(f"imported {added} records ({skipped} already present)")
+            if not restore and added:
+                shown = origin.removeprefix(confine.PREFIX)
+                _out(f"  as team context of {project.name}, unconfirmed, from {shown}")
+            if report.kept_local:
+                _out(
+                    f"  {len(report.kept_local)} left out: they would change records "
+                    "this import did not create"
+                )
         return 0
 
     return await _with_store(action)

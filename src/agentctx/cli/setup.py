@@ -14,7 +14,7 @@ from cyclopts import Parameter
 from agentctx import config, detection
 from agentctx.claude import install
 from agentctx.cli import Json, _json, _out, _project, app
-from agentctx.core import home
+from agentctx.core import files, home
 from agentctx.core.errors import ValidationError
 from agentctx.records import NewRecord
 from agentctx.store import Store
@@ -59,6 +59,7 @@ async def init(
     """
     identity = _project()
     home.ensure_home()
+    tightened = home.tighten()  # a home left readable by other accounts (an older agentctx, a copy)
     if no_llm:
         config.set_value("llm", False)
     if no_embeddings:
@@ -69,12 +70,13 @@ async def init(
     settings = paths.project_settings if project else paths.user_settings
     mcp_file = paths.project_mcp if project else paths.user_mcp
     assert settings is not None and mcp_file is not None
-    changes = [install.install_hooks(settings)]
+    inside = Path(identity.root) if project else None  # a project's files: no symlink followed
+    changes = [install.install_hooks(settings, root=inside)]
     mcp_note = ""
     if no_mcp:
         mcp_note = "not registered (--no-mcp)"
     else:
-        changes.append(install.install_mcp(mcp_file, project=project))
+        changes.append(install.install_mcp(mcp_file, project=project, root=inside))
     _remember_created([c.path for c in changes if c.action == "created"])
     recorded: list[str] = []
     async with await Store.open() as store:
@@ -109,6 +111,7 @@ async def init(
         _json(
             {
                 "home": home.home_dir(),
+                "tightened": tightened,
                 "changes": [
                     {"path": str(c.path), "action": c.action, "description": c.description}
                     for c in changes
@@ -127,6 +130,11 @@ async def init(
         )
     else:
         _out(f"home      {home.home_dir()}")
+        if tightened:
+            _out(
+                f"tightened {len(tightened)} path{'' if len(tightened) == 1 else 's'} other "
+                "accounts could read or enter (now owner-only: folders 0700, files 0600)"
+            )
         for change in changes:
             _out(f"{change.action:<9} {change.path} ({change.description})")
         if mcp_note:
@@ -176,8 +184,9 @@ def uninstall(
         targets.append((paths.project_settings, paths.project_mcp, True))
     changes = []
     for settings, mcp_file, is_project in targets:
-        changes.append(install.uninstall_hooks(settings))
-        changes.append(install.uninstall_mcp(mcp_file, project=is_project))
+        inside = Path(identity.root) if is_project else None
+        changes.append(install.uninstall_hooks(settings, root=inside))
+        changes.append(install.uninstall_mcp(mcp_file, project=is_project, root=inside))
     _forget_created_if_empty(changes)
     purged = False
     if purge:
@@ -231,7 +240,7 @@ def _remember_created(paths: list[Path]) -> None:
     except (OSError, ValueError, AttributeError):
         known = set()
     known.update(str(p) for p in paths)
-    state_path.write_bytes(orjson.dumps({"created": sorted(known)}))
+    files.write_atomic(state_path, orjson.dumps({"created": sorted(known)}))
 
 
 def _forget_created_if_empty(changes: list[install.Change]) -> None:
@@ -254,7 +263,7 @@ def _forget_created_if_empty(changes: list[install.Change]) -> None:
         if empty:
             path.unlink()
             created.discard(str(path))
-    state_path.write_bytes(orjson.dumps({"created": sorted(created)}))
+    files.write_atomic(state_path, orjson.dumps({"created": sorted(created)}))
 
 
 def _extraction_note() -> tuple[dict[str, Any], str]:

@@ -66,18 +66,46 @@ async def worker_session_end(
     session_id: str | None = None,
     transcript: str | None = None,
     no_extract: Annotated[bool, Parameter(negative="")] = False,
+    deadline: float | None = None,
 ) -> int:
-    """Final extraction of a session, then consolidation (started detached by SessionEnd)."""
-    from agentctx.workers import session_end
+    """Final extraction of a session, then consolidation (started detached by SessionEnd).
 
-    await session_end(session_id, transcript or None, project, extract=not no_extract)
+    ``--deadline``: seconds before the worker gives up (default ``EXTRACTION_DEADLINE_S``, or
+    ``WORKER_DEADLINE_S`` with ``--no-extract``).
+    """
+    from agentctx.workers import (
+        EXTRACTION_DEADLINE_S,
+        WORKER_DEADLINE_S,
+        give_up_after,
+        session_end,
+    )
+
+    default = WORKER_DEADLINE_S if no_extract or not session_id else EXTRACTION_DEADLINE_S
+    ends = give_up_after(deadline or default, f"session-end worker {session_id or ''}")
+    await session_end(
+        session_id, transcript or None, project, extract=not no_extract, deadline=ends
+    )
     return 0
 
 
 @worker_app.command(name="sweep")
 async def worker_sweep() -> int:
     """Extract idle sessions with an unextracted tail (started detached by SessionStart)."""
-    from agentctx.workers import sweep
+    from agentctx.workers import EXTRACTION_DEADLINE_S, give_up_after, sweep
 
+    give_up_after(EXTRACTION_DEADLINE_S, "sweep worker")
     await sweep()
     return 0
+@worker_app.command(name="extract")
+async def worker_extract(
+    *, session_id: str, transcript: str | None = None, deadline: float | None = None
+) -> int:
+    """An extraction of a session as the Stop hook starts it: detached, with a deadline."""
+    from agentctx.extract import extract_session
+    from agentctx.workers import EXTRACTION_DEADLINE_S, give_up_after, log
+
+    give_up_after(deadline or EXTRACTION_DEADLINE_S, f"extract worker {session_id}")
+    async with await Store.open() as store:
+        report = await extract_session(store, session_id, transcript=transcript, log=log)
+    log(f"extract {session_id}: {report.status} {report.written or ''}".rstrip())
+    return 1 if report.status in ("failed", "no_transcript") else 0

@@ -285,6 +285,12 @@ async def _team(run: _Run, project_id: str, root: str | None) -> dict[str, Any]:
     if root is None:
         return {"written": None}
     from agentctx import team
+    from agentctx.core.project import identify
+
+    # a stored root is only a write target when that folder is this project's checkout today
+    # (a root that came with imported data, or a folder since reused, is not: docs/security.md)
+    if identify(root).project_id != project_id:
+        return {"written": None, "skipped": f"{root} is not this project's folder"}
 
     return {"written": await team.export_team(run.store, project_id, root, settings=run.settings)}
 

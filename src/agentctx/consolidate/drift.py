@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agentctx.claude import claudemd
-from agentctx.core import home
+from agentctx.core import files, home
 from agentctx.retrieval.digest import DRIFT_THRESHOLD
 
 if TYPE_CHECKING:
@@ -214,12 +214,8 @@ def _save_seal(project_id: str, seal: str) -> None:
     """Remember a completed judgement (best effort: without it the next run judges again)."""
     try:
         home.ensure_sub("state")
-        path = _seal_path(project_id)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="ascii") as fh:
-            fh.write(seal)
-        os.replace(tmp, path)
-    except OSError:
+        files.write_atomic(_seal_path(project_id), seal.encode("ascii"))
+    except (OSError, UnicodeEncodeError):
         pass
 
 

@@ -72,6 +72,7 @@ def connect(
         raise DatabaseError(
             f"no database at {path}: run `agentctx init` (or any write) to create it"
         )
+    _regular_files(path, create=create and not readonly)
     caps = Capabilities()
     readonly = readonly or immutable
     uri = (
@@ -108,6 +109,41 @@ def connect(
     if load_vec:
         _load_vec(conn, caps)
     return conn, caps
+
+
+def _regular_files(path: str, *, create: bool) -> None:
+    """Refuse a database (or its -wal, -shm) that is not a regular file; create a new one 0600.
+
+    A FIFO or a device in its place would block or flood SQLite's open (docs/security.md). SQLite
+    gives the -wal and -shm files the database file's mode, so a private database keeps them
+    private too, whatever the umask.
+    """
+    import stat
+
+    for name in (path, path + "-wal", path + "-shm"):
+        try:
+            info = os.stat(name)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise DatabaseError(f"cannot use the database at {path}: {exc}") from exc
+        if not stat.S_ISREG(info.st_mode):
+            raise DatabaseError(
+                f"cannot use the database at {path}: {name} is not a regular file; move it aside"
+            )
+    if not create or os.path.exists(path):
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        return
+    except OSError:
+        return  # SQLite's own open says what is wrong, in its words (see explain)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 def _uri_path(path: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import home
+from agentctx.core import files, home
 from agentctx.core.project import GLOBAL_PROJECT_ID
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path; mypy reads this name as True
@@ -71,13 +71,11 @@ def write(digest: Digest, generated_at: str, read_started_ns: int) -> str | None
     project_id = str(digest["project_id"])
     path = path_for(project_id)
     home.ensure_sub("digests")
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(jsonio.dumps({**digest, "generated_at": generated_at}))
-    if _changed_since(project_id, read_started_ns):
-        os.unlink(tmp)
+    payload = jsonio.dumps({**digest, "generated_at": generated_at}).encode("utf-8")
+    if not files.write_atomic(
+        path, payload, before_replace=lambda: not _changed_since(project_id, read_started_ns)
+    ):
         return None
-    os.replace(tmp, path)
     if _changed_since(project_id, read_started_ns):  # a writer slipped in between: drop it again
         with _quiet():
             os.unlink(path)
@@ -150,10 +148,7 @@ def invalidate(project_ids: Iterable[str]) -> None:
     for project_id in targets:
         try:
             home.ensure_sub("digests")
-            tmp = f"{_marker(project_id)}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="ascii") as fh:
-                fh.write(stamp)
-            os.replace(tmp, _marker(project_id))
+            files.write_atomic(_marker(project_id), stamp.encode("ascii"))
         except OSError:
             pass
     try:

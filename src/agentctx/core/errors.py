@@ -38,3 +38,7 @@ class ConfigError(AgentctxError):
 
 class TransferError(AgentctxError):
     """Raised by export/import when a file is not an agentctx export or cannot be parsed."""
+
+
+class UnsafePathError(AgentctxError):
+    """Raised when a write would go through a symlink or leave the folder it belongs in."""

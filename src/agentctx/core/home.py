@@ -51,20 +51,85 @@ def sub(name: str) -> str:
 def ensure_sub(name: str) -> str:
     """Create (if needed) and return one sub-folder, the home itself created owner-only first.
 
-    ``os.makedirs`` gives only the last folder its mode, so the home is made on its own: a hook
-    that runs before ``agentctx init`` must not leave a world-readable home behind.
+    Each folder is made on its own with mode 0700 set after creation, so neither ``os.makedirs``
+    (which gives only the last folder its mode) nor the umask decides: a hook that runs before
+    ``agentctx init`` must not leave a readable home behind.
     """
     home = home_dir()
-    os.makedirs(home, mode=0o700, exist_ok=True)
+    _private_dir(home)
     path = os.path.join(home, name)
-    os.makedirs(path, mode=0o700, exist_ok=True)
+    _private_dir(path)
     return path
 
 
 def ensure_home() -> str:
     """Create the home and its sub-folders (owner-only permissions) and return the home path."""
     home = home_dir()
-    os.makedirs(home, mode=0o700, exist_ok=True)
+    _private_dir(home)
     for name in SUBDIRS:
-        os.makedirs(os.path.join(home, name), mode=0o700, exist_ok=True)
+        _private_dir(os.path.join(home, name))
     return home
+
+
+def _private_dir(path: str) -> None:
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        return
+    except FileNotFoundError:  # the home's parent is missing too: it is not ours to restrict
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            return
+    os.chmod(path, 0o700)  # the umask may have taken bits away; never more than the owner's
+
+
+def loose() -> list[str]:
+    """Paths under the home that another account may read, write or enter (group/world bits).
+
+    Symlinks are not followed (their own mode means nothing); only what this account owns counts.
+    """
+    return [path for path, _mode in _walk() if _mode & 0o077]
+
+
+def tighten(under: str | None = None) -> list[str]:
+    """Take group and world bits off everything under the home (or ``under``); the paths changed.
+
+    Folders become 0700 and files 0600 (an owner's execute bit is kept).
+    """
+    changed = []
+    for path, mode in _walk(under):
+        if not mode & 0o077:
+            continue
+        wanted = (mode & 0o700) | (0o700 if os.path.isdir(path) else 0o600)
+        try:
+            os.chmod(path, wanted)
+        except OSError:
+            continue
+        changed.append(path)
+    return changed
+
+
+def _walk(under: str | None = None) -> list[tuple[str, int]]:
+    import stat
+
+    root = under or home_dir()
+    found: list[tuple[str, int]] = []
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    stack = [root]
+    while stack:
+        path = stack.pop()
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISLNK(info.st_mode) or (uid is not None and info.st_uid != uid):
+            continue
+        found.append((path, stat.S_IMODE(info.st_mode)))
+        if stat.S_ISDIR(info.st_mode):
+            try:
+                stack.extend(os.path.join(path, name) for name in os.listdir(path))
+            except OSError:
+                continue
+    return found

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import os
 
+from agentctx.core import files
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -156,9 +158,8 @@ def _local(path: str, base: str | None) -> str | None:
 
 
 def _read_text(path: str) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read(_MAX_READ).decode("utf-8-sig", "replace")
+    try:  # a FIFO or a device planted in a repository would block or flood a plain open
+        return files.read_bounded(path, _MAX_READ).decode("utf-8-sig", "replace")
     except (OSError, ValueError):
         return None
 

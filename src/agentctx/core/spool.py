@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import clock, home, jsonio
+from agentctx.core import clock, files, home, jsonio
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,18 +33,8 @@ def save(observations: list[Observation]) -> str:
     """Write observations to a new spool file (atomically); return its path."""
     home.ensure_sub("spool")
     path = os.path.join(folder(), f"{clock.ulid()}.json")
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(jsonio.dumps(observations))
-        os.replace(tmp, path)
-    except BaseException:
-        try:  # a full disk: leave no empty file behind that nothing would ever drain
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    # a full disk leaves no empty file behind that nothing would ever drain
+    files.write_atomic(path, jsonio.dumps(observations).encode("utf-8"))
     return path
 
 

@@ -19,6 +19,7 @@ import re
 
 from agentctx.core import jsonio, spool
 from agentctx.core.connect import busy_or, open_db
+from agentctx.core.files import read_tail
 from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX, apply
 from agentctx.redact import redact
 
@@ -243,21 +244,17 @@ def _transcript_state(path: str) -> tuple[str, list[str], str]:
     """(newest real user request, files touched recently, last assistant text) from the tail."""
     if not path:
         return "", [], ""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - TRANSCRIPT_TAIL_BYTES))
-            data = fh.read()
+    try:  # a regular file only (a FIFO would block, /dev/zero never end), its tail only
+        data, _cut = read_tail(path, TRANSCRIPT_TAIL_BYTES)
     except (OSError, ValueError):  # ValueError: a path the OS refuses (NUL)
         return "", [], ""
     lines = data.decode("utf-8", "replace").split("\n")
-    if size > TRANSCRIPT_TAIL_BYTES:
-        lines = lines[1:]  # the first line is cut
     request = ""
     note = ""
     files: list[str] = []
     for line in reversed(lines):
+        if not line.startswith("{"):  # blank or foreign: not worth a parse (a tail of newlines)
+            continue
         try:
             entry = jsonio.loads(line)
         except ValueError:

@@ -45,6 +45,13 @@ if TYPE_CHECKING:
 EXTRACT_GROWTH_BYTES = 32 * 1024
 #: Workers run below the hooks: under load a hook waits less for a CPU (see docs/reliability.md).
 WORKER_NICENESS = 10
+#: What Stop reads of a transcript's growth at most, in bytes and seconds, and the longest line it
+#: looks at (docs/security.md, "Bounded inputs"): past either bound the growth counts as enough
+#: and the (time-boxed) extraction worker decides.
+SCAN_MAX_BYTES = 8 * 1024 * 1024
+SCAN_MAX_S = 1.0
+LINE_MAX_BYTES = 4 * 1024 * 1024
+_CHUNK = 1024 * 1024
 
 
 def handle(ctx: HookContext) -> None:
@@ -93,9 +100,15 @@ def _stop(ctx: HookContext, conn: sqlean.Connection) -> None:
     if not ctx.session_id or not transcript or not extraction_enabled(ctx, quiet=True):
         return
     try:
-        size = os.path.getsize(transcript)
-    except OSError:
+        info = os.stat(transcript)
+    except (OSError, ValueError):
         return
+    import stat
+
+    if not stat.S_ISREG(info.st_mode):
+        ctx.log("transcript_path is not a regular file; extraction not started")
+        return
+    size = info.st_size
     requested = run(conn, sessions.requested_size(ctx.session_id))
     # raw growth bounds the conversation's, so the cheap test comes first
     if size - requested < EXTRACT_GROWTH_BYTES or extraction_running(ctx.session_id):
@@ -106,7 +119,9 @@ def _stop(ctx: HookContext, conn: sqlean.Connection) -> None:
         return
     if grown < EXTRACT_GROWTH_BYTES:
         return
-    start_worker(ctx, ["extract", "--session-id", ctx.session_id, "--transcript", transcript])
+    start_worker(
+        ctx, ["worker", "extract", "--session-id", ctx.session_id, "--transcript", transcript]
+    )
     run(conn, sessions.request_extraction(ctx.session_id, size))
 
 
@@ -123,23 +138,68 @@ def conversation_bytes(path: str, start: int, enough: int) -> int:
     """Bytes of the user and assistant lines after byte ``start`` of a transcript.
 
     Counting stops once ``enough`` is reached. Only lines that mention such a type are parsed, to be
-    sure it is the line's own; a line cut at ``start`` does not parse and is not counted.
+    sure it is the line's own; a line cut at ``start`` does not parse and is not counted. Bounded
+    (a regular file only, :data:`SCAN_MAX_BYTES`, :data:`SCAN_MAX_S`, lines up to
+    :data:`LINE_MAX_BYTES`): past a bound the growth is large or strange, and counts as ``enough``.
     """
+    import time
+
+    from agentctx.core.files import open_regular
+
     total = 0
-    with open(path, "rb") as fh:
+    deadline = time.monotonic() + SCAN_MAX_S
+    with open_regular(path) as fh:
         fh.seek(start)
-        for line in fh:
-            if not any(marker in line for marker in _MESSAGE_MARKERS):
+        carry, skipping, scanned = b"", False, 0
+        while True:
+            if scanned >= SCAN_MAX_BYTES or time.monotonic() > deadline:
+                return max(total, enough)
+            chunk = fh.read(_CHUNK)
+            if not chunk:
+                return total
+            scanned += len(chunk)
+            data = carry + chunk
+            end = data.rfind(b"\n")
+            if end < 0:  # no line ends here: keep it, unless it is already too long to look at
+                skipping = skipping or len(data) > LINE_MAX_BYTES
+                carry = b"" if skipping else data
                 continue
-            try:
-                entry = jsonio.loads(line.decode("utf-8", "replace"))
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and entry.get("type") in ("user", "assistant"):
-                total += len(line)
-                if total >= enough:
-                    break
-    return total
+            if skipping:  # the rest of an overlong line
+                data = data[data.find(b"\n") + 1 :]
+                end = data.rfind(b"\n")
+                skipping = False
+            carry = data[end + 1 :]
+            for line in _marked_lines(data[: end + 1]):
+                try:
+                    entry = jsonio.loads(line.decode("utf-8", "replace"))
+                except ValueError:
+                    continue
+                if isinstance(entry, dict) and entry.get("type") in ("user", "assistant"):
+                    total += len(line) + 1
+                    if total >= enough:
+                        return total
+
+
+def _marked_lines(data: bytes) -> list[bytes]:
+    """The lines of ``data`` (whole lines) that hold a message marker, each once, in file order.
+
+    Found from the markers, not by walking every line: a stretch of millions of empty lines costs
+    one search per marker, in C.
+    """
+    starts: set[int] = set()
+    for marker in _MESSAGE_MARKERS:
+        at = data.find(marker)
+        while at >= 0:
+            starts.add(data.rfind(b"\n", 0, at) + 1)
+            newline = data.find(b"\n", at)
+            at = data.find(marker, newline + 1) if newline >= 0 else -1
+    lines = []
+    for begin in sorted(starts):
+        stop = data.find(b"\n", begin)
+        line = data[begin : stop if stop >= 0 else len(data)]
+        if len(line) <= LINE_MAX_BYTES:
+            lines.append(line)
+    return lines
 
 
 def _session_end(ctx: HookContext, conn: sqlean.Connection) -> None:

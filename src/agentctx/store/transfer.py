@@ -55,17 +55,16 @@ _PLURAL = {
 }
 assert set(_PLURAL) == set(RECORD_TYPES)
 #: The record fields a team file carries; the rest are local bookkeeping (docs/spec.md, 8.5).
+#: No confidence, source or pin: whoever imports a team file gets team context, unconfirmed
+#: (agentctx.store.confine), so the file says the same from every teammate's store.
 TEAM_FIELDS = (
     "id",
     "type",
-    "confidence",
-    "source",
     "valid_from",
     "recorded_at",
     "keywords",
     "key",
     "rationale",
-    "pinned",
     "superseded_at",
     "superseded_by",
 )
@@ -104,6 +103,8 @@ class ImportReport:
     skipped: dict[str, int] = field(default_factory=dict)
     superseded_on_conflict: list[str] = field(default_factory=list)
     superseded_on_import: list[str] = field(default_factory=list)
+    #: Records a confined import left out: they would have touched a record it did not create.
+    kept_local: list[str] = field(default_factory=list)
 
 
 # -- the data path ----------------------------------------------------------------------------------
@@ -402,9 +403,14 @@ def parse(text: str, *, project_id: str | None = None) -> dict[str, Any]:
     if data.pop("team", False):
         if project_id is None:
             project_id = identify(os.getcwd()).project_id
-        for record in data["records"]:
-            record["project_id"] = project_id
-            record["scope"] = "project"
+        for record in data["records"]:  # confined (agentctx.store.confine), whatever it says
+            record.update(
+                project_id=project_id,
+                scope="project",
+                pinned=False,
+                confidence="inferred",
+                source="import",
+            )
     return data
 
 

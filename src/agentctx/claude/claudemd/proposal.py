@@ -34,6 +34,7 @@ from agentctx.claude.claudemd.files import (
     user_views,
 )
 from agentctx.claude.claudemd.semantic import LIST_MARK, evaluate
+from agentctx.core import files as core_files
 from agentctx.core.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ class SyncReport:
     exact: bool = field(default=True, repr=False)
     #: Every checked record, as :func:`evaluate` judged it.
     assessments: list[Assessment] = field(default_factory=list, repr=False)
+    #: The project folder: a target inside it is written without following any symlink there.
+    root: str | None = field(default=None, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -175,6 +178,7 @@ async def report(
     proposed = propose(current, render_block([a.record for a in shown], stale, root))
     label = _label(target, root)
     return SyncReport(
+        root=root,
         files=[f.path for f in files],
         target=target,
         label=label,
@@ -205,19 +209,16 @@ def _write(sync: SyncReport) -> None:
     now = read_sync(path)
     if (now.text if now is not None else None) != sync.current:
         raise ValidationError(f"{path} changed while agentctx read it: run `agentctx sync` again")
-    folder = os.path.dirname(path) or "."
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(sync.proposed.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        if now is not None:
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    root = sync.root if sync.root and _inside(sync.root, path) else None
+    core_files.write_atomic(
+        path, sync.proposed.encode("utf-8"), mode=None, keep_mode=True, root=root
+    )
+
+
+def _inside(root: str, path: str) -> bool:
+    """Whether ``path`` names a place under ``root`` (an explicit target elsewhere is the user's)."""
+    root, path = os.path.abspath(root), os.path.abspath(path)
+    return os.path.commonpath([root, path]) == root
 
 
 async def apply(sync: SyncReport) -> bool:

@@ -21,8 +21,9 @@ Guarantees of :func:`install_hooks`, :func:`uninstall_hooks`, :func:`install_mcp
 - **Normalized only when written.** A write uses ``json.dumps(data, indent=2, ensure_ascii=False)``
   plus a newline. A file kept in another layout (tabs, 4 spaces, one line) is reformatted by the
   first write that changes it; its content (keys, order, values) other than ours stays the same.
-- **Atomic.** A temporary file in the same folder, fsynced, then ``os.replace``. The file mode is
-  kept, and a symlinked settings file keeps its link (the target is replaced). If the file changed
+- **Atomic.** A temporary file in the same folder, fsynced, then renamed (``core.files``). The file
+  mode is kept, and a symlinked user settings file keeps its link (the target is replaced); in a
+  project folder a symlinked file, or a symlink on the way to it, is refused. If the file changed
   on disk while we edited it (Claude Code rewrites ``~/.claude.json`` often), the edit starts over.
 - **Refusing.** A file that is not valid JSON, whose top level is not an object, or whose
   ``hooks`` / ``mcpServers`` / our event's value has the wrong kind raises :class:`ConfigError`

@@ -85,14 +85,17 @@ HOOK_EVENTS: Final[Mapping[str, HookRegistration]] = _registrations(
 KNOWN_HOOK_NAMES: Final[frozenset[str]] = frozenset(reg.name for reg in HOOK_EVENTS.values())
 
 
-def install_hooks(settings_path: Path) -> Change:
-    """Add or repair our hook registrations in a Claude Code settings file (created if missing)."""
-    return edit(settings_path, install_hooks_into, create=True)
+def install_hooks(settings_path: Path, *, root: Path | None = None) -> Change:
+    """Add or repair our hook registrations in a Claude Code settings file (created if missing).
+
+    ``root``: the project folder, for a project's own settings (see :func:`edit`).
+    """
+    return edit(settings_path, install_hooks_into, create=True, root=root)
 
 
-def uninstall_hooks(settings_path: Path) -> Change:
+def uninstall_hooks(settings_path: Path, *, root: Path | None = None) -> Change:
     """Remove exactly our hook handlers from a settings file (a missing file is left missing)."""
-    return edit(settings_path, _uninstall_hooks_from, create=False)
+    return edit(settings_path, _uninstall_hooks_from, create=False, root=root)
 
 
 def our_name(handler: object) -> str | None:

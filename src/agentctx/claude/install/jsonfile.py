@@ -3,21 +3,21 @@
 :func:`edit` reads a file (an empty one counts as ``{}``; invalid JSON, a non-object top level or
 an unreadable file raise :class:`~agentctx.core.errors.ConfigError` and leave it untouched), lets a
 mutation change the parsed object, and writes only when the content changed: atomically (a
-temporary file in the same folder, fsynced, then ``os.replace``), keeping the file's mode and a
-symlink's link, and starting over when the file changed on disk meanwhile.
+temporary file in the same folder, fsynced, then renamed: :func:`agentctx.core.files.write_atomic`),
+keeping the file's mode, and starting over when the file changed on disk meanwhile. A user file
+(``root`` None) that is a symlink keeps its link and its target is written (dotfiles repositories);
+a file inside a project (``root`` given) is refused when it or a folder on the way is a symlink.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
-import stat
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentctx.core import files
 from agentctx.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -121,8 +121,14 @@ def edit(
     create: bool,
     delete_if_empty: bool = False,
     new_mode: int | None = None,
+    root: Path | None = None,
 ) -> Change:
-    """Read, mutate in memory, and write back only if the content changed."""
+    """Read, mutate in memory, and write back only if the content changed.
+
+    ``root``: the project folder when the file lives in a repository (no symlink is followed there).
+    """
+    if root is not None:
+        files.check_inside(root, path)
     for _ in range(_EDIT_ATTEMPTS):
         data, signature = load(path)
         existed = data is not None
@@ -141,7 +147,7 @@ def edit(
                 path.unlink()
                 return Change(path, "removed", "; ".join([*notes, "deleted the file, now empty"]))
             text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-            if _write_atomic(path, text, expected=signature, new_mode=new_mode):
+            if _write_atomic(path, text, expected=signature, new_mode=new_mode, root=root):
                 return Change(path, "updated" if existed else "created", "; ".join(notes))
         except OSError as exc:
             raise ConfigError(f"{path}: cannot write it ({exc.strerror or exc})") from exc
@@ -151,41 +157,20 @@ def edit(
 
 
 def _write_atomic(
-    path: Path, text: str, *, expected: tuple[int, int, int] | None, new_mode: int | None
+    path: Path,
+    text: str,
+    *,
+    expected: tuple[int, int, int] | None,
+    new_mode: int | None,
+    root: Path | None,
 ) -> bool:
-    """Atomically replace the file (or its symlink target); False if it changed since read."""
-    target = Path(os.path.realpath(path))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode: int | None = stat.S_IMODE(target.stat().st_mode)
-    except FileNotFoundError:
-        mode = None
-    tmp = target.parent / f".{target.name}.agentctx-{os.getpid()}-{secrets.token_hex(4)}.tmp"
-    # a new file gets the umask-filtered mode a plain open() would give it (or new_mode)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if new_mode is None else new_mode)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        if _signature(target) != expected:
-            tmp.unlink()
-            return False
-        os.replace(tmp, target)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
-    _fsync_dir(target.parent)
-    return True
-
-
-def _fsync_dir(directory: Path) -> None:
-    with suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    """Atomically replace the file (a user file's symlink target); False if it changed since read."""
+    target = path if root is not None else Path(os.path.realpath(path))
+    return files.write_atomic(
+        target,
+        text.encode("utf-8"),
+        mode=new_mode,
+        keep_mode=True,
+        root=root,
+        before_replace=lambda: _signature(target) == expected,
+    )

@@ -22,15 +22,20 @@ MCP_ENTRY: Final[Mapping[str, Any]] = {"type": "stdio", "command": "agentctx", "
 _MCP_KEPT_KEYS = ("env", "timeout")
 
 
-def install_mcp(path: Path, *, project: bool) -> Change:
-    """Register the MCP server: user scope in ``~/.claude.json``, project scope in ``.mcp.json``."""
+def install_mcp(path: Path, *, project: bool, root: Path | None = None) -> Change:
+    """Register the MCP server: user scope in ``~/.claude.json``, project scope in ``.mcp.json``.
+
+    ``root``: the project folder of a project-scope file (no symlink is followed inside it).
+    """
     # ~/.claude.json also holds Claude Code's account state, so a new one is private to the user
-    return edit(path, _install_mcp_into, create=True, new_mode=None if project else 0o600)
+    return edit(
+        path, _install_mcp_into, create=True, new_mode=None if project else 0o600, root=root
+    )
 
 
-def uninstall_mcp(path: Path, *, project: bool) -> Change:
+def uninstall_mcp(path: Path, *, project: bool, root: Path | None = None) -> Change:
     """Remove ``mcpServers.agentctx``; a project ``.mcp.json`` left as ``{}`` is deleted."""
-    return edit(path, _uninstall_mcp_from, create=False, delete_if_empty=project)
+    return edit(path, _uninstall_mcp_from, create=False, delete_if_empty=project, root=root)
 
 
 def servers_object(data: JSONObject, path: Path) -> JSONObject | None:
