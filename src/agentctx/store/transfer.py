@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 import orjson
 import sqlean
 
-from agentctx.core import clock, schema
+from agentctx.core import clock, schema, writes
 from agentctx.core.errors import TransferError, ValidationError
 from agentctx.core.project import identify
 from agentctx.core.schema import RECORD_TYPES
@@ -226,7 +226,7 @@ async def _import_record(
             report.superseded_on_conflict.append(older.id)
             if lost:
                 break  # the record lost: the other rivals are not its to resolve
-    await tx.execute(schema.INSERT_RECORD_SQL, [getattr(record, n) for n in COLUMNS])
+    await tx.run(writes.store_row({n: getattr(record, n) for n in COLUMNS}))  # redacted
     tx.mark_project_changed(record.project_id)
     report.added["records"] = report.added.get("records", 0) + 1
 
