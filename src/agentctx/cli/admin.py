@@ -46,7 +46,7 @@ async def export(
             sys.stdout.flush()
         return 0
 
-    return await _with_store(action)
+    return await _with_store(action, read_only=True)
 
 
 async def _write_file(path: str, payload: bytes) -> None:
@@ -59,7 +59,8 @@ async def _write_file(path: str, payload: bytes) -> None:
 async def import_(file: str, *, json: Json = False) -> int:
     """Import a JSON or Markdown export; records already present (same id) are left as they are."""
     try:
-        text = await anyio.Path(file).read_text(encoding="utf-8")
+        # bytes, then decoded: read_text would turn \r\n into \n (a round trip keeps the bytes)
+        text = (await anyio.Path(file).read_bytes()).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ValidationError(f"cannot read {file}: {exc}") from exc
     data = transfer.parse(text)
@@ -128,7 +129,7 @@ async def status(*, json: Json = False) -> int:
             _out("cost      " + ", ".join(f"{m} ${c:.4f}" for m, c in months.items()))
         return 0
 
-    return await _with_store(action)
+    return await _with_store(action, read_only=True)
 
 
 @app.command(name="doctor")

@@ -16,6 +16,8 @@ from cyclopts import Parameter
 from agentctx.cli import app
 from agentctx.store import Store
 
+MAX_PORT = 65535
+
 
 @app.command
 async def ui(
@@ -27,6 +29,9 @@ async def ui(
 ) -> int:
     """Serve the dashboard on http://127.0.0.1:PORT/ until Ctrl-C: inspect, search and correct
     records, see the graph, the profile, sessions and the CLAUDE.md drift."""
+    if not 0 <= port <= MAX_PORT:  # a usage error: one line, exit 2 (as cyclopts' own)
+        sys.stderr.write(f"agentctx: error: --port must be 0 to {MAX_PORT} (0 picks a free one)\n")
+        return 2
     import webbrowser
 
     from agentctx.web import server

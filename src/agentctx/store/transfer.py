@@ -36,6 +36,7 @@ from agentctx.core.errors import TransferError, ValidationError
 from agentctx.core.project import identify
 from agentctx.core.schema import RECORD_TYPES
 from agentctx.records import COLUMNS, NewRecord, Record
+from agentctx.store import import_check
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -156,6 +157,7 @@ async def import_data(store: Store, data: Mapping[str, Any]) -> ImportReport:
     still hold. Handovers collide per checkout (``key``): current ones of different checkouts
     coexist, and a keyed one also meets the legacy (key NULL) one.
     """
+    await import_check.check(store, data)  # all or nothing: every problem named, nothing written
     report = ImportReport()
     records = [_record_from_data(item) for item in data.get("records", [])]
     projects = {r.id: r.project_id for r in records}
