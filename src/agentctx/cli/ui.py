@@ -40,11 +40,14 @@ async def ui(
     store = await Store.open()
     try:
         async with server.running(store, sock, handle_signals=True) as dashboard:
-            sys.stdout.write(f"agentctx dashboard: {dashboard.url}  (Ctrl-C stops it)\n")
+            # the one-time link: the server trades it, once, for the browser's session cookie
+            sys.stdout.write(
+                f"agentctx dashboard: {dashboard.login_url}  (a one-time link; Ctrl-C stops it)\n"
+            )
             sys.stdout.flush()
             if not no_open:
                 # webbrowser may start a program and wait for it: not on the event loop
-                await anyio.to_thread.run_sync(webbrowser.open, dashboard.url)
+                await anyio.to_thread.run_sync(webbrowser.open, dashboard.login_url)
             await dashboard.wait()
     finally:
         await store.close()
