@@ -52,7 +52,7 @@ async def profile_show(*, json: Json = False) -> int:
             _out(f"    {' '.join(entry.body.split())[:160]}")
         return 0
 
-    return await _with_store(action, read_only=True)
+    return await _with_store(action)
 
 
 @profile_app.command(name="edit")
