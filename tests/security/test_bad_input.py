@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentctx import config
 from agentctx.core import home, ledger
@@ -294,3 +296,69 @@ def test_corrupt_config_falls_back_to_defaults(agentctx_home: Path) -> None:
     doctor = run_cli("doctor")
     assert "config.json" in doctor.stdout and "default" in doctor.stdout
     assert "extraction is off" not in doctor.stdout
+
+
+# -- a fuzz of import: every mutation imports whole or is refused whole ------------------------------
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=30),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.sampled_from([A, B, GOOD, "", AT, "decision", "global", "project"]),
+)
+_FIELDS = st.sampled_from(
+    [
+        "id",
+        "project_id",
+        "type",
+        "title",
+        "body",
+        "scope",
+        "confidence",
+        "source",
+        "valid_from",
+        "recorded_at",
+        "superseded_at",
+        "superseded_by",
+        "score",
+        "pinned",
+        "reinforce_count",
+        "access_count",
+        "keywords",
+        "key",
+        "rationale",
+        "last_accessed",
+        "claudemd_drift_score",
+        "pending_embedding",
+        "session_id",
+    ]
+)
+
+
+@pytest.mark.anyio
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(mutations=st.lists(st.tuples(st.integers(0, 1), _FIELDS, _VALUES), max_size=4))
+async def test_import_fuzz_is_all_or_nothing(
+    store: Store, mutations: list[tuple[int, str, Any]]
+) -> None:
+    records = [_record(A), _record(B)]
+    for index, name, value in mutations:
+        records[index][name] = value
+    before = len(await store.list_records())
+    refused: ValidationError | None = None
+    try:
+        await transfer.import_data(store, {"format": "agentctx-export", "records": records})
+    except ValidationError as exc:  # any other exception fails the test
+        refused = exc
+    if refused is not None:
+        assert str(refused).startswith("import: ")
+        assert len(await store.list_records()) == before  # nothing written
+    else:
+        stored = await store.list_records()
+        assert {A, B} & {r.id for r in stored}
+        for record in stored:  # what was written reads back: no type the dashboard trips on
+            assert isinstance(record.score, float) and isinstance(record.title, str)
