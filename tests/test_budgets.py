@@ -124,26 +124,31 @@ def test_prompt_injection_stays_within_both_caps(found: list[dict[str, Any]]) ->
 def test_a_decision_line_says_what_the_body_adds_to_the_title() -> None:
     def line(title: str, body: str, confidence: str = "explicit") -> str:
         row = {"id": "01X", "type": "convention", "title": title, "body": body, "pinned": 0}
-        return digest._decision_line({**row, "confidence": confidence})
+        return digest._decision_line({**row, "confidence": confidence, "source": "cli"})
 
     tagged = line("Use ruff format", "Use ruff format\n(applies to: project)")
-    assert tagged == "- [convention] Use ruff format (id 01X)"
+    assert tagged == "- [convention | you | stated] Use ruff format (id 01X)"
     repeated = line("Postgres over MySQL", "Postgres over MySQL. Rationale: JSONB and CTEs.")
-    assert repeated == "- [convention] Postgres over MySQL: Rationale: JSONB and CTEs. (id 01X)"
+    assert repeated == (
+        "- [convention | you | stated] Postgres over MySQL: Rationale: JSONB and CTEs. (id 01X)"
+    )
     plain = line("Short", "A body that says more.", "inferred")
-    assert plain == "- [convention] Short: A body that says more. (inferred, unconfirmed) (id 01X)"
+    assert plain == "- [convention | you | unconfirmed] Short: A body that says more. (id 01X)"
 
 
 def test_a_preference_line_says_what_the_body_adds_to_the_title() -> None:
     def line(title: str, body: str) -> str:
-        return digest._preference_line({"id": "01P", "title": title, "body": body})
+        row = {"id": "01P", "type": "preference", "confidence": "reinforced", "source": "cli"}
+        return digest._preference_line({**row, "title": title, "body": body})
 
+    tag = "- [preference | you | reinforced]"
     rule = "Tests are plain pytest functions, never TestCase classes"
-    assert line(rule, f"{rule}\n(category: style)") == f"- {rule}"
+    assert line(rule, f"{rule}\n(category: style)") == f"{tag} {rule}"
     assert (
         line("Use pnpm", "Use pnpm. npm breaks the lockfile.")
-        == "- Use pnpm: npm breaks the lockfile."
+        == f"{tag} Use pnpm: npm breaks the lockfile."
     )
     assert (
-        line("Small commits", "One change per commit.") == "- Small commits: One change per commit."
+        line("Small commits", "One change per commit.")
+        == f"{tag} Small commits: One change per commit."
     )

@@ -22,9 +22,10 @@ import sqlean
 
 from agentctx import __version__, config
 from agentctx.config import SETTINGS
+from agentctx.core import home
 from agentctx.core.schema import RECORD_TYPES, SCHEMA_VERSION
 from agentctx.records import COLUMNS
-from tests.helpers import run_cli
+from tests.helpers import run_cli, seed
 
 if TYPE_CHECKING:
     import subprocess
@@ -523,10 +524,12 @@ def test_import_refuses_bad_files(
     if content is not None:
         path.write_text(content, encoding="utf-8")
     assert expected in fails("import", str(path), cwd=project_dir)
-    assert status(project_dir)["store"]["records"] == 0
+    assert not Path(home.db_path()).exists()  # a refused file creates no store
 
 
 def test_status(project_dir: Path) -> None:
+    assert "run `agentctx init` first" in fails("status", cwd=project_dir)  # creates nothing
+    seed(project_dir, [])  # an empty store
     info = status(project_dir)
     assert info["counts"] == dict.fromkeys(RECORD_TYPES, 0)
     assert list(info["counts"]) == list(RECORD_TYPES)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -18,7 +16,7 @@ from agentctx.core import clock, home
 from agentctx.core.project import identify
 from agentctx.extract import extract_session, llm, prompt
 from agentctx.store import Store, inventory
-from tests.helpers import new_record, payload, run_hook
+from tests.helpers import new_record, payload, run_hook, seed
 from tests.messages_server import ErrorReply, MessagesServer, Recorded, TextReply, ToolUseReply
 
 if TYPE_CHECKING:
@@ -427,8 +425,7 @@ def test_stop_hook_detaches_the_extraction(transcript: Transcript, project: Path
     answer = threading.Event()
     with MessagesServer(default=extraction(decisions=[DECISION]), hold=answer) as server:
         env = {"ANTHROPIC_API_KEY": "sk-test-key", "ANTHROPIC_BASE_URL": server.url}
-        subprocess.run([sys.executable, "-m", "agentctx", "status"], cwd=project, check=True,
-                       capture_output=True, env={**os.environ, **env})  # fmt: skip
+        seed(project, [])  # the store exists (status no longer creates it)
         data = payload("Stop", SID, project, stop_hook_active=False)
         data["transcript_path"] = str(transcript.path)
         # the answer is held until the hook has exited: a hook that waited for it times out here

@@ -321,7 +321,7 @@ def test_prompt_top_three_within_budget(project_dir: Path) -> None:
     data = payload("UserPromptSubmit", SID, project_dir, prompt="cache invalidation")
     text = contract(run_hook("user-prompt-submit", data, cwd=project_dir), "UserPromptSubmit")
     assert text is not None
-    assert text.count("### Cache note") == 3
+    assert text.count("] Cache note") == 3
     assert estimate_tokens(text) <= 2000 and len(text) <= 8000
 
 

@@ -325,7 +325,7 @@ async def test_search_for_what_the_store_does_not_hold_says_so(client: Client, s
     [
         ({"query": "auth", "type": "nonsense"}, "Input should be 'decision'"),
         ({"query": "auth", "scope": "all"}, "Input should be 'project' or 'global'"),
-        ({"query": "auth", "limit": 16}, "less than or equal to 15"),
+        ({"query": "auth", "limit": 0}, "greater than or equal to 1"),
         ({"query": "auth", "as_of": "yesterday"}, "as_of 'yesterday' is not an ISO date"),
         ({"query": "the a of"}, "no searchable words"),
         ({"query": "auth", "file": "  "}, "file is empty"),

@@ -249,7 +249,7 @@ def test_an_unreadable_config_means_the_default_floor(
     out = injected(project_dir, SHORT_FLAKY)
     assert out is not None and MEMORY["flaky"][1] in out
     log = (agentctx_home / "logs" / "hooks.log").read_text(encoding="utf-8")
-    assert "default relevance floor" in log
+    assert "config.json" in log and "default settings" in log  # the default floor, and said so
 
 
 def test_a_single_searched_term_needs_no_lookup(project_dir: Path) -> None:

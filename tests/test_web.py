@@ -1,7 +1,7 @@
 """The dashboard over real HTTP: uvicorn on a free loopback port, httpx as the client.
 
 Every security rule of :mod:`agentctx.web.security` is exercised from the outside (bad Host,
-cross-site, missing or wrong token, a write that is not JSON, no cookies, the CSP), then the views
+cross-site, missing or wrong token, a write that is not JSON, no other cookies, the CSP), then the views
 and the JSON API against a real store, the graph layout at 2,000 nodes, and ``agentctx ui`` itself
 in a subprocess (its address line, Ctrl-C, a busy port).
 """
@@ -47,12 +47,15 @@ XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 @asynccontextmanager
 async def serving(store: Store) -> AsyncIterator[tuple[server.Dashboard, httpx.AsyncClient]]:
-    """The dashboard on a free port, and a client that speaks to it as a same-origin page would."""
+    """The dashboard on a free port, and a client that speaks to it as a same-origin page would,
+    logged in with the one-time link (as the browser that ``agentctx ui`` opens)."""
     sock = server.bind(0)
     async with (
         server.running(store, sock) as dash,
         httpx.AsyncClient(base_url=dash.url.rstrip("/"), timeout=30) as client,
     ):
+        login = await client.get(dash.login_url)
+        assert login.status_code == 303 and login.headers["location"] == "/"
         yield dash, client
 
 
@@ -179,7 +182,7 @@ async def test_no_cookies_and_a_strict_content_security_policy(store: Store) -> 
     async with serving(store) as (_, client):
         token = _token_of((await client.get("/")).text)
         responses = [
-            await client.get(path, headers={"Cookie": "session=abc"})
+            await client.get(path)
             for path in ("/", "/records", f"/records/{record.id}", "/graph", "/profile",
                          "/sessions", "/sync", "/static/app.js", "/api/graph", "/nope")
         ]  # fmt: skip
@@ -624,8 +627,12 @@ def test_cli_serves_on_loopback_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         found = re.match(r"agentctx dashboard: (http://127\.0\.0\.1:(\d+)/)", line)
         assert found, line
         url, port = found.group(1), int(found.group(2))
-        response = httpx.get(url, timeout=30)
+        assert httpx.get(url, timeout=30).status_code == 401  # the bare address: no content
+        login = line.split()[2]
+        with httpx.Client(timeout=30, follow_redirects=True) as browser:
+            response = browser.get(login)
         assert response.status_code == 200 and "Projects" in response.text
+        assert str(response.url) == url  # redirected to the clean address
         assert _listening_address(port) == "127.0.0.1"  # loopback only
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)

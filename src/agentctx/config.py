@@ -86,9 +86,17 @@ SETTINGS: dict[str, tuple[str, Any, str]] = {
 
 
 def load(path: str | None = None) -> dict[str, Any]:
-    """Every setting with defaults filled in; :class:`ConfigError` when the file is unreadable."""
+    """Every setting with defaults filled in.
+
+    A corrupt or unreadable file does not turn features off: every setting takes its default, the
+    problem goes to ``logs/hooks.log`` and ``doctor`` reports it (issue 16, finding 7).
+    """
     values = {key: spec[1] for key, spec in SETTINGS.items()}
-    stored = _read(path or home.config_path())
+    try:
+        stored = _read(path or home.config_path())
+    except ConfigError as exc:
+        _log(f"{exc}; using the default settings")
+        return values
     for key, value in stored.items():
         if key in SETTINGS:
             try:
@@ -168,7 +176,7 @@ def problems(path: str | None = None) -> list[str]:
     try:
         stored = _read(path or home.config_path())
     except ConfigError as exc:
-        return [str(exc)]
+        return [f"{exc}; every setting takes its default until then"]
     found = []
     for key, value in stored.items():
         if key not in SETTINGS:
@@ -179,6 +187,25 @@ def problems(path: str | None = None) -> list[str]:
         except ConfigError as exc:
             found.append(f"{exc}; the default is used")
     return found
+
+
+def _log(message: str) -> None:
+    """One line in ``<home>/logs/hooks.log`` (the log every hook and worker writes); never raises."""
+    import time
+
+    from agentctx.core import nofollow
+
+    try:
+        path = os.path.join(home.ensure_sub("logs"), "hooks.log")
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        fd = nofollow.append_fd(path)
+        try:
+            line = " ".join(message.split())
+            os.write(fd, f"{stamp} config - {line}\n".encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def _spec(key: str) -> tuple[str, Any, str]:

@@ -133,6 +133,9 @@ async def site(
         context = await browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
         page = await context.new_page()
         found = Site(dash.url, dash.port, page, shots=screenshots)
+        # log in as `agentctx ui`'s browser does: the one-time link, traded for the session cookie
+        await page.goto(dash.login_url)
+        assert page.url == dash.url, page.url
         page.on(
             "console",
             lambda msg: (

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from agentctx.core import inject
 from agentctx.core.project import identify
 from tests.e2e.harness import Machine, blocks, texts, wait_until
 from tests.messages_server import MessagesServer, Recorded, Reply, TextReply, ToolUseReply
@@ -242,12 +243,11 @@ def step1_injection(scenario: Scenario, decision_id: str, discovery_id: str) -> 
     digest = scenario.context(first, "SessionStart")
     assert digest.startswith("# agentctx: context for shop\n\n## Project profile\n"), digest
     assert "- Test command: pytest (from pyproject.toml [tool.pytest.ini_options])\n" in digest
-    assert f"- [decision] {DECISION[0]}: {DECISION[1]} (id {decision_id})\n" in digest
+    assert "- [decision | " in digest
+    assert f"] {DECISION[0]}: {DECISION[1]} (id {decision_id})\n" in digest
     records = scenario.context(first, "UserPromptSubmit")
-    assert records.startswith(
-        "Relevant records from the agentctx context store (not shown earlier in this session):\n\n"
-        f"### {DISCOVERY[0]} (discovery, today, id {discovery_id})\n{DISCOVERY[1]}"
-    ), records
+    assert records.startswith(f"{inject.HEADER}\n{inject.FENCE_OPEN}\n{inject.FENCE_NOTE}\n\n### [")
+    assert f"| today | id {discovery_id}] {DISCOVERY[0]}\n{DISCOVERY[1]}" in records, records
     # the decision matches the prompt as well, but SessionStart has shown it already
     assert f"### {DECISION[0]}" not in records
     return session_id

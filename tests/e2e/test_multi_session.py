@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from agentctx.core import inject
 from agentctx.core.project import identify
 from agentctx.extract.prompt import TOOL_NAME
 from tests.e2e.harness import Machine, blocks, hook_contexts, texts, wait_until
@@ -455,12 +456,10 @@ def step2_injection_once(scenario: Scenario, d1: str, preference: str, discovery
     assert run.output["result"] == ASK_ANSWER, scenario.diagnostics()
     (first,) = run.requests
     (start,) = hook_contexts(first, "SessionStart")
-    assert f"- [decision] {D1_TITLE}: " in start and f"(id {d1})" in start, start
+    assert f"] {D1_TITLE}: " in start and f"(id {d1})" in start, start
     (records,) = hook_contexts(first, "UserPromptSubmit")
-    assert records.startswith(
-        "Relevant records from the agentctx context store (not shown earlier in this session):\n\n"
-        f"### {PREFERENCE_TITLE} (preference, today, id {preference})\n"
-    ), records
+    assert records.startswith(f"{inject.HEADER}\n{inject.FENCE_OPEN}\n{inject.FENCE_NOTE}\n\n### [")
+    assert f"| today | id {preference}] {PREFERENCE_TITLE}\n" in records, records
     assert d1 not in records  # the decision matches too, but SessionStart has shown it
     assert discovery not in records  # it does not match this prompt
 
@@ -470,12 +469,10 @@ def step2_injection_once(scenario: Scenario, d1: str, preference: str, discovery
     assert again.session_id == run.session_id and again.output["result"] == ASK_AGAIN_ANSWER
     (second,) = again.requests
     replayed, new = hook_contexts(second, "UserPromptSubmit")  # the history replays the first
-    assert replayed.startswith(records.split("\n\n### ")[0]) and f"id {preference})" in replayed
-    assert new.startswith(
-        "Relevant records from the agentctx context store (not shown earlier in this session):\n\n"
-        f"### {DISCOVERY_TITLE} (discovery, today, id {discovery}, inferred, unconfirmed)\n"
-    ), new
-    assert f"id {preference})" not in new and d1 not in new, new
+    assert replayed.startswith(records.split("\n\n### ")[0]) and f"id {preference}]" in replayed
+    assert new.startswith(f"{inject.HEADER}\n{inject.FENCE_OPEN}\n{inject.FENCE_NOTE}\n\n### [")
+    assert f"| unconfirmed | today | id {discovery}] {DISCOVERY_TITLE}\n" in new, new
+    assert f"id {preference}]" not in new and d1 not in new, new
 
 
 def step3_supersede_by_extraction(scenario: Scenario, d1: str) -> tuple[str, str]:
@@ -535,7 +532,7 @@ def step3_supersede_by_mcp(scenario: Scenario, d2: str) -> tuple[str, str]:
     assert run.output["permission_denials"] == [], run.output["permission_denials"]
     first, second = run.requests
     (start,) = hook_contexts(first, "SessionStart")
-    assert f"- [decision] {D2_TITLE}: " in start and f"(id {d2})" in start, start
+    assert f"] {D2_TITLE}: " in start and f"(id {d2})" in start, start
     assert D1_TITLE not in start, start
     assert SUPERSEDE in {t["name"] for t in first.body.get("tools") or []}
     results = [

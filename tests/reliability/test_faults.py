@@ -177,7 +177,13 @@ def test_damaged_store(how: str, project_dir: Path, tmp_path: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(db + suffix):
             os.replace(db + suffix, f"{db}.broken{suffix}")
-    assert _run(["status"], project_dir).returncode == 0
+    # (a write: a read-only command such as status no longer creates a store, issue 16)
+    assert (
+        _run(
+            ["record", "--type", "decision", "--title", "t", "--body", "b"], project_dir
+        ).returncode
+        == 0
+    )
     _write_hook(project_dir, "after.py")
     assert "after.py" in _nodes()
     if how != "damaged_pages":  # (there the write may have landed in pages left intact)

@@ -13,6 +13,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
+import anyio
 import orjson
 import sqlean
 from cyclopts import App, CycloptsError, Parameter
@@ -98,7 +99,16 @@ def _project() -> ProjectIdentity:
     return identify(os.getcwd())
 
 
-async def _with_store(action: Callable[[Store], Awaitable[int | None]]) -> int:
+async def _with_store(
+    action: Callable[[Store], Awaitable[int | None]], *, read_only: bool = False
+) -> int:
+    """Open the store, run ``action``, close it. ``read_only``: a command that only reads, which
+    must not create the store before ``agentctx init`` (it says so in one line instead)."""
+    if read_only and not await anyio.Path(home.db_path()).exists():
+        raise AgentctxError(
+            f"no agentctx store at {home.db_path()} yet: run `agentctx init` first "
+            "(nothing was created)"
+        )
     store = await Store.open()
     try:
         return (await action(store)) or 0

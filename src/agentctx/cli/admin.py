@@ -45,7 +45,7 @@ async def export(
             sys.stdout.flush()
         return 0
 
-    return await _with_store(action)
+    return await _with_store(action, read_only=True)
 
 
 async def _write_file(path: str, payload: bytes) -> None:
@@ -74,6 +74,8 @@ async def import_(
     """Import an export or a team file as team context of this project (records already present
     are left as they are); --restore brings back your own full export as written."""
     try:
+        # bounded, and bytes then decoded: read_text would turn \r\n into \n (a round trip
+        # keeps the bytes)
         raw = await anyio.to_thread.run_sync(files.read_bounded, file, IMPORT_MAX_BYTES + 1)
         if len(raw) > IMPORT_MAX_BYTES:
             raise ValidationError(f"cannot read {file}: larger than {IMPORT_MAX_BYTES:,} bytes")
@@ -175,7 +177,7 @@ async def status(*, json: Json = False) -> int:
             _out("cost      " + ", ".join(f"{m} ${c:.4f}" for m, c in months.items()))
         return 0
 
-    return await _with_store(action)
+    return await _with_store(action, read_only=True)
 
 
 @app.command(name="doctor")

@@ -130,7 +130,7 @@ async def search(
             sys.stderr.write(f"agentctx: degraded search: {result.degraded}\n")
         return 0
 
-    return await _with_store(action)
+    return await _with_store(action, read_only=True)
 
 
 _HISTORY_HELP = "Show the whole supersession chain."
@@ -156,7 +156,7 @@ async def show(
             _show(rec)
         return 0
 
-    return await _with_store(action)
+    return await _with_store(action, read_only=True)
 
 
 @app.command
@@ -272,7 +272,7 @@ async def _explain(prompt: str, json: bool) -> int:
             sys.stderr.write(f"agentctx: degraded search: {report['degraded']}\n")
         return 0
 
-    return await _with_store(action)
+    return await _with_store(action, read_only=True)
 
 
 @app.command

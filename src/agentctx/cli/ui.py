@@ -16,6 +16,8 @@ from cyclopts import Parameter
 from agentctx.cli import app
 from agentctx.store import Store
 
+MAX_PORT = 65535
+
 
 @app.command
 async def ui(
@@ -27,6 +29,9 @@ async def ui(
 ) -> int:
     """Serve the dashboard on http://127.0.0.1:PORT/ until Ctrl-C: inspect, search and correct
     records, see the graph, the profile, sessions and the CLAUDE.md drift."""
+    if not 0 <= port <= MAX_PORT:  # a usage error: one line, exit 2 (as cyclopts' own)
+        sys.stderr.write(f"agentctx: error: --port must be 0 to {MAX_PORT} (0 picks a free one)\n")
+        return 2
     import webbrowser
 
     from agentctx.web import server
@@ -35,11 +40,14 @@ async def ui(
     store = await Store.open()
     try:
         async with server.running(store, sock, handle_signals=True) as dashboard:
-            sys.stdout.write(f"agentctx dashboard: {dashboard.url}  (Ctrl-C stops it)\n")
+            # the one-time link: the server trades it, once, for the browser's session cookie
+            sys.stdout.write(
+                f"agentctx dashboard: {dashboard.login_url}  (a one-time link; Ctrl-C stops it)\n"
+            )
             sys.stdout.flush()
             if not no_open:
                 # webbrowser may start a program and wait for it: not on the event loop
-                await anyio.to_thread.run_sync(webbrowser.open, dashboard.url)
+                await anyio.to_thread.run_sync(webbrowser.open, dashboard.login_url)
             await dashboard.wait()
     finally:
         await store.close()

@@ -55,7 +55,7 @@ import numpy as np
 
 from agentctx import embed
 from agentctx.consolidate import merge_check
-from agentctx.core import clock, schema
+from agentctx.core import clock, schema, writes
 from agentctx.core.errors import ConflictError
 from agentctx.core.writes import normalize_keywords
 from agentctx.extract.llm import Usage
@@ -477,25 +477,23 @@ async def _absorb(
         (survivor.confidence, loser.confidence), key=lambda c: _CONFIDENCE_RANK.get(c, 0)
     )
     accessed = [t for t in (survivor.last_accessed, loser.last_accessed) if t]
-    updated = await tx.execute(
-        "UPDATE records SET title = ?, body = ?, keywords = ?, confidence = ?, pinned = ?, "
-        "reinforce_count = ?, access_count = ?, last_accessed = ?, rationale = ?, score = ?, "
-        "pending_embedding = CASE WHEN ? THEN 1 ELSE pending_embedding END "
-        "WHERE id = ? AND superseded_at IS NULL",
-        (
-            title,
-            body,
-            normalize_keywords(f"{survivor.keywords} {loser.keywords}"),
-            confidence,
-            int(survivor.pinned or loser.pinned),
-            survivor.reinforce_count + loser.reinforce_count + 1,
-            survivor.access_count + loser.access_count,
-            max(accessed) if accessed else None,
-            survivor.rationale or loser.rationale,
-            max(survivor.score, loser.score),
-            int(changed),
+    updated = await tx.run(
+        writes.absorb(
             survivor.id,
-        ),
+            {
+                "title": title,
+                "body": body,
+                "keywords": normalize_keywords(f"{survivor.keywords} {loser.keywords}"),
+                "confidence": confidence,
+                "pinned": int(survivor.pinned or loser.pinned),
+                "reinforce_count": survivor.reinforce_count + loser.reinforce_count + 1,
+                "access_count": survivor.access_count + loser.access_count,
+                "last_accessed": max(accessed) if accessed else None,
+                "rationale": survivor.rationale or loser.rationale,
+                "score": max(survivor.score, loser.score),
+            },
+            changed,
+        )
     )
     superseded = await tx.execute(schema.SUPERSEDE_SQL, (now, survivor.id, loser.id))
     if updated != 1 or superseded != 1:  # cannot happen under the write lock; roll back if it does

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-from agentctx.core import home, jsonio
+from agentctx.core import home, jsonio, nofollow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,8 +43,7 @@ def path_for(session_id: str) -> str:
 def read_entries(session_id: str) -> list[LedgerEntry]:
     """Every readable entry of a session's ledger (torn or foreign lines are skipped)."""
     try:
-        with open(path_for(session_id), encoding="utf-8", errors="replace") as fh:
-            return _parse(fh.read())
+        return _parse(nofollow.read_text(path_for(session_id)))
     except OSError:
         return []
 
@@ -59,8 +58,7 @@ def open_sessions() -> dict[str, list[LedgerEntry]]:
     found: dict[str, list[LedgerEntry]] = {}
     for name in names:
         try:
-            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as fh:
-                found[name[: -len(".jsonl")]] = _parse(fh.read())
+            found[name[: -len(".jsonl")]] = _parse(nofollow.read_text(os.path.join(folder, name)))
         except OSError:
             continue
     return found
@@ -101,12 +99,12 @@ class Ledger:
     def __enter__(self) -> Self:
         try:
             home.ensure_sub("sessions")
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            self._fd = nofollow.open_fd(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
             self.writable = True
         except OSError:  # a read-only or full home: read what is there, remember nothing new
             self.writable = False
             try:
-                self._fd = os.open(self.path, os.O_RDONLY)
+                self._fd = nofollow.open_fd(self.path, os.O_RDONLY)
             except OSError:
                 return self
         self.locked = _lock(self._fd)

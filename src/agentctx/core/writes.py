@@ -7,7 +7,13 @@ current; a global record only by a global one), then the keyed rules (one curren
 of a project, a keyed one replacing the legacy key NULL one too; one current profile record per key),
 a ``supersedes`` edge to each record replaced, the row, and the replaced record's files and symbols.
 :func:`add_stub` is the capture hooks' variant: a stub whose title a current record already has is not
-written again. The store runs these plans with :func:`agentctx.core.plan.run_async`, the hooks
+written again.
+
+Every record text written goes through here and is redacted here (:func:`scrub`): :func:`store_row`
+(the only ``INSERT INTO records``: new records, captures, supersessions, edits, imports),
+:func:`update_body` and :func:`absorb` (the only updates of a record's text). A new entry point
+cannot forget redaction; tests/security/test_redaction_kinds.py checks that no other module writes
+record text. The store runs these plans with :func:`agentctx.core.plan.run_async`, the hooks
 (:mod:`agentctx.core.observe`) with :func:`agentctx.core.plan.run`; callers own the transaction.
 """
 
@@ -40,6 +46,27 @@ DEFAULTS: dict[str, Any] = {
     "supersedes": None,
 }
 _COLS = ", ".join(schema.RECORD_COLUMNS)
+#: The free-text columns of a record: redacted on every write.
+TEXT_COLUMNS = ("title", "body", "rationale", "keywords")
+_LIMITS = {"title": schema.TITLE_MAX, "body": schema.BODY_MAX}
+
+
+def scrub(row: dict[str, Any]) -> dict[str, Any]:
+    """Redact the secrets in a row's (or new record's) text columns, in place; the row.
+
+    The rules (:mod:`agentctx.core.redact`) compile on the first call, so a hook that writes
+    nothing pays nothing. A marker longer than the secret it replaced may push a title or body
+    over its limit: the text is then cut at the limit.
+    """
+    from agentctx.core.redact import redact
+
+    for name in TEXT_COLUMNS:
+        value = row.get(name)
+        if isinstance(value, str) and value:
+            clean = redact(value)
+            limit = _LIMITS.get(name)
+            row[name] = clean[:limit] if limit else clean
+    return row
 
 
 def normalize_keywords(keywords: Iterable[str] | str) -> str:
@@ -168,8 +195,7 @@ def insert(row: RecordRow, *, supersedes: str | None = None) -> Plan[RecordRow]:
         if changed != 1:
             raise ConflictError(f"record {old_id} was superseded meanwhile; nothing was written")
         yield from edge(row["id"], old_id, "supersedes", now)
-    columns: Mapping[str, Any] = row
-    yield execute(schema.INSERT_RECORD_SQL, [columns[name] for name in schema.RECORD_COLUMNS])
+    yield from store_row(row)
     if supersedes:  # a new version is about the same files and symbols as the old one
         yield execute(
             "INSERT OR IGNORE INTO record_entities(record_id, entity_id) "
@@ -177,6 +203,16 @@ def insert(row: RecordRow, *, supersedes: str | None = None) -> Plan[RecordRow]:
             (row["id"], supersedes),
         )
     return row
+
+
+def store_row(row: Mapping[str, Any]) -> Plan[None]:
+    """Write one record row as it is (ids, times, supersession kept), its text redacted.
+
+    The only ``INSERT INTO records``: :func:`insert` and the import (:mod:`agentctx.store.transfer`)
+    both write through it. A ``dict`` row is redacted in place, so the caller sees what was stored.
+    """
+    columns = scrub(row) if isinstance(row, dict) else scrub(dict(row))
+    yield execute(schema.INSERT_RECORD_SQL, [columns[name] for name in schema.RECORD_COLUMNS])
 
 
 def _check_supersedes(row: Mapping[str, Any], old_id: str) -> Plan[None]:
@@ -233,7 +269,7 @@ def current_by_title(project_id: str, record_type: str, title: str) -> Plan[Any]
 
 def add_stub(new: Mapping[str, Any]) -> Plan[str]:
     """A captured record, unless a current one has its type and title; the id, new or existing."""
-    valid = validate(new)
+    valid = scrub(validate(new))  # compare the title as it would be stored
     existing = yield from current_by_title(valid["project_id"], valid["type"], valid["title"])
     if existing is not None:
         return str(existing[0])
@@ -273,7 +309,22 @@ def update_body(record_id: str, body: str, keywords: Iterable[str] | str = "") -
     text = body.replace("\x00", "").strip()[: schema.BODY_MAX]
     if not text:
         raise ValidationError("a record body cannot be empty")
+    clean = scrub({"body": text, "keywords": normalize_keywords(keywords)})
     yield execute(
         "UPDATE records SET body = ?, keywords = ?, pending_embedding = 1 WHERE id = ?",
-        (text, normalize_keywords(keywords), record_id),
+        (clean["body"], clean["keywords"], record_id),
     )
+
+
+def absorb(survivor_id: str, fields: Mapping[str, Any], text_changed: bool) -> Plan[int]:
+    """A merge: set a current survivor's text and counters (``fields``); the rows changed (0/1)."""
+    values = scrub(dict(fields))
+    names = tuple(values)
+    assignments = ", ".join(f"{name} = ?" for name in names)
+    changed = yield execute(
+        f"UPDATE records SET {assignments}, "
+        "pending_embedding = CASE WHEN ? THEN 1 ELSE pending_embedding END "
+        "WHERE id = ? AND superseded_at IS NULL",
+        (*(values[name] for name in names), int(text_changed), survivor_id),
+    )
+    return int(changed)

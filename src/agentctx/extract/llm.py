@@ -20,6 +20,7 @@ import orjson
 
 from agentctx.core.tokens import estimate_tokens
 from agentctx.extract.prompt import SYSTEM_PROMPT, TOOL
+from agentctx.redact import redact
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -139,9 +140,14 @@ async def forced_tool(
     """One call that must use ``tool``: (whether it did, its input, the stop reason).
 
     Counts the call's tokens in ``usage``; raises the SDK's error when the API fails after its
-    retries. Extraction and the near-duplicate merge checks both ask this way.
+    retries. Extraction and the near-duplicate merge checks both ask this way: this is the one
+    function that builds a model request, so it redacts the request's text (transcript, record
+    titles and bodies alike) whatever its caller did -- no new caller can forget it.
     """
     name = str(tool["name"])
+    user_text = redact(user_text)
+    if isinstance(system, str):
+        system = redact(system)
     choice: ToolChoiceToolParam = {"type": "tool", "name": name}
     messages: list[MessageParam] = [{"role": "user", "content": user_text}]
     response = await client.messages.create(

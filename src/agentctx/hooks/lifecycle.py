@@ -28,7 +28,7 @@ import os
 import sys
 
 from agentctx import config
-from agentctx.core import home, jsonio, sessions, spool
+from agentctx.core import home, jsonio, nofollow, sessions, spool
 from agentctx.core.connect import busy_or, open_db
 from agentctx.core.locks import extraction_running
 from agentctx.core.plan import run
@@ -293,7 +293,10 @@ def spawn_detached(argv: Sequence[str], log_path: str) -> None:
             except OSError:
                 pass
             devnull = os.open(os.devnull, os.O_RDONLY)
-            out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                out = nofollow.append_fd(log_path)
+            except OSError:  # a symlink planted at the log: run the worker without its log
+                out = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 0)
             os.dup2(out, 1)
             os.dup2(out, 2)

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from agentctx.core import home, jsonio
+from agentctx.core import home, jsonio, nofollow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ def log(event: str, message: str, session_id: str = "") -> None:
             pass
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         line = f"{stamp} {event} {session_id or '-'} {message}".replace("\n", " | ") + "\n"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = nofollow.append_fd(path)  # a symlink planted at hooks.log is not followed
         try:
             os.write(fd, line.encode("utf-8", "replace"))
         finally:

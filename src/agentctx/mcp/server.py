@@ -170,11 +170,19 @@ async def ctx_search(
     file: FileArg = None,
     scope: ScopeArg = "project",
     as_of: AsOfArg = None,
-    limit: Annotated[int, Field(ge=1, le=SEARCH_MAX, description="At most 15.")] = 10,
+    limit: Annotated[
+        int,
+        Field(
+            ge=1,
+            description="At most 15; a larger limit is read as 15.",
+            json_schema_extra={"maximum": SEARCH_MAX},  # advertised; clamped, not refused
+        ),
+    ] = 10,
 ) -> SearchResults:
     """Search the project's memory by keywords (and by meaning once the embedding model is
     loaded); returns a compact index (id, type, title, age, confidence, score), no bodies. Call
     ctx_get with the ids you need to read them in full."""
+    limit = min(limit, SEARCH_MAX)
     return await (await _backend(ctx)).search(query, type, file, scope, as_of, limit)
 
 
@@ -308,6 +316,22 @@ class AgentctxServer(MCPServer[ServerState]):
             finally:
                 self._state = None
                 state.close()
+
+    async def run_stdio_async(self) -> None:
+        """Serve on stdio, every line it cannot read answered by a JSON-RPC error (guard.py)."""
+        from mcp.server.stdio import stdio_server
+
+        from agentctx.mcp import guard
+
+        async with stdio_server() as (read_stream, write_stream):
+            server_writer, server_reader = guard.guarded_streams()
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(guard.guard, read_stream, write_stream, server_writer)
+                await self._lowlevel_server.run(
+                    server_reader,
+                    write_stream,
+                    self._lowlevel_server.create_initialization_options(),
+                )
 
     async def list_tools(self) -> list[Tool]:
         """The tools, as ``tools/list`` publishes them; then the backend starts opening."""

@@ -31,11 +31,12 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 import orjson
 import sqlean
 
-from agentctx.core import clock, schema
+from agentctx.core import clock, schema, writes
 from agentctx.core.errors import TransferError, ValidationError
 from agentctx.core.project import identify
 from agentctx.core.schema import RECORD_TYPES
 from agentctx.records import COLUMNS, NewRecord, Record
+from agentctx.store import import_check
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -157,6 +158,7 @@ async def import_data(store: Store, data: Mapping[str, Any]) -> ImportReport:
     still hold. Handovers collide per checkout (``key``): current ones of different checkouts
     coexist, and a keyed one also meets the legacy (key NULL) one.
     """
+    await import_check.check(store, data)  # all or nothing: every problem named, nothing written
     report = ImportReport()
     records = [_record_from_data(item) for item in data.get("records", [])]
     projects = {r.id: r.project_id for r in records}
@@ -227,7 +229,7 @@ async def _import_record(
             report.superseded_on_conflict.append(older.id)
             if lost:
                 break  # the record lost: the other rivals are not its to resolve
-    await tx.execute(schema.INSERT_RECORD_SQL, [getattr(record, n) for n in COLUMNS])
+    await tx.run(writes.store_row({n: getattr(record, n) for n in COLUMNS}))  # redacted
     tx.mark_project_changed(record.project_id)
     report.added["records"] = report.added.get("records", 0) + 1
 

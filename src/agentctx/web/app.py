@@ -6,7 +6,8 @@ statuses here and nowhere else: not found 404, conflict 409, invalid input 400. 
 first passes :class:`agentctx.web.security.Guard`.
 
 Writes are JSON ``POST``s under ``/api/``; the pages send them with ``app.js``, which adds the
-per-start token from the page's ``<meta>`` tag. Graph layouts are computed in a worker thread and
+per-start token from the page's ``<meta>`` tag. Only an authenticated browser (the session cookie
+that ``agentctx ui``'s one-time link is exchanged for, :mod:`agentctx.web.security`) gets a page. Graph layouts are computed in a worker thread and
 kept for the last few graphs, so reopening an unchanged graph costs no layout.
 """
 
@@ -29,7 +30,7 @@ from agentctx.core.errors import AgentctxError, ConflictError, NotFoundError, Va
 from agentctx.web import graph as graphs
 from agentctx.web import queries
 from agentctx.web.forcelayout import layout
-from agentctx.web.security import Guard
+from agentctx.web.security import Credentials, Guard
 from agentctx.web.views import graph as graph_view
 from agentctx.web.views import page as shell
 from agentctx.web.views import profile as profile_view
@@ -374,8 +375,10 @@ def _api_errors(handler: Any) -> Any:
     return wrapped
 
 
-def create_app(store: Store, *, port: int, token: str) -> ASGIApp:
-    """The dashboard for ``store``, answering on ``port`` only, behind the request guard."""
+def create_app(store: Store, *, port: int, credentials: Credentials) -> ASGIApp:
+    """The dashboard for ``store``, answering on ``port`` only, behind the request guard (which
+    lets in only the session that ``credentials``' one-time login secret was exchanged for)."""
+    token = credentials.token
     pages = [
         ("/", projects_page),
         ("/projects", projects_page),
@@ -406,4 +409,4 @@ def create_app(store: Store, *, port: int, token: str) -> ASGIApp:
     app.state.store = store
     app.state.token = token
     app.state.layouts = _Layouts()
-    return Guard(app, port=port, token=token)
+    return Guard(app, port=port, credentials=credentials)

@@ -8,10 +8,18 @@ send requests to it. Each rule below closes one way in (seed ADR-015), and each 
 * **Cross-site requests** are refused: ``Sec-Fetch-Site`` must be ``same-origin`` or ``none`` (typed
   in the address bar, opened by ``agentctx ui``) when a browser sends it, and an ``Origin``, when
   sent, must be ours. ``same-site`` is refused too: another port on localhost is the same site.
-* **Writes** (every method but GET and HEAD) carry the per-start token in ``X-Agentctx-Token``.
-  The token is random per start and only reachable by reading our page, which the same-origin
-  policy keeps from other sites; writes must also be JSON, which no cross-site form can send.
-* **No cookies**: none is ever set (a ``Set-Cookie`` would be dropped here), none is read.
+* **Only the user gets in** (issue 16, finding 5). Any local account or process can connect to
+  127.0.0.1, so a connection proves nothing. ``agentctx ui`` prints (and opens) a link carrying a
+  one-time secret, ``/login?secret=…``; the server exchanges it, once, for a session cookie
+  (``HttpOnly``, ``SameSite=Strict``, random per start) and redirects to the clean address. Every
+  other request without that cookie gets a 401 that says to open the dashboard with
+  ``agentctx ui``: no record content, no token, nothing the API accepts. Only the scripts and the
+  stylesheet (``/static/``) are served without it.
+* **Writes** (every method but GET and HEAD) carry the per-start token in ``X-Agentctx-Token``,
+  which only an authenticated page carries; writes must also be JSON, which no cross-site form can
+  send.
+* **Cookies**: only our session cookie is set (by the login exchange; any other ``Set-Cookie`` is
+  dropped here), and only it is read.
 * **Headers** on every response: a strict Content-Security-Policy (scripts and styles from our own
   files only, no inline script, no framing), ``nosniff``, no referrer, ``no-store``.
 """
@@ -22,13 +30,19 @@ import hmac
 import secrets
 from typing import TYPE_CHECKING
 
-from starlette.datastructures import Headers, MutableHeaders
-from starlette.responses import PlainTextResponse
+from starlette.datastructures import Headers, MutableHeaders, QueryParams
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 TOKEN_HEADER = "x-agentctx-token"
+SESSION_COOKIE = "agentctx_session"
+LOGIN_PATH = "/login"
+OPEN_VIA_UI = (
+    "This dashboard needs the one-time link that `agentctx ui` prints (and opens): "
+    "run `agentctx ui` and open its link."
+)
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -48,6 +62,39 @@ HEADERS = {
 def new_token() -> str:
     """A fresh random token for one run of the server (256 bits, URL-safe)."""
     return secrets.token_urlsafe(32)
+
+
+class Credentials:
+    """One start's secrets: the write token, the one-time login secret and the session cookie."""
+
+    __slots__ = ("login_secret", "session", "token")
+
+    def __init__(self, token: str | None = None) -> None:
+        self.token = token or new_token()
+        self.login_secret: str | None = new_token()
+        self.session = new_token()
+
+    def exchange(self, secret: str) -> bool:
+        """True, once, for the login secret; it is spent then (a replay gets False)."""
+        expected = self.login_secret
+        if expected is None or not hmac.compare_digest(secret.encode(), expected.encode()):
+            return False
+        self.login_secret = None
+        return True
+
+    def authenticated(self, headers: Headers) -> bool:
+        """The request carries this start's session cookie."""
+        for part in headers.get("cookie", "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == SESSION_COOKIE and hmac.compare_digest(
+                value.encode(), self.session.encode()
+            ):
+                return True
+        return False
+
+    def session_cookie(self) -> str:
+        """The ``Set-Cookie`` value of the session (no ``Max-Age``: it ends with the browser)."""
+        return f"{SESSION_COOKIE}={self.session}; Path=/; HttpOnly; SameSite=Strict"
 
 
 def allowed_hosts(port: int) -> frozenset[str]:
@@ -79,32 +126,64 @@ def refusal(method: str, headers: Headers, port: int, token: str) -> tuple[int, 
 
 
 class Guard:
-    """ASGI middleware: refuse what :func:`refusal` refuses, add :data:`HEADERS` to the rest."""
+    """ASGI middleware: refuse what :func:`refusal` refuses, let in only the session (or the
+    login exchange, or ``/static/``), and add :data:`HEADERS` to every response."""
 
-    def __init__(self, app: ASGIApp, *, port: int, token: str) -> None:
+    def __init__(self, app: ASGIApp, *, port: int, credentials: Credentials) -> None:
         self.app = app
         self.port = port
-        self.token = token
+        self.credentials = credentials
+        self.token = credentials.token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
             return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                del headers["set-cookie"]
-                for name, value in HEADERS.items():
-                    headers[name] = value
-            await send(message)
-
         if scope["type"] != "http":  # no websockets here
             await send({"type": "websocket.close", "code": 1008})
             return
-        problem = refusal(scope["method"], Headers(scope=scope), self.port, self.token)
+        headers = Headers(scope=scope)
+        problem = refusal(scope["method"], headers, self.port, self.token)
+        path: str = scope["path"]
         if problem is not None:
             status, text = problem
-            await PlainTextResponse(text, status_code=status)(scope, receive, send_with_headers)
+            response: Response = PlainTextResponse(text, status_code=status)
+        elif path == LOGIN_PATH:
+            response = self._login(scope)
+        elif path.startswith("/static/") or self.credentials.authenticated(headers):
+            await self.app(scope, receive, _with_headers(send))
             return
-        await self.app(scope, receive, send_with_headers)
+        else:
+            response = _unauthenticated(path)
+        cookie = self.credentials.session_cookie() if response.status_code == 303 else None
+        await response(scope, receive, _with_headers(send, cookie))
+
+    def _login(self, scope: Scope) -> Response:
+        """Exchange the one-time secret for the session cookie and go to the clean address."""
+        query = QueryParams(scope.get("query_string", b"").decode("latin-1"))
+        if scope["method"] != "GET" or not self.credentials.exchange(query.get("secret", "")):
+            return _unauthenticated(LOGIN_PATH)
+        return RedirectResponse("/", status_code=303)
+
+
+def _with_headers(send: Send, cookie: str | None = None) -> Send:
+    """``send`` with :data:`HEADERS` on the response, every ``Set-Cookie`` dropped but ours."""
+
+    async def sender(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = MutableHeaders(scope=message)
+            del headers["set-cookie"]
+            for name, value in HEADERS.items():
+                headers[name] = value
+            if cookie is not None:
+                headers.append("set-cookie", cookie)
+        await send(message)
+
+    return sender
+
+
+def _unauthenticated(path: str) -> Response:
+    """The answer to a request without the session: 401, and a pointer to ``agentctx ui``."""
+    if path.startswith("/api/"):
+        return JSONResponse({"error": OPEN_VIA_UI}, status_code=401)
+    return PlainTextResponse(OPEN_VIA_UI + "\n", status_code=401)

@@ -69,6 +69,8 @@ class Dashboard:
     port: int
     token: str
     stopped: anyio.Event
+    #: The one-time link that logs a browser in (``agentctx ui`` prints and opens it).
+    login_url: str = ""
 
     async def wait(self) -> None:
         """Return when the server has stopped (on SIGINT/SIGTERM when it handles signals)."""
@@ -107,8 +109,9 @@ async def running(
 ) -> AsyncIterator[Dashboard]:
     """Serve the dashboard for ``store`` on ``sock`` until the block ends (or a signal stops it)."""
     port = int(sock.getsockname()[1])
-    token = security.new_token()
-    app = create_app(store, port=port, token=token)
+    credentials = security.Credentials()
+    token = credentials.token
+    app = create_app(store, port=port, credentials=credentials)
     config = uvicorn.Config(
         app,
         log_config=None,
@@ -134,7 +137,14 @@ async def running(
             tg.start_soon(serve)
             try:
                 yield Dashboard(
-                    url=f"http://{HOST}:{port}/", port=port, token=token, stopped=stopped
+                    url=f"http://{HOST}:{port}/",
+                    port=port,
+                    token=token,
+                    stopped=stopped,
+                    login_url=(
+                        f"http://{HOST}:{port}{security.LOGIN_PATH}"
+                        f"?secret={credentials.login_secret}"
+                    ),
                 )
             finally:
                 server.should_exit = True

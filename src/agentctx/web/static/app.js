@@ -1,6 +1,7 @@
 // agentctx dashboard: the writes (forms marked data-api) and auto-submitting filters.
 // Hand-written, no dependencies. Every write carries the per-start token from the page's
-// <meta name="agentctx-token">; the server refuses a write without it.
+// <meta name="agentctx-token"> (only an authenticated page has it) and the session cookie;
+// the server refuses a write without them.
 "use strict";
 
 (function () {
@@ -27,7 +28,7 @@
         method: "POST",
         headers: { "Content-Type": "application/json", "X-Agentctx-Token": token },
         body: JSON.stringify(formData(form)),
-        credentials: "omit",
+        credentials: "same-origin", // the session cookie (HttpOnly, SameSite=Strict)
       });
       let reply = {};
       try {

@@ -1,34 +1,39 @@
 """The redaction engine: run every finder over a text, merge what they find, replace it.
 
 :func:`find_secrets` runs the finders in priority order -- blocks, provider tokens, AWS secret keys,
-passwords and headers (here), then assignments (:mod:`agentctx.redact.assignments`) -- each
+passwords and headers (here), then assignments (:mod:`agentctx.core.redact.assignments`) -- each
 reporting ``(priority, kind, start, end)``; :func:`_merge` joins overlapping findings and grows a
 finding that overlaps an existing marker to cover it. :func:`redact` re-applies the rules until
-nothing changes. The patterns are in :mod:`agentctx.redact.rules`.
+nothing changes. The patterns are in :mod:`agentctx.core.redact.rules`.
 """
 
 from __future__ import annotations
 
 import bisect
 
-from agentctx.redact.assignments import (
+from agentctx.core.redact.assignments import (
     HEX,
     IDENT,
     MASK_ONLY,
     find_assignments,
     is_placeholder,
     is_reference,
+    literal_is_secret,
     looks_random,
+    name_strength,
     value_is_secret,
 )
-from agentctx.redact.rules import (
+from agentctx.core.redact.rules import (
     AGE_KEY,
     ALNUM,
     AUTH_HEADER,
+    AUTH_PAIR,
     AWS_CANDIDATE,
     AWS_NAMED,
     AWS_WINDOW,
+    AZURE_SAS,
     BEARER,
+    CALL_PAIR,
     CLI_PASSWORDS,
     COOKIE,
     DSN_PASSWORD,
@@ -38,12 +43,15 @@ from agentctx.redact.rules import (
     MAILCHIMP,
     MAILCHIMP_KEY,
     MARKER_PATTERN,
+    NETRC,
     P_AWS_SECRET,
     P_BLOCK,
     P_HEADER,
     P_KEY,
     P_PASSWORD,
     P_TOKEN,
+    PGPASS,
+    PGPASS_HOST,
     PRIVATE_TAG,
     PUTTY_KEY,
     STRIPE,
@@ -58,7 +66,7 @@ from agentctx.redact.rules import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from agentctx.redact.rules import Add
+    from agentctx.core.redact.rules import Add
 
 _MAX_PASSES = 8
 
@@ -231,8 +239,52 @@ def _find_passwords(text: str, low: str, add: Add) -> None:
     for needle, lazy in CLI_PASSWORDS:
         if needle in low:
             for match in lazy.pattern.finditer(text):
-                if not is_reference(match.group("v")):
-                    add(P_PASSWORD, "password", match.start("v"), match.end("v"))
+                start = match.start()
+                if text[start] == "-" and start > 0 and text[start - 1] not in " \t\n\"'=":
+                    continue  # some-user:x is a word, not a flag
+                _add_value(text, match.start("v"), match.end("v"), add)
+    _find_pairs(text, low, add)
+
+
+def _add_value(text: str, start: int, end: int, add: Add, kind: str = "password") -> None:
+    """Report a password value, unquoted, unless it is a reference, a placeholder or a uid:gid."""
+    if end - start >= 2 and text[start] in "'\"" and text[end - 1] == text[start]:
+        start, end = start + 1, end - 1
+    value = text[start:end]
+    if is_reference(value) or is_placeholder(value) or value.isdigit():
+        return
+    add(P_PASSWORD, kind, start, end)
+
+
+def _find_pairs(text: str, low: str, add: Add) -> None:
+    """Credentials in call arguments, .netrc and .pgpass lines, and Azure SAS signatures."""
+    if "auth" in low:
+        for match in AUTH_PAIR.pattern.finditer(low):
+            value = text[match.start("v") : match.end("v")]
+            if literal_is_secret(value, "strong"):
+                add(P_PASSWORD, "password", match.start("v"), match.end("v"))
+    if "(" in text:
+        for match in CALL_PAIR.pattern.finditer(text):
+            strength = name_strength(match.group("name"), env=True)
+            value = match.group("v")
+            if strength is not None and literal_is_secret(value, strength):
+                add(P_PASSWORD, "password", match.start("v"), match.end("v"))
+    if "password" in low and ("machine" in low or "default" in low):
+        for match in NETRC.pattern.finditer(low):
+            start = match.start()
+            if start > 0 and low[start - 1] not in " \t\n\"'":
+                continue
+            _add_value(text, match.start("v"), match.end("v"), add)
+    if ":" in text:
+        for match in PGPASS.pattern.finditer(text):
+            head = PGPASS_HOST.pattern.search(text, max(0, match.start() - 260), match.start())
+            if head is not None:
+                _add_value(text, match.start("v"), match.end("v"), add)
+    if "sig=" in text:
+        for match in AZURE_SAS.pattern.finditer(text):
+            start = match.start()
+            if start > 0 and text[start - 1] in "?&;" and looks_random(match.group("v")):
+                add(P_PASSWORD, "azure-sas", match.start("v"), match.end("v"))
     if "authorization" in low:
         for match in AUTH_HEADER.pattern.finditer(low):
             value = text[match.start("v") : match.end("v")]

@@ -5,7 +5,7 @@ so that importing stays cheap on the hook path. Every pattern starts with a lite
 can skip ahead (a leading look-behind or ``\\b`` makes a scan many times slower); the ones marked "on
 the lowercased text" run on an ASCII-lowercased copy of the text. Also here: the bounds that keep
 scans linear, and the priorities that decide the kind of overlapping findings. The words and shapes
-that judge an assigned name or value are in :mod:`agentctx.redact.assignments`.
+that judge an assigned name or value are in :mod:`agentctx.core.redact.assignments`.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ TOKEN_RULES = tuple(
         ("digitalocean", r"do[pro]_v1_[a-f0-9]{64}", TOKEN_CHARS),
         ("shopify", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", TOKEN_CHARS),
         ("databricks", r"dapi[a-f0-9]{32}(?![A-Za-z0-9])", TOKEN_CHARS),
-        ("sentry", r"sntr[ysu]_[A-Za-z0-9_=\-]{30,}", TOKEN_CHARS),
+        ("sentry", r"sntry?[su]?_[A-Za-z0-9_=\-]{30,}", TOKEN_CHARS),
         ("grafana", r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}", TOKEN_CHARS),
         ("postman", r"PMAK-[A-Fa-f0-9]{24}-[A-Fa-f0-9]{34}", TOKEN_CHARS),
         ("atlassian", r"ATATT3[A-Za-z0-9_\-=]{100,}", TOKEN_CHARS),
@@ -145,6 +145,75 @@ TOKEN_RULES = tuple(
         ("notion", r"ntn_[A-Za-z0-9]{40,}", TOKEN_CHARS),
         ("supabase", r"sbp_[a-f0-9]{40}", TOKEN_CHARS),
         ("doppler", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}", TOKEN_CHARS),
+        # -- issue 16: kinds that leaked, and the prefixed kinds of gitleaks' default rules and
+        # detect-secrets' plugins (docs/security.md has the table) --
+        ("vault", r"hv[sbr]\.[A-Za-z0-9_\-]{24,}", TOKEN_CHARS),
+        ("square", r"sq0(?:atp|csp|idp)-[A-Za-z0-9_\-]{22,}", TOKEN_CHARS),
+        ("square", r"EAAA[A-Za-z0-9_\-+=]{60,}", TOKEN_CHARS),
+        ("facebook", r"EAA[CGM][A-Za-z0-9]{90,}", TOKEN_CHARS),
+        ("mailgun", r"key-[A-Za-z0-9]{32}(?![A-Za-z0-9])", TOKEN_CHARS),
+        ("mailgun", r"pubkey-[a-f0-9]{32}(?![A-Za-z0-9])", TOKEN_CHARS),
+        (
+            "discord",
+            r"(?:MT|Mj|Mz|ND|NT|Nj|Nz|OD|OT)[A-Za-z0-9]{21,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}",
+            TOKEN_CHARS,
+        ),
+        (
+            "discord-webhook",
+            r"(?<=discord\.com/api/webhooks/)\d{15,20}/[A-Za-z0-9_\-]{60,}",
+            frozenset(),
+        ),
+        (
+            "teams-webhook",
+            r"(?<=\.webhook\.office\.com/webhookb2/)[A-Za-z0-9@\-/]{40,}",
+            frozenset(),
+        ),
+        (
+            "password-hash",
+            r"\$(?:2[abxy]?\$\d\d\$[./A-Za-z0-9]{53}|apr1\$[./A-Za-z0-9]{1,8}\$[./A-Za-z0-9]{22}"
+            r"|1\$[./A-Za-z0-9]{1,8}\$[./A-Za-z0-9]{22}"
+            r"|[56]\$(?:rounds=\d{1,9}\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{43,86}"
+            r"|argon2(?:id|i|d)\$v=\d+\$m=\d+,t=\d+,p=\d+\$[A-Za-z0-9+/]{8,}\$[A-Za-z0-9+/]{16,})",
+            frozenset(),
+        ),
+        ("password-hash", r"\{SHA\}[A-Za-z0-9+/]{27}=", frozenset()),
+        ("heroku", r"HRKU-[A-Za-z0-9_\-]{30,}", TOKEN_CHARS),
+        ("pulumi", r"pul-[a-f0-9]{40}(?![A-Za-z0-9])", TOKEN_CHARS),
+        ("planetscale", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_\-=.]{32,64}", TOKEN_CHARS),
+        ("newrelic", r"NR(?:AK|JS|II)-[A-Za-z0-9]{19,32}", TOKEN_CHARS),
+        ("dynatrace", r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}", TOKEN_CHARS),
+        ("shippo", r"shippo_(?:live|test)_[a-f0-9]{40}", TOKEN_CHARS),
+        ("rubygems", r"rubygems_[a-f0-9]{48}", TOKEN_CHARS),
+        ("clojars", r"CLOJARS_[a-z0-9]{60}", TOKEN_CHARS),
+        ("adobe", r"p8e-[A-Za-z0-9]{32}(?![A-Za-z0-9])", TOKEN_CHARS),
+        ("alibaba", r"LTAI[A-Za-z0-9]{20}(?![A-Za-z0-9])", TOKEN_CHARS),
+        ("flutterwave", r"FLW(?:SECK|PUBK)_TEST-[A-Za-z0-9]{32}-X", TOKEN_CHARS),
+        ("frameio", r"fio-u-[A-Za-z0-9_\-=]{64}", TOKEN_CHARS),
+        ("prefect", r"pnu_[A-Za-z0-9]{36}(?![A-Za-z0-9])", TOKEN_CHARS),
+        ("readme", r"rdme_[a-z0-9]{70}", TOKEN_CHARS),
+        ("scalingo", r"tk-us-[A-Za-z0-9_\-]{48}", TOKEN_CHARS),
+        ("brevo", r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}", TOKEN_CHARS),
+        ("settlemint", r"sm_(?:pat|aat|sat)_[A-Za-z0-9]{16}", TOKEN_CHARS),
+        ("sourcegraph", r"sgp_(?:[a-f0-9]{16}_)?[a-f0-9]{40}", TOKEN_CHARS),
+        ("easypost", r"EZ[AT]K[A-Za-z0-9]{54}", TOKEN_CHARS),
+        ("duffel", r"duffel_(?:test|live)_[A-Za-z0-9_\-=]{43}", TOKEN_CHARS),
+        ("openshift", r"sha256~[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])", TOKEN_CHARS),
+        ("infracost", r"ico-[A-Za-z0-9]{32}(?![A-Za-z0-9])", TOKEN_CHARS),
+        ("terraform-cloud", r"\.atlasv1\.[A-Za-z0-9_\-=]{60,70}", frozenset()),
+        ("harness", r"pat\.[A-Za-z0-9_\-]{22}\.[0-9a-f]{24}\.[0-9A-Za-z]{20}", TOKEN_CHARS),
+        ("cloudflare", r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}", TOKEN_CHARS),
+        ("artifactory", r"AKC[A-Za-z0-9]{69,}", TOKEN_CHARS),
+        ("airtable", r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}", TOKEN_CHARS),
+        ("azure-ad", r"Q~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-])", frozenset()),
+        ("bitbucket", r"ATBB[A-Za-z0-9_=.\-]{32,}", TOKEN_CHARS),
+        ("twitch", r"oauth:[a-z0-9]{30}(?![A-Za-z0-9])", TOKEN_CHARS),
+        (
+            "onepassword",
+            r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
+            TOKEN_CHARS,
+        ),
+        ("fly", r"fo1_[A-Za-z0-9_\-]{43}", TOKEN_CHARS),
+        ("anthropic-admin", r"sk-ant-admin01-[A-Za-z0-9_\-]{80,}", TOKEN_CHARS),
         (
             "jwt",
             # the header run is matched whole even with no dots after it (then rejected in
@@ -187,17 +256,48 @@ DSN_PASSWORD = Lazy(
     r"(?P<v>\{[^}\n]*\}|\"[^\"\n]*\"|'[^'\n]*'|[^;\n\"']*[^;\n\"'\s])(?=\s*(?:;|$|[\"']))",
     re.MULTILINE,
 )
+# A command-line password: unquoted, or quoted (the quotes are not part of the secret).
+_CLI_VALUE = r"(?P<v>'[^'\n]{1,256}'|\"[^\"\n]{1,256}\"|[^\s'\"\-][^\s'\"]*)"
 CLI_PASSWORDS = (
-    ("mysql", Lazy(r"mysql(?:dump|admin)?\b[^\n|;&]{0,200}?\s-p(?P<v>[^\s'\"\-][^\s'\"]*)")),
-    ("mariadb", Lazy(r"mariadb\b[^\n|;&]{0,200}?\s-p(?P<v>[^\s'\"\-][^\s'\"]*)")),
+    ("mysql", Lazy(r"mysql(?:dump|admin)?\b[^\n|;&]{0,200}?\s-p" + _CLI_VALUE)),
+    ("mariadb", Lazy(r"mariadb\b[^\n|;&]{0,200}?\s-p" + _CLI_VALUE)),
     (
         "login",
         Lazy(r"login\b[^\n|;&]{0,200}?\s(?:-p|--password)[ \t=]+(?P<v>[^\s'\"\-$][^\s'\"]*)"),
     ),
-    ("sshpass", Lazy(r"sshpass\s+-p\s*(?P<v>[^\s'\"\-][^\s'\"]*)")),
-    ("redis-cli", Lazy(r"redis-cli\b[^\n|;&]{0,200}?\s-a\s+(?P<v>[^\s'\"\-][^\s'\"]*)")),
-    ("-u", Lazy(r"-(?:u|-user)\s+[\"']?[^\s:'\"\-][^\s:'\"]*:(?P<v>[^\s'\"]+)")),
+    ("sshpass", Lazy(r"sshpass\s+-p\s*" + _CLI_VALUE)),
+    ("redis-cli", Lazy(r"redis-cli\b[^\n|;&]{0,200}?\s-a\s+" + _CLI_VALUE)),
+    # curl -u user:pw, curl -uuser:pw, --user user:pw, --user=user:pw (the user is kept)
+    ("-u", Lazy(r"-(?:u[ \t]*|-user[ \t=]+)[\"']?[^\s:'\"\-][^\s:'\"]*:(?P<v>[^\s'\"]+)")),
+    # openssl … -pass pass:pw, -passin pass:pw, -passout 'pass:pw'
+    ("pass:", Lazy(r"-pass(?:in|out)?[ \t]+[\"']?pass:(?P<v>[^\s'\"]+)")),
 )
+# A credential pair passed to a call: auth=('user', 'pw'), HTTPBasicAuth("user", "pw"), BasicAuth(…)
+# (on the lowercased text).
+AUTH_PAIR = Lazy(
+    r"auth[ \t]*(?:=[ \t]*)?\([ \t]*(?P<q1>['\"])[^'\"\n]{0,128}(?P=q1)[ \t]*,[ \t]*"
+    r"(?P<q2>['\"])(?P<v>[^'\"\n]{1,256})(?P=q2)"
+)
+# A name and a value passed as two strings: define('DB_PASSWORD', 'pw'), setenv("API_TOKEN", "…"),
+# config.set('password', '…') -- the name is judged like an assignment's (on the text).
+CALL_PAIR = Lazy(
+    r"\([ \t]*(?P<q1>['\"])(?P<name>[A-Za-z_][\w.\-]{0,63})(?P=q1)[ \t]*,[ \t]*"
+    r"(?P<q2>['\"])(?P<v>[^'\"\n]{1,512})(?P=q2)[ \t]*\)"
+)
+# .netrc: machine <host> [login <user>] [account <a>] password <pw> (on the lowercased text).
+NETRC = Lazy(
+    r"(?:machine[ \t]+[^\s]{1,256}|default)(?:\s+(?:login|account|port)[ \t]+[^\s]{1,256}){0,3}"
+    r"\s+password[ \t]+(?P<v>[^\s]{1,256})"
+)
+# .pgpass: host:port:database:user:password, a whole line (the host is checked before the match).
+PGPASS = Lazy(
+    r":(?:\d{1,5}|\*):[^\s:]{1,128}:[^\s:]{1,128}:(?P<v>[^\s]{1,256}?)(?=\r?\n|\\n|$)",
+    re.MULTILINE,
+)
+PGPASS_HOST = Lazy(r"(?:^|\n|\\n)[ \t]*[A-Za-z0-9_.\-*\[\]]{1,253}\Z")
+# Azure shared access signatures: …&sig=<base64, percent-encoded> (on the text).
+AZURE_SAS = Lazy(r"sig=(?P<v>[A-Za-z0-9%+/]{20,}={0,2})")
+
 AUTH_HEADER = Lazy(  # on the lowercased text
     r"authorization[\"']?\s*[:=]\s*[\"']?\s*"
     r"(?:(?:bearer|basic|token|apikey|api-key|key|sso-key|otp|digest|negotiate)\s+)?"

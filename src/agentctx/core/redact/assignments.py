@@ -7,8 +7,8 @@ is redacted unless it is plainly not a literal -- a reference, a call, a type, a
 placeholder. How literal an unquoted value is depends on where it stands (:func:`_mode`): shell,
 env files, query strings and flags (``strict``), the start of a YAML/INI line (``line``) or code
 (``mid``). Also here: XML elements, flags and prose ("the password is …"), and the value tests the
-password and header finders of :mod:`agentctx.redact.engine` share. The value shapes are
-:class:`~agentctx.redact.rules.Lazy` patterns like the rules: they compile on the first call, not
+password and header finders of :mod:`agentctx.core.redact.engine` share. The value shapes are
+:class:`~agentctx.core.redact.rules.Lazy` patterns like the rules: they compile on the first call, not
 at import.
 """
 
@@ -18,7 +18,7 @@ import itertools
 import math
 import re
 
-from agentctx.redact.rules import (
+from agentctx.core.redact.rules import (
     ALNUM,
     ASSIGN_PATTERNS,
     FLAG,
@@ -37,7 +37,7 @@ from agentctx.redact.rules import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from agentctx.redact.rules import Add
+    from agentctx.core.redact.rules import Add
 
 # -- words and shapes of names and values ----------------------------------------------------------
 
@@ -47,7 +47,7 @@ _CAMEL = Lazy(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _STRONG_LAST = wordset(
     """
     password passwd passphrase secret token credential credentials creds apikey bearer auth
-    authorization otp totp pwd
+    authorization otp totp pwd sshpass
     """
 )
 _COMPOUND_LAST = ("password", "passwd", "secret", "token")  # dbpassword, clientsecret, authtoken
@@ -529,3 +529,8 @@ def _entropy(value: str) -> float:
         counts[char] = counts.get(char, 0) + 1
     total = len(value)
     return -sum(n / total * math.log2(n / total) for n in counts.values())
+
+
+#: The judges of a name and of a quoted value, for the pair finders of :mod:`.engine`.
+name_strength = _name_strength
+literal_is_secret = _literal_is_secret
