@@ -71,13 +71,13 @@ def main() -> None:
     corpora = dict(c.split("=", 1) for c in args.corpus or [])
     if not corpora:
         corpora = {"python": sysconfig.get_paths()["stdlib"]}
-    shares: dict[str, float] = Counter()
+    shares: dict[str, float] = {}
     described = []
     for name, folder in corpora.items():
         documents, found = count(Path(folder))
         described.append(f"{name}: {documents:,} documents")
         for word, n in found.items():
-            shares[word] += n / documents / len(corpora)
+            shares[word] = shares.get(word, 0.0) + n / documents / len(corpora)
     common = sorted(
         ((word, max(0.0, -math.log(share))) for word, share in shares.items()),
         key=lambda pair: (pair[1], pair[0]),

@@ -556,6 +556,7 @@ def test_quality_floors_pass_the_recorded_results_and_fail_a_regression(tmp_path
     own["tokens"]["mean_agentctx"] = 5000.0  # and far more tokens injected
     (tmp_path / "own_eval.json").write_text(json.dumps(own))
     shutil.copy(results / "eval.json", tmp_path / "eval.json")
+    shutil.copy(results / "precision_eval.json", tmp_path / "precision_eval.json")
     lines = check_quality(tmp_path, floors_file, live=False)
     failed = [x for x in lines if x.startswith("FAIL")]
     assert len(failed) == 2 and "supersession.correct" in failed[0], lines

@@ -248,7 +248,7 @@ def test_markdown_round_trip_keeps_crlf_bytes(
     assert b"line one\r\nline two" in out.read_bytes()
     other = tmp_path / "other-home"
     env = {"AGENTCTX_HOME": str(other)}
-    imported = run_cli("import", str(out), cwd=project_dir, env=env)
+    imported = run_cli("import", "--restore", str(out), cwd=project_dir, env=env)  # as written
     assert imported.returncode == 0, imported.stderr
     again = tmp_path / "again.md"
     assert run_cli("export", "--out", str(again), cwd=project_dir, env=env).returncode == 0

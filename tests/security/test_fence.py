@@ -121,13 +121,19 @@ def test_the_prompt_hook_injects_a_team_record_fenced_and_labelled(project_dir: 
         ],
     )
     event = "UserPromptSubmit"
-    result = run_hook(
-        "user-prompt-submit",
-        payload(event, "s-fence", project_dir, prompt="how do deploy scripts deploy here"),
-        cwd=project_dir,
-    )
-    text = contract(result, event)
-    assert text is not None
-    assert text.split("\n")[1] == inject.FENCE_OPEN and text.endswith(inject.FENCE_CLOSE)
-    assert "| team file | unconfirmed |" in text and "] Deploy scripts use bash strict mode" in text
-    assert "[decision | you | stated |" in text
+
+    def injected(session: str, prompt: str) -> str:
+        result = run_hook(
+            "user-prompt-submit",
+            payload(event, session, project_dir, prompt=prompt),
+            cwd=project_dir,
+        )
+        text = contract(result, event)
+        assert text is not None
+        assert text.split("\n")[1] == inject.FENCE_OPEN and text.endswith(inject.FENCE_CLOSE)
+        return text
+
+    team = injected("s-fence-1", "do our deploy scripts use bash strict mode")
+    assert "| team file | unconfirmed |" in team and "] Deploy scripts use bash strict mode" in team
+    own = injected("s-fence-2", "do we deploy with blue green switching")
+    assert "[decision | you | stated |" in own and "] Deploy with blue green switching" in own

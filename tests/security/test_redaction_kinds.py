@@ -4,7 +4,8 @@ One test per kind of secret (the 14 kinds that leaked, then the kinds of gitleak
 and detect-secrets' plugins that docs/security.md lists), each with a value generated here; then
 the doors: every record write (the store, the capture hooks, import, extraction's enrichment,
 merges) goes through :mod:`agentctx.core.writes`, which redacts, and every model request is built
-by :func:`agentctx.extract.llm.forced_tool`, which redacts too.
+by :func:`agentctx.extract.llm.forced_tool` or sent to the ``claude`` CLI, both through
+:func:`agentctx.extract.llm.outbound`, which redacts too.
 """
 
 from __future__ import annotations
@@ -329,3 +330,23 @@ def test_hook_path_compiles_nothing_until_a_write() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.anyio
+async def test_the_claude_code_transport_sends_redacted_text(tmp_path: Path) -> None:
+    """The second transport (the ``claude`` CLI, issue 15) sends what :func:`llm.outbound` makes of
+    the text too. What is checked is our side of the pipe: a script in the CLI's place keeps its
+    stdin and answers like a failing CLI (the real CLI's runs are in tests/e2e)."""
+    from agentctx.extract.claude_code import ClaudeCodeCaller, ClaudeCodeError
+
+    secret = "sk-ant-api03-" + "".join(_RNG.choice(ALNUM) for _ in range(90)) + "AA"
+    kept = tmp_path / "stdin.txt"
+    script = tmp_path / "claude"
+    script.write_text(f"#!/bin/sh\ncat > {kept}\necho 'not json'\nexit 1\n")
+    script.chmod(0o700)
+    caller = ClaudeCodeCaller(str(script), attempts=1, retry_pause=0)
+    with pytest.raises(ClaudeCodeError):
+        await caller("claude-haiku-4-5", f"record title: deploy with {secret}", llm.Usage())
+    sent = kept.read_text()
+    assert "record title: deploy with" in sent
+    assert secret not in sent and sent == llm.outbound(f"record title: deploy with {secret}")

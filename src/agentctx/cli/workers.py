@@ -96,6 +96,8 @@ async def worker_sweep() -> int:
     give_up_after(EXTRACTION_DEADLINE_S, "sweep worker")
     await sweep()
     return 0
+
+
 @worker_app.command(name="extract")
 async def worker_extract(
     *, session_id: str, transcript: str | None = None, deadline: float | None = None

@@ -34,7 +34,7 @@ import anyio
 import orjson
 
 from agentctx.core import backend
-from agentctx.extract.llm import CallResult
+from agentctx.extract.llm import CallResult, outbound
 from agentctx.extract.prompt import OUTPUT_SCHEMA, SYSTEM_PROMPT
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class ClaudeCodeCaller:
                 raise ClaudeCodeError(f"cannot run the claude CLI {self.binary}: {exc}") from exc
             try:
                 with anyio.move_on_after(self.timeout) as scope:
-                    out, err = await _communicate(process, user_text.encode("utf-8"))
+                    out, err = await _communicate(process, outbound(user_text).encode("utf-8"))
                 if scope.cancelled_caught:
                     raise ClaudeCodeError(
                         f"the claude CLI gave no answer within {self.timeout:g} s (stopped)",

@@ -127,6 +127,12 @@ def make_client() -> AsyncAnthropic:
     return AsyncAnthropic(max_retries=MAX_RETRIES)
 
 
+def outbound(text: str) -> str:
+    """Text as it may leave for a model, whatever the transport (the API here, the ``claude`` CLI
+    in :mod:`agentctx.extract.claude_code`): redacted, in this one place."""
+    return redact(text)
+
+
 async def forced_tool(
     client: AsyncAnthropic,
     model: str,
@@ -141,13 +147,13 @@ async def forced_tool(
 
     Counts the call's tokens in ``usage``; raises the SDK's error when the API fails after its
     retries. Extraction and the near-duplicate merge checks both ask this way: this is the one
-    function that builds a model request, so it redacts the request's text (transcript, record
-    titles and bodies alike) whatever its caller did -- no new caller can forget it.
+    function that builds an API request, and it passes the request's text (transcript, record
+    titles and bodies alike) through :func:`outbound` whatever its caller did.
     """
     name = str(tool["name"])
-    user_text = redact(user_text)
+    user_text = outbound(user_text)
     if isinstance(system, str):
-        system = redact(system)
+        system = outbound(system)
     choice: ToolChoiceToolParam = {"type": "tool", "name": name}
     messages: list[MessageParam] = [{"role": "user", "content": user_text}]
     response = await client.messages.create(

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 import sqlean
 
-from agentctx.core import clock, schema
+from agentctx.core import clock, schema, writes
 from agentctx.core.errors import ValidationError
 from agentctx.records import COLUMNS
-from agentctx.store.transfer import ImportReport, _record_from_data
+from agentctx.store.transfer import ImportReport, record_from_data
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -92,7 +92,7 @@ async def import_confined(
     they would have touched a record this import did not create.
     """
     confined = confine(data, project_id, origin)
-    records = [_record_from_data(item) for item in confined["records"]]
+    records = [record_from_data(item) for item in confined["records"]]
     ids = {r.id for r in records}
     for record in records:
         if record.superseded_by is not None and record.superseded_by not in ids:
@@ -123,7 +123,7 @@ async def _apply(
         for record in records:
             action = plan[record.id]
             if action == "create":
-                await tx.execute(schema.INSERT_RECORD_SQL, [getattr(record, n) for n in COLUMNS])
+                await tx.run(writes.store_row({n: getattr(record, n) for n in COLUMNS}))
                 report.added["records"] = report.added.get("records", 0) + 1
             else:
                 report.skipped["records"] = report.skipped.get("records", 0) + 1

@@ -160,7 +160,7 @@ async def import_data(store: Store, data: Mapping[str, Any]) -> ImportReport:
     """
     await import_check.check(store, data)  # all or nothing: every problem named, nothing written
     report = ImportReport()
-    records = [_record_from_data(item) for item in data.get("records", [])]
+    records = [record_from_data(item) for item in data.get("records", [])]
     projects = {r.id: r.project_id for r in records}
     for record in records:
         successor = record.superseded_by
@@ -283,7 +283,8 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-def _record_from_data(item: Any) -> Record:
+def record_from_data(item: Any) -> Record:
+    """A record of an export's data, its fields checked (ValidationError naming the one that is wrong)."""
     if not isinstance(item, dict):
         raise ValidationError("import: a record entry is not an object")
     missing = [name for name in _REQUIRED if not item.get(name)]
