@@ -76,6 +76,34 @@ def render(rows: list[Any]) -> tuple[str, list[str]]:
     return f"{HEADER}\n{FENCE_OPEN}\n{FENCE_NOTE}\n\n{inner}\n{FENCE_CLOSE}", ids
 
 
+#: What SubagentStart gives a subagent: the project's standing rules, fenced like the records.
+RULES_HEADER = "Project decisions and conventions (agentctx):"
+RULES_MAX_TOKENS = 800
+RULES_MAX_CHARS = 3200
+
+
+def render_rules(rows: list[Any]) -> str:
+    """The standing rules (``search.standing_rules``), one labelled line each, fenced, as many
+    as fit :data:`RULES_MAX_TOKENS` and :data:`RULES_MAX_CHARS` with the fence; "" when none."""
+    opening = f"{RULES_HEADER}\n{FENCE_OPEN}\n{FENCE_NOTE}\n"
+    used = estimate_tokens(opening + FENCE_CLOSE) + 1
+    chars = len(opening) + len(FENCE_CLOSE) + 1
+    lines: list[str] = []
+    for row in rows:
+        body = " ".join(str(row["body"]).split())
+        line = f"- [{label(row)}] {fenced_text(row['title'])}: {fenced_text(body)}"
+        line = truncate_to_tokens(line, RULES_MAX_TOKENS - used, RULES_MAX_CHARS - chars - 1)
+        cost, size = estimate_tokens(line) + 1, len(line) + 1
+        if not line or used + cost > RULES_MAX_TOKENS or chars + size > RULES_MAX_CHARS:
+            break
+        used += cost
+        chars += size
+        lines.append(line)
+    if not lines:
+        return ""
+    return opening + "\n".join(lines) + "\n" + FENCE_CLOSE
+
+
 def format_record(row: Any) -> str:
     """One record as injected: ``### [label] title``, then the body (fenced text)."""
     age = clock.age_days(row["valid_from"])

@@ -708,7 +708,7 @@ def shown_before(session_id: str) -> Plan[set[str]]:
 def standing_rules(project_id: str) -> Plan[list[Any]]:
     """The project's current decisions and conventions a subagent is given, most weighty first."""
     found: list[Any] = yield plan.rows(
-        "SELECT id, type, title, body, confidence FROM records "
+        "SELECT id, type, title, body, confidence, source, key FROM records "
         "WHERE project_id = ? AND type IN ('decision', 'convention') AND superseded_at IS NULL "
         "ORDER BY pinned DESC, confidence = 'inferred', score DESC, valid_from DESC LIMIT 40",
         (project_id,),

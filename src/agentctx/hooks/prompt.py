@@ -7,7 +7,8 @@ top three that fit together within 2,000 tokens and 8,000 characters (a record t
 skipped for the next one). Trivial prompts and prompts with no new relevant match print nothing.
 Inferred records are marked unconfirmed.
 
-SubagentStart gives a subagent the project's active decisions and conventions (800 tokens).
+SubagentStart gives a subagent the project's active decisions and conventions, fenced and
+labelled (:func:`agentctx.core.inject.render_rules`, 800 tokens).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import os
 
 from agentctx.core import plan, search
 from agentctx.core.connect import open_db, release
-from agentctx.core.inject import render
+from agentctx.core.inject import render, render_rules
 from agentctx.core.ledger import Ledger
-from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
+from agentctx.core.tokens import estimate_tokens
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 
 #: Set (to anything) to log the explanation of every prompt's injection (:func:`_explain`).
 DEBUG_ENV = "AGENTCTX_DEBUG"
-SUBAGENT_MAX_TOKENS = 800
-SUBAGENT_MAX_CHARS = 3200
 
 
 def handle(ctx: HookContext) -> str | None:
@@ -136,11 +135,7 @@ def _subagent(ctx: HookContext) -> str | None:
         release(conn)
     if not rows:
         return None
-    lines = ["Project decisions and conventions (agentctx):"]
-    for row in rows:
-        flag = " (inferred, unconfirmed)" if row["confidence"] == "inferred" else ""
-        lines.append(f"- [{row['type']}] {row['title']}: {' '.join(row['body'].split())}{flag}")
-    text = truncate_to_tokens("\n".join(lines), SUBAGENT_MAX_TOKENS, SUBAGENT_MAX_CHARS)
+    text = render_rules(rows)
     if text and ctx.session_id:  # counted in the session's tax, but no dedup: a new context
         with Ledger(ctx.session_id) as ledger:
             ledger.append({"event": ctx.event, "ids": [], "tokens": estimate_tokens(text)})
