@@ -46,6 +46,12 @@ def agentctx_home(
 
 
 @pytest.fixture
+def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An Anthropic API key in the environment (the tests' Messages API server accepts any)."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key")
+
+
+@pytest.fixture
 def anyio_backend() -> str:
     """Run async tests on asyncio (what cyclopts and the MCP server use)."""
     return "asyncio"

@@ -69,11 +69,6 @@ def transcript(tmp_path: Path, project: Path) -> Transcript:
     return Transcript(tmp_path / f"{SID}.jsonl", project)
 
 
-@pytest.fixture
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key")
-
-
 def client(server: MessagesServer, retries: int = 2) -> AsyncAnthropic:
     return AsyncAnthropic(base_url=server.url, api_key="sk-test-key", max_retries=retries)
 

@@ -40,11 +40,6 @@ def transcript(tmp_path: Path, project: Path) -> Transcript:
     return Transcript(tmp_path / f"{SID}.jsonl", project)
 
 
-@pytest.fixture
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key")
-
-
 def fake_cli(tmp_path: Path) -> str:
     """An executable file named claude that is never run by these tests (``resolve`` gets a
     ``status`` answer instead; a run would fail loudly)."""

@@ -27,11 +27,6 @@ OPEN_TASK = "Handover: Migrating the billing service to gRPC"
 
 
 @pytest.fixture
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key")
-
-
-@pytest.fixture
 def transcript(tmp_path: Path, project_dir: Path) -> Transcript:
     script = Transcript(tmp_path / f"{SID}.jsonl", project_dir)
     script.add("user", "The billing client stubs are generated and the invoices proto is merged.")

@@ -33,9 +33,8 @@ if TYPE_CHECKING:
 #: How many problems the error lists before "and N more".
 SHOWN = 20
 _TABLES = ("projects", "records", "nodes", "edges", "record_entities")
-_TEXT_REQUIRED = ("id", "project_id", "title", "body", "valid_from", "recorded_at")
-#: Fields every record must carry (as :mod:`agentctx.store.transfer` requires them).
-_REQUIRED = (
+#: Fields every imported record must carry (docs/spec.md, 8.4); the rest take column defaults.
+REQUIRED = (
     "id",
     "project_id",
     "type",
@@ -47,6 +46,7 @@ _REQUIRED = (
     "valid_from",
     "recorded_at",
 )
+_TEXT_REQUIRED = ("id", "project_id", "title", "body", "valid_from", "recorded_at")
 _TEXT_OPTIONAL = (
     "keywords",
     "key",
@@ -125,7 +125,7 @@ def _record_problems(index: int, record: dict[str, Any]) -> list[str]:
         f"record {record_id}" if isinstance(record_id, str) and record_id else f"record #{index}"
     )
     problems: list[str] = []
-    missing = [name for name in _REQUIRED if record.get(name) in (None, "")]
+    missing = [name for name in REQUIRED if record.get(name) in (None, "")]
     if missing:
         problems.append(f"{label} lacks {', '.join(missing)}")
     for name in _TEXT_REQUIRED:

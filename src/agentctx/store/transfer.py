@@ -259,19 +259,6 @@ async def _insert_rows(
         bucket[table] = bucket.get(table, 0) + 1
 
 
-#: Fields every imported record must carry (docs/spec.md, 8.4); the rest take column defaults.
-_REQUIRED = (
-    "id",
-    "project_id",
-    "type",
-    "title",
-    "body",
-    "scope",
-    "confidence",
-    "source",
-    "valid_from",
-    "recorded_at",
-)
 _DEFAULTS: dict[str, Any] = {
     "keywords": "",
     "pinned": False,
@@ -287,7 +274,7 @@ def record_from_data(item: Any) -> Record:
     """A record of an export's data, its fields checked (ValidationError naming the one that is wrong)."""
     if not isinstance(item, dict):
         raise ValidationError("import: a record entry is not an object")
-    missing = [name for name in _REQUIRED if not item.get(name)]
+    missing = [name for name in import_check.REQUIRED if not item.get(name)]
     if missing:
         raise ValidationError(f"import: a record lacks {', '.join(missing)}")
     draft = NewRecord(
