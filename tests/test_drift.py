@@ -427,3 +427,24 @@ async def test_an_unchanged_project_is_not_judged_again(
     assert edited.skipped is None and edited.checked == 4
     await store.supersede(shop.pytest, "Tests run with pytest -x.", "faster feedback")
     assert (await _run(store, shop)).skipped is None
+
+
+async def test_a_project_without_claude_md_is_offered_sync_once(
+    store: Store, shop: Shop, project_dir: Path
+) -> None:
+    """No CLAUDE.md: the first consolidated digest says once that `agentctx sync --apply` writes
+    one; later digests do not repeat it."""
+    from agentctx.consolidate import consolidate
+    from agentctx.core import digests
+
+    def digest_file() -> str:
+        data = digests.read(shop.project_id)
+        assert data is not None
+        return str(data["text"])
+
+    await consolidate(store, shop.project_id, settings={"embeddings": False, "llm": False})
+    first = digest_file()
+    assert "no CLAUDE.md" in first and "`agentctx sync --apply`" in first
+    assert NOTE not in first
+    await consolidate(store, shop.project_id, settings={"embeddings": False, "llm": False})
+    assert "agentctx sync --apply" not in digest_file()

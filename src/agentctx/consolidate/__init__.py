@@ -179,7 +179,9 @@ async def _steps(run: _Run, project_id: str, report: Report) -> None:
                 store, project_id, root, embedder=run.embedder, timebox=run.timebox
             ),
         )
-        await _step(report, run, "digest", lambda: _digest(run, project_id, ranking))
+        drifted = report.steps.get("drift", {}).get("result")
+        offer = isinstance(drifted, dict) and drift.sync_offer_due(project_id, drifted)
+        await _step(report, run, "digest", lambda: _digest(run, project_id, ranking, offer=offer))
     await _step(
         report, run, "archive", lambda: archive.archive(store, project_id, timebox=unlimited)
     )
@@ -265,14 +267,22 @@ async def _dedupe(run: _Run, project_id: str) -> Any:
     )
 
 
-async def _digest(run: _Run, project_id: str, ranking: Any) -> dict[str, Any]:
+async def _digest(
+    run: _Run, project_id: str, ranking: Any, *, offer: bool = False
+) -> dict[str, Any]:
     store = run.store
     ranked = await ranking.rank_decisions(store, project_id)
     name_row = await store.row("SELECT name FROM projects WHERE project_id = ?", (project_id,))
     name = str(name_row[0]) if name_row is not None else ""
     started_ns = time.time_ns()
-    data = await store.read_sync(lambda conn: digest.build(conn, project_id, name))
+    data = await store.read_sync(
+        lambda conn: digest.build(conn, project_id, name, offer_sync=offer)
+    )
     path = digests.write(data, clock.now(), started_ns)
+    if offer and path is not None and "agentctx sync --apply" in data["text"]:
+        from agentctx.consolidate import drift
+
+        drift.mark_sync_offered(project_id)
     return {
         "ranked": len(ranked),
         "tokens": data["tokens"],

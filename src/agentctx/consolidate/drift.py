@@ -40,7 +40,7 @@ from agentctx.core import files, home
 from agentctx.retrieval.digest import DRIFT_THRESHOLD
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from agentctx.claude.claudemd import StaleText
     from agentctx.consolidate.timebox import TimeBox
@@ -216,6 +216,29 @@ def _save_seal(project_id: str, seal: str) -> None:
         home.ensure_sub("state")
         files.write_atomic(_seal_path(project_id), seal.encode("ascii"))
     except (OSError, UnicodeEncodeError):
+        pass
+
+
+def _offer_path(project_id: str) -> str:
+    return os.path.join(
+        home.sub("state"), f"sync-offer-{hashlib.sha256(project_id.encode()).hexdigest()[:24]}"
+    )
+
+
+def sync_offer_due(project_id: str, report: Mapping[str, Any]) -> bool:
+    """Whether the digest should offer ``agentctx sync --apply``: the drift step found no
+    CLAUDE.md (``report``: its result) and the offer was never made for this project."""
+    return str(report.get("skipped") or "").startswith("no CLAUDE.md") and not os.path.exists(
+        _offer_path(project_id)
+    )
+
+
+def mark_sync_offered(project_id: str) -> None:
+    """Remember the offer (best effort: without it the next digest offers again)."""
+    try:
+        home.ensure_sub("state")
+        files.write_atomic(_offer_path(project_id), b"offered\n")
+    except OSError:
         pass
 
 

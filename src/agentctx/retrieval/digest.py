@@ -113,12 +113,16 @@ def build(
     project_id: str,
     project_name: str = "",
     checkout: str | None = None,
+    *,
+    offer_sync: bool = False,
 ) -> Digest:
     """Compose the digest of a project from the store: ``{"text", "ids", "tokens", "parts"}``.
 
     ``text`` and ``ids`` are the digest as a session in ``checkout`` sees it; with no checkout,
     the project's newest current handover is shown (a view for tools that run nowhere in
-    particular). ``parts`` serve every checkout (see :func:`assemble`).
+    particular). ``parts`` serve every checkout (see :func:`assemble`). ``offer_sync``: the
+    project has no CLAUDE.md and was never offered one (consolidation decides; the digest then
+    says once that ``agentctx sync --apply`` writes one).
     """
     counts = dict(conn.execute(_COUNTS_SQL, (project_id, GLOBAL_PROJECT_ID)).fetchall())
     drift = conn.execute(_DRIFT_SQL, (project_id,)).fetchone()[0]
@@ -132,6 +136,7 @@ def build(
         drift_candidates=int(drift),
         project_id=project_id,
         checkout=checkout,
+        offer_sync=offer_sync,
     )
 
 
@@ -145,6 +150,7 @@ def render(
     preferences: Iterable[Any],
     counts: dict[str, int],
     drift_candidates: int,
+    offer_sync: bool = False,
     mcp: bool = True,
     checkout: str | None = None,
 ) -> Digest:
@@ -202,7 +208,14 @@ def render(
         else f"More in the agentctx store ({searchable}): `agentctx search <words>` finds it."
     )
     tail.append(truncate_to_tokens(hint, BUDGETS["hint"], 600))
-    if drift_candidates >= DRIFT_MIN_CANDIDATES:
+    if offer_sync and counts.get("decision", 0) + counts.get("convention", 0) >= (
+        DRIFT_MIN_CANDIDATES
+    ):
+        tail.append(
+            "Note: this project has no CLAUDE.md; the developer can create one from its decisions "
+            "and conventions with `agentctx sync --apply` (said once)."
+        )
+    elif drift_candidates >= DRIFT_MIN_CANDIDATES:
         tail.append(
             f"Note: {drift_candidates} decisions or conventions in the store are not reflected in "
             "CLAUDE.md; the developer can review them with `agentctx sync`."
