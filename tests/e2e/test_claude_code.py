@@ -33,6 +33,7 @@ import pytest
 
 from agentctx.core import inject
 from agentctx.core.project import identify
+from agentctx.retrieval import digest as digest_fence
 from tests.e2e.harness import Machine, blocks, texts, wait_until
 from tests.messages_server import MessagesServer, Recorded, Reply, TextReply, ToolUseReply
 
@@ -241,8 +242,9 @@ def step1_injection(scenario: Scenario, decision_id: str, discovery_id: str) -> 
     first = requests[0]
     assert first.stream and first.headers["x-claude-code-session-id"] == session_id
     digest = scenario.context(first, "SessionStart")
-    assert digest.startswith("# agentctx: context for shop\n\n## Project profile\n"), digest
-    assert "- Test command: pytest (from pyproject.toml [tool.pytest.ini_options])\n" in digest
+    fenced = f"# agentctx: context for shop\n{digest_fence.FENCE_OPEN}\n{inject.FENCE_NOTE}\n\n"
+    assert digest.startswith(fenced + "## Project profile\n"), digest
+    assert "] Test command: pytest (from pyproject.toml [tool.pytest.ini_options])\n" in digest
     assert "- [decision | " in digest
     assert f"] {DECISION[0]}: {DECISION[1]} (id {decision_id})\n" in digest
     records = scenario.context(first, "UserPromptSubmit")
@@ -336,7 +338,9 @@ def step3_compaction(scenario: Scenario, session_id: str) -> None:
     contract = json.loads(ran[0][1]["stdout"])
     assert list(contract) == ["hookSpecificOutput"]
     assert contract["hookSpecificOutput"]["hookEventName"] == "SessionStart"
-    handover_line = f"## Last handover ({valid_from[:10]}, id {handover_id})\n"
+    handover_line = (
+        f"## Last handover ({valid_from[:10]}, id {handover_id})\n[handover | hook | unconfirmed]\n"
+    )
     assert handover_line in contract["hookSpecificOutput"]["additionalContext"]
 
     # ... and that context reaches the model with the next prompt, after the summary

@@ -205,7 +205,9 @@ class MainModel:
             m.group(1)
             for context in hook_contexts(request, "SessionStart")
             for m in re.finditer(
-                rf"^- \[decision\] {re.escape(D2_TITLE)}: .* \(id (\w+)\)$", context, re.M
+                rf"^- \[decision \| [^\]]*\] {re.escape(D2_TITLE)}: .* \(id (\w+)\)$",
+                context,
+                re.M,
             )
         ]
         if not found:
@@ -501,7 +503,7 @@ def step3_supersede_by_extraction(scenario: Scenario, d1: str) -> tuple[str, str
     sid = run.session_id
     marks = (
         f"waiting for the running extraction of session {sid}",  # the worker
-        "extracted: 2 records written",  # `agentctx extract`, which Stop started
+        f"extract {sid}: extracted {{'decision': 1, 'discovery': 1}}",  # Stop's worker
         f"extract {sid}: extracted {{'convention': 1}}",  # the worker, once the lock was free
     )
     lines = run.worker_lines
@@ -599,7 +601,10 @@ def step5_compaction(scenario: Scenario, session_id: str) -> None:
         "Snapshot of the working state before a manual compaction.\n"
         f"Current request: {NOW}\nLast assistant note: {NOW_ANSWER}"
     ), handover
-    heading = f"## Last handover ({handover['valid_from'][:10]}, id {handover['id']})\n"
+    heading = (
+        f"## Last handover ({handover['valid_from'][:10]}, id {handover['id']})\n"
+        "[handover | hook | unconfirmed]\n"
+    )
 
     # Claude Code ran SessionStart with source compact after the boundary, with the handover
     paths = list((scenario.home / ".claude" / "projects").glob(f"*/{session_id}.jsonl"))
