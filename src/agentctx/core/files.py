@@ -24,12 +24,12 @@ from __future__ import annotations
 import os
 import stat
 
-from agentctx.core.errors import UnsafePathError
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import BinaryIO
+
+    from agentctx.core.errors import UnsafePathError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -148,7 +148,7 @@ def check_inside(root: str | os.PathLike[str], target: str | os.PathLike[str]) -
     for part in parts:
         here = os.path.join(here, part)
         if os.path.islink(here):
-            raise UnsafePathError(f"refusing to write {os.fspath(target)}: {here} is a symlink")
+            raise _unsafe(f"refusing to write {os.fspath(target)}: {here} is a symlink")
     return os.path.join(*parts)
 
 
@@ -162,7 +162,7 @@ def _parts(root: str, target: str) -> list[str]:
             parts = relative.split(os.sep)
             if os.pardir not in parts:
                 return parts
-    raise UnsafePathError(f"refusing to write {target}: it is outside {root}")
+    raise _unsafe(f"refusing to write {target}: it is outside {root}")
 
 
 def _open_inside(root: str, target: str) -> tuple[int, str]:
@@ -179,7 +179,7 @@ def _open_inside(root: str, target: str) -> tuple[int, str]:
                 os.mkdir(part, 0o777, dir_fd=fd)
                 child = os.open(part, _DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
             except OSError as exc:  # ELOOP / ENOTDIR: a symlink or a file where a folder should be
-                raise UnsafePathError(
+                raise _unsafe(
                     f"refusing to write {target}: {here} is a symlink or not a folder"
                 ) from exc
             os.close(fd)
@@ -190,9 +190,9 @@ def _open_inside(root: str, target: str) -> tuple[int, str]:
         except FileNotFoundError:
             return fd, name
         if stat.S_ISLNK(info.st_mode):
-            raise UnsafePathError(f"refusing to write {target}: it is a symlink")
+            raise _unsafe(f"refusing to write {target}: it is a symlink")
         if not stat.S_ISREG(info.st_mode):
-            raise UnsafePathError(f"refusing to write {target}: it is not a regular file")
+            raise _unsafe(f"refusing to write {target}: it is not a regular file")
         return fd, name
     except BaseException:
         os.close(fd)
@@ -253,3 +253,10 @@ def read_tail(path: str | os.PathLike[str], limit: int) -> tuple[bytes, bool]:
     if cut:
         data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
     return data, cut
+
+
+def _unsafe(message: str) -> UnsafePathError:
+    """The refusal (its module imported here: every hook reads files, few ever write one)."""
+    from agentctx.core.errors import UnsafePathError
+
+    return UnsafePathError(message)
