@@ -229,21 +229,41 @@ def reset(*, force: Annotated[bool, Parameter(negative="")] = False) -> int:
 
 @config_app.command(name="get")
 def config_get(key: str | None = None, *, json: Json = False) -> int:
-    """Print one setting, or all of them."""
-    values = config.load() if key is None else {key: config.get(key)}
+    """Print one setting's value, or every setting with its value, default and source.
+
+    The source is ``default`` (not in config.json), ``config file`` or ``environment $NAME`` (a
+    variable that overrides the file).
+
+    Example: ``agentctx config get`` lists them all; ``agentctx config get llm`` prints
+    ``llm = on``.
+    """
+    if key is not None:
+        value = config.get(key)
+        if json:
+            _json({key: value})
+        else:
+            _out(f"{key} = {_shown(value)}")
+        return 0
+    rows = config.explain()
     if json:
-        _json(values)
-    else:
-        for name, value in values.items():
-            shown = ("on" if value else "off") if isinstance(value, bool) else value
-            _out(f"{name} = {shown}")
+        _json({r["key"]: {k: r[k] for k in ("value", "default", "source")} for r in rows})
+        return 0
+    width = max(len(r["key"]) + len(_shown(r["value"])) for r in rows) + 3
+    for r in rows:
+        head = f"{r['key']} = {_shown(r['value'])}"
+        _out(f"{head:<{width}}  (default {_shown(r['default'])}; {r['source']})")
     return 0
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return '""' if value == "" else str(value)
 
 
 @config_app.command(name="set")
 def config_set(key: str, value: str) -> int:
     """Change one setting (on/off for switches)."""
     stored = config.set_value(key, value)
-    shown = ("on" if stored else "off") if isinstance(stored, bool) else stored
-    _out(f"{key} = {shown}  ({home.config_path()})")
+    _out(f"{key} = {_shown(stored)}  ({home.config_path()})")
     return 0
