@@ -168,3 +168,64 @@ def test_config_get_shows_value_default_and_source(tmp_path: Path) -> None:
 @pytest.mark.parametrize("key", ["llm", "team_export"])
 def test_config_get_one_key_stays_plain(tmp_path: Path, key: str) -> None:
     assert ok("config", "get", key, cwd=tmp_path) == f"{key} = {'on' if key == 'llm' else 'off'}\n"
+
+
+# -- consolidate speaks in project names and plain sentences --------------------------------------
+
+CLAUDE_MD = """# Shop
+
+## Conventions
+- All tests use pytest; run pytest -q.
+- Sessions use JWT access tokens signed with RS256.
+"""
+
+
+def record(cwd: Path, type_: str, title: str, body: str) -> str:
+    created: dict[str, Any] = json.loads(
+        ok("record", "--type", type_, "--title", title, "--body", body, "--json", cwd=cwd)
+    )
+    return str(created["id"])
+
+
+def test_consolidate_speaks_plainly(tmp_path: Path, minilm_dir: Path) -> None:
+    shop = git_repo(tmp_path / "shop")
+    (shop / "CLAUDE.md").write_text(CLAUDE_MD, encoding="utf-8")
+    for key, value in (("embedding.path", str(minilm_dir)), ("llm", "off")):
+        ok("config", "set", key, value, cwd=shop)
+    ok("config", "set", "embedding.model", "sentence-transformers/all-MiniLM-L6-v2", cwd=shop)
+    record(shop, "decision", "Use gRPC for internal services", "Services talk over gRPC.")
+    record(shop, "decision", "Store money as integer cents", "Amounts are integer cents.")
+    old = record(
+        shop, "decision", "Use JWT for auth", "Sessions use JWT access tokens signed with RS256."
+    )
+    ok(
+        "supersede",
+        old,
+        "--body",
+        "Sessions use opaque tokens in Redis.",
+        "--rationale",
+        "revoke",
+        cwd=shop,
+    )
+    record(shop, "convention", "Pytest for every test", "All tests use pytest; run pytest -q.")
+    for _ in range(2):  # the same text twice: merged without an LLM
+        record(shop, "discovery", "Slow CI", "CI is slow because the Docker layer cache is off.")
+
+    result = run_cli("consolidate", cwd=shop)
+
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("global records: 7 records embedded")  # the store's, first
+    (line,) = [text for text in lines if text.startswith("shop: ")]
+    assert line == "shop: 1 record merged, digest rebuilt; CLAUDE.md: 3 decisions missing, 1 stale"
+    # no project hash anywhere, on stdout or in the progress lines
+    project_id = json.loads(ok("status", "--json", cwd=shop))["project"]["id"]
+    assert project_id[:12] not in result.stdout + result.stderr
+    assert "{" not in result.stdout  # no raw dict
+
+    raw = json.loads(ok("consolidate", "--json", cwd=shop))
+    assert [r["project_id"] for r in raw] == ["global", project_id]
+    assert set(raw[1]) == {"project_id", "status", "mode", "elapsed_s", "steps", "errors"}
+    again = ok("consolidate", cwd=shop).splitlines()
+    assert again[1].startswith("shop: digest rebuilt; CLAUDE.md: ")
