@@ -97,6 +97,7 @@ async def init(
             team_note = "nothing written: not in a project"
     on_path = install.which_agentctx()
     extraction, extraction_note = await anyio.to_thread.run_sync(_extraction_note)
+    model, model_note = await anyio.to_thread.run_sync(_model_note)
     if json:
         _json(
             {
@@ -114,6 +115,7 @@ async def init(
                 "team_file": team_file,
                 "agentctx_on_path": on_path,
                 "extraction": extraction,
+                "embedding_model": model,
                 "project": {
                     "id": identity.project_id,
                     "name": identity.name,
@@ -142,6 +144,7 @@ async def init(
         if team:
             _out(f"team      team_export on: {team_note}")
         _out(f"llm       {extraction_note}")
+        _out(f"model     {model_note}")
     if on_path is None:
         sys.stderr.write(
             "agentctx: warning: `agentctx` is not on PATH, but Claude Code runs `agentctx hook …` "
@@ -259,7 +262,10 @@ def uninstall(
     yes: Annotated[bool, Parameter(negative="", help="Do not ask before --purge.")] = False,
     json: Json = False,
 ) -> int:
-    """Remove exactly what init added to Claude Code's files; data only with --purge."""
+    """Remove exactly what init added to Claude Code's files; data only with --purge.
+
+    Example: ``agentctx uninstall --project``.
+    """
     identity = _project()
     paths = install.settings_paths(Path.home(), Path(identity.root))
     targets = [(paths.user_settings, paths.user_mcp, False)]
@@ -304,6 +310,8 @@ def hook(event: str) -> int:
 
     Events: session-start, user-prompt-submit, post-tool-use, pre-compact, stop, session-end,
     cwd-changed, subagent-start. Always exits 0; problems go to logs/hooks.log in the home.
+
+    Example: ``echo '{"cwd": "/tmp"}' | agentctx hook session-start`` (what Claude Code runs)``.
     """
     from agentctx._entry import hook as run_hook
 
@@ -347,6 +355,27 @@ def _forget_created_if_empty(changes: list[install.Change]) -> None:
             path.unlink()
             created.discard(str(path))
     files.write_atomic(state_path, orjson.dumps({"created": sorted(created)}))
+
+
+def _model_note() -> tuple[dict[str, Any], str]:
+    """The embedding model consolidation and hybrid search will use: which, how big, where, when."""
+    from agentctx import embed
+
+    info = embed.model_info(config.load())
+    data = {**info.to_dict(), "fetch": "agentctx model fetch"}
+    if not info.enabled:
+        return data, "embeddings off: consolidation and search are keyword-only (no model)"
+    if info.local:
+        state = "" if info.present else " (that folder does not exist: keyword-only until it does)"
+        return data, f"{info.name} from {info.folder}, no download{state}"
+    if info.present:
+        return data, f"{info.name}, downloaded in {info.folder}"
+    size = f"about {info.size_mb} MB" if info.size_mb else "size unknown"
+    return data, (
+        f"{info.name} ({size}) will be downloaded into {info.folder} at the first "
+        "consolidation or hybrid search (search is keyword-only until then); "
+        "`agentctx model fetch` downloads it now"
+    )
 
 
 def _extraction_note() -> tuple[dict[str, Any], str]:
