@@ -570,7 +570,7 @@ def test_doctor_on_a_healthy_home(project_dir: Path, agentctx_home: Path) -> Non
     checks = json.loads(ok("doctor", "--json", cwd=project_dir, env=on_path))
     assert isinstance(checks, list)
     for check in checks:
-        assert set(check) - {"extraction"} == {"name", "ok", "detail", "fix"}
+        assert set(check) - {"extraction", "model"} == {"name", "ok", "detail", "fix"}
         assert check["ok"] is not False
     names = [check["name"] for check in checks]
     assert {"home", "config", "database", "sqlite", "fts5", "extraction"} <= set(names)
@@ -643,14 +643,19 @@ def ok_json_failing(*args: str, cwd: Path) -> Any:
 def test_config_get_and_set(project_dir: Path, agentctx_home: Path) -> None:
     listing = ok("config", "get", cwd=project_dir)
     assert [line.split(" = ")[0] for line in listing.splitlines()] == list(SETTINGS)
-    assert "llm = on" in listing.splitlines()
+    assert any(
+        line.startswith("llm = on ") and "(default on; default)" in line
+        for line in listing.splitlines()
+    )
     assert ok("config", "get", "llm", cwd=project_dir) == "llm = on\n"
 
     assert ok("config", "set", "llm", "off", cwd=project_dir).startswith("llm = off")
     assert ok("config", "get", "llm", cwd=project_dir) == "llm = off\n"
     ok("config", "set", "reinforcement_threshold", "5", cwd=project_dir)
     values = ok_json("config", "get", cwd=project_dir)
-    assert (values["llm"], values["reinforcement_threshold"]) == (False, 5)
+    assert values["llm"] == {"value": False, "default": True, "source": "config file"}
+    assert values["reinforcement_threshold"]["value"] == 5
+    assert values["embeddings"] == {"value": True, "default": True, "source": "default"}
     assert ok_json("config", "get", "llm", cwd=project_dir) == {"llm": False}
     stored = json.loads((agentctx_home / "config.json").read_text(encoding="utf-8"))
     assert stored == {"llm": False, "reinforcement_threshold": 5}

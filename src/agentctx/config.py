@@ -85,6 +85,10 @@ SETTINGS: dict[str, tuple[str, Any, str]] = {
 }
 
 
+#: settings an environment variable overrides (``config get`` names it as the value's source)
+ENV_OVERRIDES: dict[str, str] = {"extraction.backend": "AGENTCTX_EXTRACTION_BACKEND"}
+
+
 def load(path: str | None = None) -> dict[str, Any]:
     """Every setting with defaults filled in.
 
@@ -118,7 +122,13 @@ def set_value(key: str, raw: str | bool | int, path: str | None = None) -> Any:
     target = path or home.config_path()
     stored = _read(target)
     stored[key] = value
-    if path is None:
+    _write(target, stored, create_home=path is None)
+    return value
+
+
+def _write(target: str, stored: dict[str, Any], *, create_home: bool) -> None:
+    """The settings file, atomically and owner-only (0600)."""
+    if create_home:
         home.ensure_home()
     else:
         os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
@@ -126,8 +136,8 @@ def set_value(key: str, raw: str | bool | int, path: str | None = None) -> Any:
 
     from agentctx.core import files
 
-    files.write_atomic(target, (json.dumps(stored, indent=2, sort_keys=True) + "\n").encode())
-    return value
+    data = (json.dumps(stored, indent=2, sort_keys=True) + "\n").encode()
+    files.write_atomic(target, data, mode=0o600)
 
 
 def coerce(key: str, raw: Any) -> Any:
@@ -169,6 +179,53 @@ def coerce(key: str, raw: Any) -> Any:
     if not text and SETTINGS[key][1]:  # a name with a non-empty default cannot be blanked
         raise ConfigError(f"{key} takes a non-empty name (the default is {SETTINGS[key][1]!r})")
     return text
+
+
+def write_defaults(path: str | None = None) -> list[str]:
+    """Add every setting missing from the file with its default (``agentctx init``), keeping the
+    values already there; return the keys added (none: the file is left untouched).
+
+    A file that cannot be read is left alone (``doctor`` reports it), and nothing is added.
+    """
+    target = path or home.config_path()
+    try:
+        stored = _read(target)
+    except ConfigError:
+        return []
+    added = [key for key in SETTINGS if key not in stored]
+    if not added:
+        return []
+    stored.update({key: SETTINGS[key][1] for key in added})
+    _write(target, stored, create_home=path is None)
+    return added
+
+
+def explain(path: str | None = None) -> list[dict[str, Any]]:
+    """Every setting with its value, default and source, for ``config get``.
+
+    ``source`` is ``default`` (not in the file), ``config file`` or ``environment`` (``$NAME``, an
+    override of :data:`ENV_OVERRIDES`, whose value is then the variable's).
+    """
+    target = path or home.config_path()
+    try:
+        stored = _read(target)
+    except ConfigError:
+        stored = {}
+    values = load(path)
+    rows = []
+    for key, (_kind, default, _meaning) in SETTINGS.items():
+        value, source = values[key], "default"
+        if key in stored:
+            try:
+                coerce(key, stored[key])
+                source = "config file"
+            except ConfigError:
+                pass  # a bad stored value: the default is used (doctor says so)
+        variable = ENV_OVERRIDES.get(key)
+        if variable and os.environ.get(variable, "").strip():
+            value, source = os.environ[variable].strip().lower(), f"environment ${variable}"
+        rows.append({"key": key, "value": value, "default": default, "source": source})
+    return rows
 
 
 def problems(path: str | None = None) -> list[str]:

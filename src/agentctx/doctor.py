@@ -36,7 +36,56 @@ def run_checks() -> list[Check]:
     checks.extend(_check_database())
     checks.extend(_check_claude_code())
     checks.append(_check_extraction())
+    checks.append(_check_model())
     return checks
+
+
+#: What search and consolidation do without the embedding model (doctor says so).
+WITHOUT_MODEL = (
+    "search is keyword-only (no ranking by meaning) and consolidation merges only near-identical "
+    "wording"
+)
+
+
+def _check_model() -> Check:
+    """Does the configured embedding model load (from local files: doctor never downloads)?"""
+    from agentctx import embed
+
+    try:
+        settings = config.load()
+        info = embed.model_info(settings)
+    except AgentctxError as exc:
+        return Check("model", False, str(exc), f"fix or delete {home.config_path()}")
+    data = {"model": info.to_dict()}
+    if not info.enabled:
+        return Check(
+            "model",
+            None,
+            f"embeddings off: {WITHOUT_MODEL}",
+            "agentctx config set embeddings on",
+            data,
+        )
+    if not info.present:
+        if info.local:
+            detail = f"{info.name}: the model folder {info.folder} does not exist"
+            fix = "agentctx config set embedding.path FOLDER (an existing model folder)"
+        else:
+            size = f", about {info.size_mb} MB" if info.size_mb else ""
+            detail = f"{info.name} not downloaded yet (into {info.folder}{size})"
+            fix = "agentctx model fetch (or it is fetched at the first consolidation)"
+        return Check("model", None, f"{detail}: {WITHOUT_MODEL}", fix, data)
+    try:
+        loaded = embed.load_local(settings)
+    except embed.ModelUnavailable as exc:
+        fix = "agentctx model fetch" if not info.local else "check the files of embedding.path"
+        return Check("model", None, f"{exc}: {WITHOUT_MODEL}", fix, data)
+    return Check(
+        "model",
+        True,
+        f"{loaded.name} loads ({loaded.dims} dimensions) from {info.folder}",
+        "",
+        data,
+    )
 
 
 def _check_claude_code() -> list[Check]:

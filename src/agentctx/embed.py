@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -27,7 +28,7 @@ from agentctx.core import home, schema
 from agentctx.records import Record
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 
     from numpy.typing import NDArray
 
@@ -164,6 +165,147 @@ def _cached_or_downloaded(
     log.warning("downloading embedding model %s (one-time) into %s", name, cache_dir)
     with _quiet_fastembed():
         return factory(**kwargs)
+
+
+#: What ``init``, ``doctor`` and ``model fetch`` tell about a model before loading it: fastembed's
+#: Hugging Face repository, model file and size (MB) for the default model, so that describing it
+#: does not import fastembed (tests/test_first_hour.py checks these against fastembed's own list).
+KNOWN_MODELS: dict[str, tuple[str, str, int]] = {
+    DEFAULT_MODEL: ("Qdrant/bge-small-en-v1.5-onnx-Q", "model_optimized.onnx", 67),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """The configured embedding model, described without loading it."""
+
+    name: str
+    enabled: bool  # the ``embeddings`` setting
+    size_mb: int | None  # the download's size, when known
+    folder: str  # ``embedding.path`` when set, else the cache folder downloads go to
+    local: bool  # ``embedding.path`` is set: loaded from that folder, never downloaded
+    present: bool  # the local folder exists, or the model is in the cache folder
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (``init --json``, ``doctor --json``)."""
+        return {
+            "name": self.name,
+            "enabled": self.enabled,
+            "size_mb": self.size_mb,
+            "folder": self.folder,
+            "local": self.local,
+            "present": self.present,
+        }
+
+
+class ModelUnavailable(Exception):
+    """The model cannot be loaded (or fetched) now; the message says why in one line."""
+
+
+def model_info(settings: Mapping[str, Any]) -> ModelInfo:
+    """What the settings name: which model, how big, where it is (or will be) stored."""
+    name = str(settings.get("embedding.model") or DEFAULT_MODEL)
+    path = str(settings.get("embedding.path") or "")
+    enabled = bool(settings.get("embeddings", True))
+    if path:
+        return ModelInfo(name, enabled, None, path, True, os.path.isdir(path))
+    cache_dir = home.sub("models")
+    repo, model_file, size = _describe(name)
+    snapshots = os.path.join(cache_dir, "models--" + repo.replace("/", "--"), "snapshots")
+    present = bool(repo) and any(
+        os.path.isfile(os.path.join(snapshots, rev, model_file)) for rev in _listdir(snapshots)
+    )
+    return ModelInfo(name, enabled, size, cache_dir, False, present)
+
+
+def _describe(name: str) -> tuple[str, str, int | None]:
+    """(Hugging Face repository, model file, size in MB) of a fastembed model name."""
+    if name in KNOWN_MODELS:
+        return KNOWN_MODELS[name]
+    try:
+        from fastembed import TextEmbedding
+
+        for entry in TextEmbedding.list_supported_models():
+            if str(entry.get("model", "")).lower() == name.lower():
+                repo = str((entry.get("sources") or {}).get("hf") or "")
+                size = entry.get("size_in_GB")
+                mb = round(float(size) * 1000) if isinstance(size, int | float) else None
+                return repo, str(entry.get("model_file") or ""), mb
+    except Exception:  # an unusable fastembed: nothing more to say about the model
+        pass
+    return "", "", None
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def load_local(settings: Mapping[str, Any]) -> Embedder:
+    """The configured model from local files only (never a download): ``doctor`` and ``search``.
+
+    Raises :class:`ModelUnavailable` with the reason (off, not downloaded, does not load).
+    """
+    info = model_info(settings)
+    if not info.enabled:
+        raise ModelUnavailable("embeddings are off (`agentctx config set embeddings on`)")
+    if not info.present:
+        where = "the model folder " + info.folder if info.local else info.folder
+        raise ModelUnavailable(
+            f"{info.name} is not downloaded ({where} does not hold it)"
+            if not info.local
+            else f"{where} does not exist"
+        )
+    try:
+        from fastembed import TextEmbedding
+
+        kwargs: dict[str, Any] = {"model_name": info.name}
+        if info.local:
+            kwargs["specific_model_path"] = info.folder
+        else:
+            kwargs.update(cache_dir=info.folder, local_files_only=True)
+        with _quiet_fastembed():
+            model = TextEmbedding(**kwargs)
+        prefix = BGE_QUERY_PREFIX if "bge-" in info.name.lower() else ""
+        return Embedder(model, info.name, query_prefix=prefix)
+    except Exception as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise ModelUnavailable(f"{info.name} does not load from {info.folder} ({reason})") from exc
+
+
+def fetch(
+    settings: Mapping[str, Any], announce: Callable[[ModelInfo], None] | None = None
+) -> Embedder:
+    """Download the configured model now (the Hugging Face hub shows its progress bars on stderr)
+    and load it; a local folder or a model already downloaded is only loaded.
+
+    ``announce`` is called just before a download starts. :class:`ModelUnavailable` when the
+    model cannot be had (offline: at once, after one connection attempt)."""
+    info = model_info(settings)
+    if info.local or info.present:
+        return load_local({**settings, "embeddings": True})
+    if not _hub_reachable():
+        raise ModelUnavailable(
+            f"cannot download {info.name}: {HUB_HOST} cannot be reached (offline?); search "
+            "stays keyword-only: retry online, or set embedding.path to a local model folder"
+        )
+    if announce is not None:
+        announce(info)
+    os.makedirs(info.folder, mode=0o700, exist_ok=True)
+    try:
+        from fastembed import TextEmbedding
+
+        model = TextEmbedding(model_name=info.name, cache_dir=info.folder)
+    except Exception as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise ModelUnavailable(f"cannot download {info.name} ({reason})") from exc
+    if os.path.commonpath([os.path.abspath(info.folder), home.home_dir()]) == home.home_dir():
+        home.tighten(info.folder)
+    clear_model_cache()  # a failure remembered earlier in this process is stale now
+    prefix = BGE_QUERY_PREFIX if "bge-" in info.name.lower() else ""
+    return Embedder(model, info.name, query_prefix=prefix)
 
 
 HUB_HOST = "huggingface.co"

@@ -1,9 +1,10 @@
 """The ``agentctx`` command line: a thin adapter over the library.
 
 Each command opens the store, awaits one library call and renders the result as text or, with
-``--json``, as objects keyed by the record fields. Library errors (:class:`AgentctxError`) and
-database errors become one line on stderr and exit code 1; usage errors are cyclopts' own messages
-with exit code 2; an interrupt exits with 130.
+``--json``, as objects keyed by the record fields. Every error is one line on stderr, never a
+traceback: library errors (:class:`AgentctxError`), database and file errors exit with 1, usage
+errors (cyclopts') with 2, and anything unexpected with 1, its traceback written to
+``logs/cli.log`` in the home (the line says so); an interrupt exits with 130.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
 
 app = App(
     name="agentctx",
-    help="A structured, versioned context layer for Claude Code.",
+    help="A structured, versioned context layer for Claude Code.\n\n"
+    'Example: agentctx init (once, in your project); agentctx search "retry backoff"',
     version=__version__,
     help_format="plaintext",
 )
@@ -42,14 +44,17 @@ Json = Annotated[bool, Parameter(name="--json", negative="", help="Print JSON.")
 def run(argv: list[str]) -> int:
     """Run the CLI on ``argv``; return the process exit code."""
     try:
-        result = app(argv, exit_on_error=False, print_error=True, result_action="return_value")
+        result = app(argv, exit_on_error=False, print_error=False, result_action="return_value")
     except AgentctxError as exc:
         return _error(str(exc))
     except sqlean.Error as exc:  # a damaged, full or unwritable store surfacing mid-query
         return _error(db.explain(exc, home.db_path()))
     except OSError as exc:  # a file of ours or the user's: unwritable, a full disk, missing
         return _error(_os_error(exc))
-    except CycloptsError:  # usage errors, already printed by cyclopts
+    except CycloptsError as exc:  # a usage error
+        command = " ".join(exc.command_chain or ())
+        hint = f"agentctx {command} --help" if command else "agentctx --help"
+        _error(f"{_one_line(str(exc))} (see `{hint}`)")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("agentctx: interrupted\n")
@@ -58,7 +63,38 @@ def run(argv: list[str]) -> int:
         if exc.code is None:
             return 0
         return exc.code if isinstance(exc.code, int) else 1
+    except Exception as exc:  # a bug: one line here, the traceback in the log
+        where = _log_traceback(argv)
+        return _error(
+            f"unexpected {type(exc).__name__}: {_one_line(str(exc))[:300]} (a bug in agentctx"
+            + (f"; the traceback is in {where})" if where else ")")
+        )
     return result if isinstance(result, int) else 0
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _log_traceback(argv: list[str]) -> str | None:
+    """Append the current exception's traceback to ``logs/cli.log``; its path, or None."""
+    import time
+    import traceback
+
+    from agentctx.core import nofollow
+
+    try:
+        path = os.path.join(home.ensure_sub("logs"), "cli.log")
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        text = f"{stamp} agentctx {' '.join(argv)}\n{traceback.format_exc()}\n"
+        fd = nofollow.append_fd(path)
+        try:
+            os.write(fd, text.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    return path
 
 
 def _error(message: str) -> int:
@@ -148,4 +184,16 @@ def _show(record: Record) -> None:
 
 
 # Command modules register themselves on ``app`` when imported.
-from agentctx.cli import admin, consolidate, demo, mcp, profile, records, setup, sync, ui, workers  # noqa: E402, F401
+from agentctx.cli import (  # noqa: E402, F401
+    admin,
+    consolidate,
+    demo,
+    mcp,
+    model,
+    profile,
+    records,
+    setup,
+    sync,
+    ui,
+    workers,
+)

@@ -17,7 +17,11 @@ from agentctx.store import confine, deletion, inventory, transfer
 if TYPE_CHECKING:
     from agentctx.store import Store
 
-config_app = App(name="config", help="Read or change settings (config.json in the agentctx home).")
+config_app = App(
+    name="config",
+    help="Read or change settings (config.json in the agentctx home).\n\n"
+    "Example: agentctx config get; agentctx config set llm off",
+)
 app.command(config_app)
 
 
@@ -28,7 +32,10 @@ async def export(
     out: Annotated[str | None, Parameter(help="Write to this file instead of stdout.")] = None,
     project: Annotated[bool, Parameter(negative="", help="Only the current project.")] = False,
 ) -> int:
-    """Export the whole store as organized Markdown or JSON."""
+    """Export the whole store as organized Markdown or JSON.
+
+    Example: ``agentctx export --format json --out backup.json``.
+    """
     project_id = _project().project_id if project else None
 
     async def action(store: Store) -> int:
@@ -72,7 +79,10 @@ async def import_(
     json: Json = False,
 ) -> int:
     """Import an export or a team file as team context of this project (records already present
-    are left as they are); --restore brings back your own full export as written."""
+    are left as they are); --restore brings back your own full export as written.
+
+    Example: ``agentctx import .agentctx/context.md``; ``agentctx import backup.json --restore``.
+    """
     try:
         # bounded, and bytes then decoded: read_text would turn \r\n into \n (a round trip
         # keeps the bytes)
@@ -122,7 +132,10 @@ async def import_(
 
 @app.command
 async def status(*, json: Json = False) -> int:
-    """Counts by type for this project (and global records), history and sessions."""
+    """Counts by type for this project (and global records), history and sessions.
+
+    Example: ``agentctx status``.
+    """
     project = _project()
 
     async def action(store: Store) -> int:
@@ -183,7 +196,10 @@ async def status(*, json: Json = False) -> int:
 @app.command(name="doctor")
 def doctor_command(*, json: Json = False) -> int:
     """Check the installation: home, config, database, SQLite, FTS5, sqlite-vec, PATH, hooks, MCP, and
-    the extraction backend (which one runs and why; no model request)."""
+    the extraction backend (which one runs and why; no model request).
+
+    Example: ``agentctx doctor``.
+    """
     checks = doctor.run_checks()
     if json:
         _json(
@@ -203,7 +219,10 @@ def doctor_command(*, json: Json = False) -> int:
 
 @app.command
 def reset(*, force: Annotated[bool, Parameter(negative="")] = False) -> int:
-    """Delete the current project's records (global records are kept). Asks first unless --force."""
+    """Delete the current project's records (global records are kept). Asks first unless --force.
+
+    Example: ``agentctx reset --force``.
+    """
     project = _project()
     if not force:
         if not sys.stdin.isatty():
@@ -229,21 +248,44 @@ def reset(*, force: Annotated[bool, Parameter(negative="")] = False) -> int:
 
 @config_app.command(name="get")
 def config_get(key: str | None = None, *, json: Json = False) -> int:
-    """Print one setting, or all of them."""
-    values = config.load() if key is None else {key: config.get(key)}
+    """Print one setting's value, or every setting with its value, default and source.
+
+    The source is ``default`` (not in config.json), ``config file`` or ``environment $NAME`` (a
+    variable that overrides the file).
+
+    Example: ``agentctx config get`` lists them all; ``agentctx config get llm`` prints
+    ``llm = on``.
+    """
+    if key is not None:
+        value = config.get(key)
+        if json:
+            _json({key: value})
+        else:
+            _out(f"{key} = {_shown(value)}")
+        return 0
+    rows = config.explain()
     if json:
-        _json(values)
-    else:
-        for name, value in values.items():
-            shown = ("on" if value else "off") if isinstance(value, bool) else value
-            _out(f"{name} = {shown}")
+        _json({r["key"]: {k: r[k] for k in ("value", "default", "source")} for r in rows})
+        return 0
+    width = max(len(r["key"]) + len(_shown(r["value"])) for r in rows) + 3
+    for r in rows:
+        head = f"{r['key']} = {_shown(r['value'])}"
+        _out(f"{head:<{width}}  (default {_shown(r['default'])}; {r['source']})")
     return 0
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return '""' if value == "" else str(value)
 
 
 @config_app.command(name="set")
 def config_set(key: str, value: str) -> int:
-    """Change one setting (on/off for switches)."""
+    """Change one setting (on/off for switches).
+
+    Example: ``agentctx config set llm off``.
+    """
     stored = config.set_value(key, value)
-    shown = ("on" if stored else "off") if isinstance(stored, bool) else stored
-    _out(f"{key} = {shown}  ({home.config_path()})")
+    _out(f"{key} = {_shown(stored)}  ({home.config_path()})")
     return 0

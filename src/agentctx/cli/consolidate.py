@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from typing import TYPE_CHECKING, Annotated, Any
 
 from cyclopts import Parameter
 
 from agentctx.cli import Json, _json, _out, _project, app
+from agentctx.core.project import GLOBAL_PROJECT_ID
 from agentctx.store import Store
 
 if TYPE_CHECKING:
@@ -29,7 +31,13 @@ async def consolidate(
     ] = 60.0,
     json: Json = False,
 ) -> int:
-    """Embed, merge near-duplicates, score, rank the digest, check CLAUDE.md drift, archive."""
+    """Embed, merge near-duplicates, score, rank the digest, check CLAUDE.md drift, archive.
+
+    Prints one plain line per project (the global records first), e.g. ``shop: 3 records merged,
+    digest rebuilt; CLAUDE.md: 2 decisions missing, 1 stale``; ``--json`` prints the raw reports.
+
+    Example: ``agentctx consolidate``; ``agentctx consolidate --all --time-box 120``.
+    """
     from agentctx.consolidate import consolidate_many
     from agentctx.core.errors import ValidationError
 
@@ -37,37 +45,101 @@ async def consolidate(
         raise ValidationError("give --project or --all, not both")
     if time_box <= 0:
         raise ValidationError("--time-box must be a positive number of seconds")
+    here = _project()
+    names: dict[str, str] = {GLOBAL_PROJECT_ID: "global records", here.project_id: here.name}
 
     def log(line: str) -> None:
+        for project_id, name in names.items():  # the library logs id prefixes; people read names
+            line = line.replace(f" {project_id[:12]}", f" {name}")
         sys.stderr.write(f"agentctx: {line}\n")
 
     async with await Store.open() as store:
+        known = await store.projects()
+        names.update({str(p["project_id"]): str(p["name"]) for p in known if p["name"]})
+        names[GLOBAL_PROJECT_ID] = "global records"
         if all_projects:
-            ids = [str(p["project_id"]) for p in await store.projects()]
+            ids = [str(p["project_id"]) for p in known]
         else:
-            ids = [project or _project().project_id]
+            ids = [project or here.project_id]
         reports = await consolidate_many(store, ids, time_box=time_box, log=log)
     if json:
         _json([r.to_dict() for r in reports])
     else:
+        shown = _labels(reports, names)
         for report in reports:
-            _out(_summary(report))
+            _out(summary(report, shown[report.project_id]))
     return 1 if any(r.status == "failed" for r in reports) else 0
 
 
-def _summary(report: Report) -> str:
-    steps: dict[str, Any] = report.steps
-    parts = [
-        f"{report.project_id[:16]}: {report.status} in {report.elapsed_s:.1f}s ({report.mode})"
-    ]
-    for name, entry in steps.items():
-        result = entry.get("result")
-        if isinstance(result, dict):
-            shown = ", ".join(
-                f"{k} {v}" for k, v in result.items() if isinstance(v, int | float | str) and v
-            )
-            parts.append(f"  {name}: {shown or 'nothing to do'}")
-        elif result is not None:
-            parts.append(f"  {name}: {result}")
-    parts.extend(f"  error: {error}" for error in report.errors)
-    return "\n".join(parts)
+def _labels(reports: list[Report], names: dict[str, str]) -> dict[str, str]:
+    """Each report's project name; a name two projects share gets its id's start."""
+    labels = {r.project_id: names.get(r.project_id, r.project_id[:12]) for r in reports}
+    counts = Counter(labels.values())
+    return {
+        pid: (f"{label} ({pid[:8]})" if counts[label] > 1 else label)
+        for pid, label in labels.items()
+    }
+
+
+def summary(report: Report, name: str) -> str:
+    """One project's run in plain words: what changed, then CLAUDE.md drift, then errors."""
+    if report.status == "locked":
+        return f"{name}: skipped, another consolidation of it is running"
+    steps: dict[str, Any] = {k: v.get("result") for k, v in report.steps.items()}
+    done: list[str] = []
+    embed = steps.get("embed") or {}
+    if embed.get("embedded"):
+        done.append(_count(embed["embedded"], "record") + " embedded")
+    if embed and embed.get("model") is None and embed.get("pending"):
+        done.append(
+            _count(embed["pending"], "record") + " wait for the embedding model (keyword-only)"
+        )
+    dedupe = steps.get("dedupe") or {}
+    if dedupe.get("merged"):
+        done.append(_count(dedupe["merged"], "record") + " merged")
+    if steps.get("reinforce"):
+        done.append(_count(steps["reinforce"], "preference") + " now reinforced")
+    digest = steps.get("digest")
+    if isinstance(digest, dict):
+        done.append(
+            "digest rebuilt"
+            if digest.get("written")
+            else "digest not rebuilt (the project changed meanwhile; the next run does it)"
+        )
+    archive = steps.get("archive") or {}
+    if archive.get("moved"):
+        done.append(_count(archive["moved"], "old record") + " archived")
+    if archive.get("prune_candidates"):
+        done.append(
+            _count(archive["prune_candidates"], "prune candidate") + " (see `agentctx status`)"
+        )
+    team = steps.get("team_export") or {}
+    if team.get("written"):
+        done.append(f"team file written ({team['written']})")
+    parts = [", ".join(done) or "nothing to do"]
+    drift = steps.get("drift")
+    if isinstance(drift, dict):
+        parts.append("CLAUDE.md: " + _drift(drift))
+    line = f"{name}: " + "; ".join(parts)
+    if report.status == "unfinished":
+        line += " (unfinished: the time box ran out; the next run goes on)"
+    if report.status == "failed":
+        line += " (failed)"
+    return "\n".join([line, *(f"  error: {e}" for e in report.errors)])
+
+
+def _drift(drift: dict[str, Any]) -> str:
+    if drift.get("skipped"):
+        return f"not checked ({drift['skipped']})"
+    if not drift.get("files"):
+        return "none found, nothing to compare"
+    missing = Counter(str(r["type"]) for r in drift.get("records", []) if r.get("missing"))
+    found = [_count(n, kind) for kind, n in sorted(missing.items())]
+    stale = len(drift.get("contradictions", []))
+    words = [" and ".join(found) + " missing"] if found else ["nothing missing"]
+    words.append(f"{stale} stale" if stale else "nothing stale")
+    return ", ".join(words)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"

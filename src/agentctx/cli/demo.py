@@ -18,7 +18,10 @@ async def demo(
     ] = False,
 ) -> int:
     """Replay a scripted session through the hooks, extraction (a local stand-in, not Claude) and
-    consolidation, then show what the next session is given and what ctx_search finds."""
+    consolidation, then show what the next session is given and what ctx_search finds.
+
+    Example: ``agentctx demo``.
+    """
     from agentctx.demo import run_demo
 
     await run_demo(keep=keep, write=_out)

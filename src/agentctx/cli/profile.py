@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 profile_app = App(
     name="profile",
-    help="Your developer profile: the global preferences injected into every project.",
+    help="Your developer profile: the global preferences injected into every project.\n\n"
+    "Example: agentctx profile show",
 )
 app.command(profile_app)
 
@@ -36,7 +37,10 @@ def _usage(message: str) -> int:
 
 @profile_app.command(name="show")
 async def profile_show(*, json: Json = False) -> int:
-    """List the current global preferences with confidence and evidence (sessions that showed it)."""
+    """List the current global preferences with confidence and evidence (sessions that showed it).
+
+    Example: ``agentctx profile show``.
+    """
 
     async def action(store: Store) -> int:
         entries = await preferences.show(store)
@@ -66,7 +70,10 @@ async def profile_edit(
     ] = None,
     json: Json = False,
 ) -> int:
-    """Correct a global preference: a new version supersedes it (source cli, explicit)."""
+    """Correct a global preference: a new version supersedes it (source cli, explicit).
+
+    Example: ``agentctx profile edit 01J… --title "Prefers small functions"``.
+    """
     if title is None and body is None:
         return _usage("give --title and/or --body (--body - reads the body from stdin)")
     if body == "-":
@@ -91,7 +98,10 @@ def profile_clear(
     yes: Annotated[bool, Parameter(negative="", help="Do not ask for confirmation.")] = False,
     json: Json = False,
 ) -> int:
-    """Remove a preference from the profile (it is retired, not deleted: history keeps it)."""
+    """Remove a preference from the profile (it is retired, not deleted: history keeps it).
+
+    Example: ``agentctx profile clear 01J…``.
+    """
     if not yes and not sys.stdin.isatty():
         return _usage(
             "profile clear asks for confirmation on a terminal; pass --yes to clear without asking"

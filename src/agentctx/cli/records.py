@@ -9,13 +9,14 @@ import sys
 import tempfile
 from typing import Annotated, Literal
 
+import anyio
 from cyclopts import Parameter
 
 from agentctx.cli import Json, _json, _line, _out, _project, _show, _with_store, app
 from agentctx.core import clock
 from agentctx.core.errors import ConflictError, ValidationError
 from agentctx.records import NewRecord, Record
-from agentctx.store import SearchQuery, Store
+from agentctx.store import SearchHit, SearchQuery, Store
 
 _TYPES_HELP = "decision, convention, preference, discovery, bugfix, handover, profile"
 _KEY_HELP = (
@@ -38,7 +39,10 @@ async def record(
     keywords: Annotated[str, Parameter(help="Extra search words, space-separated (up to 8).")] = "",
     json: Json = False,
 ) -> int:
-    """Record a fact explicitly (source cli)."""
+    """Record a fact explicitly (source cli).
+
+    Example: ``agentctx record --type decision --title "Use Postgres" --body "Every service uses Postgres 16."``.
+    """
     project = _project()
     new = NewRecord(
         type=type,
@@ -90,7 +94,9 @@ async def search(
     ] = False,
     json: Json = False,
 ) -> int:
-    """Keyword search over current records of this project and the global ones.
+    """Search the current records of this project and the global ones: by keywords and, once
+    consolidation has embedded them and the embedding model is downloaded, by meaning too
+    (hybrid, as ``ctx_search``). A keyword-only search says why in one line on stderr.
 
     Example: ``agentctx search "retry backoff"``; ``agentctx search --explain "why does the token
     refresh fail?"`` shows what a prompt would get injected, and why.
@@ -106,31 +112,62 @@ async def search(
         except ValueError:
             raise ValidationError(f"--as-of {as_of!r} is not an ISO date or time") from None
     project = _project()
+    search_query = SearchQuery(
+        text=query,
+        project_id=project.project_id,
+        types=tuple(type or ()),
+        scope=scope,
+        as_of=as_of_value,
+        include_superseded=all,
+        limit=limit,
+    )
 
     async def action(store: Store) -> int:
-        result = await store.search(
-            SearchQuery(
-                text=query,
-                project_id=project.project_id,
-                types=tuple(type or ()),
-                scope=scope,
-                as_of=as_of_value,
-                include_superseded=all,
-                limit=limit,
-            )
-        )
+        hits, degraded, keyword_only = await _ranked(store, search_query)
         if json:
-            _json([{**hit.record.to_dict(), "rank_score": hit.score} for hit in result.hits])
+            _json([{**hit.record.to_dict(), "rank_score": hit.score} for hit in hits])
         else:
-            for hit in result.hits:
+            for hit in hits:
                 _out(_line(hit.record, hit.score))
-            if not result.hits:
+            if not hits:
                 _out("no matching records")
-        if result.degraded:
-            sys.stderr.write(f"agentctx: degraded search: {result.degraded}\n")
+        if keyword_only:
+            extra = f"; degraded: {degraded}" if degraded else ""
+            sys.stderr.write(f"agentctx: keyword-only search: {keyword_only}{extra}\n")
+        elif degraded:
+            sys.stderr.write(f"agentctx: degraded search: {degraded}\n")
         return 0
 
     return await _with_store(action, read_only=True)
+
+
+async def _ranked(store: Store, query: SearchQuery) -> tuple[list[SearchHit], str | None, str]:
+    """The hits, the fallback the search took (if any) and why it ran on keywords alone ("" when
+    it was hybrid). The model is only loaded from local files: a search never downloads it."""
+    from agentctx import config
+    from agentctx.retrieval import hybrid
+
+    settings = config.load()
+    why = ""
+    if not settings["embeddings"]:
+        why = "embeddings are off (`agentctx config set embeddings on`)"
+    elif not await hybrid.has_vectors(store):
+        why = "no record has a vector yet (consolidation embeds them: `agentctx consolidate`)"
+    else:
+        from agentctx import embed
+
+        try:
+            embedder = await anyio.to_thread.run_sync(embed.load_local, settings)
+        except embed.ModelUnavailable as exc:
+            why = f"{exc}; `agentctx model fetch` or `agentctx doctor`"
+        else:
+            floor = hybrid.floor_for(settings, embedder.name)
+            ranked = await hybrid.hybrid_search(store, query, embedder, floor=floor)
+            if ranked.mode == "keyword":
+                return ranked.hits[: query.limit], ranked.degraded, "the vector search failed"
+            return ranked.hits[: query.limit], ranked.degraded, ""
+    result = await store.search(query)
+    return result.hits, result.degraded, why
 
 
 _HISTORY_HELP = "Show the whole supersession chain."
@@ -143,7 +180,10 @@ async def show(
     history: Annotated[bool, Parameter(negative="", help=_HISTORY_HELP)] = False,
     json: Json = False,
 ) -> int:
-    """Show one record (a superseded id names its successor)."""
+    """Show one record (a superseded id names its successor).
+
+    Example: ``agentctx show 01J… --history``.
+    """
 
     async def action(store: Store) -> int:
         records = await store.history(record_id) if history else [await store.get(record_id)]
@@ -171,6 +211,8 @@ async def edit(
 
     Without --title or --body, opens $EDITOR on the record: first line the title, then a blank line,
     then the body.
+
+    Example: ``agentctx edit 01J… --title "Use Postgres 16"``.
     """
 
     async def action(store: Store) -> int:
@@ -277,13 +319,19 @@ async def _explain(prompt: str, json: bool) -> int:
 
 @app.command
 async def pin(record_id: str, *, json: Json = False) -> int:
-    """Pin a record: it ranks higher in search and the digest."""
+    """Pin a record: it ranks higher in search and the digest.
+
+    Example: ``agentctx pin 01J…``.
+    """
     return await _set_pin(record_id, True, json)
 
 
 @app.command
 async def unpin(record_id: str, *, json: Json = False) -> int:
-    """Unpin a record."""
+    """Unpin a record.
+
+    Example: ``agentctx unpin 01J…``.
+    """
     return await _set_pin(record_id, False, json)
 
 

@@ -16,6 +16,7 @@ from agentctx.claude import install
 from agentctx.cli import Json, _json, _out, _project, app
 from agentctx.core import files, home
 from agentctx.core.errors import ValidationError
+from agentctx.core.project import find_git_dir
 from agentctx.records import NewRecord
 from agentctx.store import Store
 from agentctx.team import export_team, team_path
@@ -55,11 +56,18 @@ async def init(
     """Set agentctx up: home, database, config, Claude Code hooks, MCP server, project profile.
 
     Safe to run again: files already right are not rewritten, and profile facts that did not
-    change are not recorded again.
+    change are not recorded again. The project of the current folder is profiled (its stack and
+    commands): nothing is profiled outside a project, or in agentctx's own clone.
+
+    Example: ``cd ~/src/shop && agentctx init``; ``agentctx init --project --no-llm``.
     """
     identity = _project()
+    skipped = _not_a_project(Path(identity.root))
+    if project and skipped:
+        raise ValidationError(f"--project registers in a project's own files, but {skipped}")
     home.ensure_home()
     tightened = home.tighten()  # a home left readable by other accounts (an older agentctx, a copy)
+    config_added = config.write_defaults()
     if no_llm:
         config.set_value("llm", False)
     if no_embeddings:
@@ -80,33 +88,16 @@ async def init(
     _remember_created([c.path for c in changes if c.action == "created"])
     recorded: list[str] = []
     async with await Store.open() as store:
-        await store.touch_project(identity)
-        current = {
-            r.key: r
-            for r in await store.list_records(
-                identity.project_id, types=("profile",), include_superseded=False
-            )
-            if r.key
-        }
-        for fact in detection.detect(Path(identity.root)):
-            existing = current.get(fact.key)
-            if existing is not None and existing.body == fact.body.strip():
-                continue
-            await store.add(
-                NewRecord(
-                    type="profile",
-                    key=fact.key,
-                    title=fact.title,
-                    body=fact.body,
-                    project_id=identity.project_id,
-                    confidence="explicit",
-                    source="cli",
-                )
-            )
-            recorded.append(fact.key)
-        team_file, team_note = await _team_export(store, identity) if team else (None, "")
+        team_file, team_note = None, ""
+        if not skipped:
+            recorded = await _profile(store, identity)
+            if team:
+                team_file, team_note = await _team_export(store, identity)
+        elif team:
+            team_note = "nothing written: not in a project"
     on_path = install.which_agentctx()
     extraction, extraction_note = await anyio.to_thread.run_sync(_extraction_note)
+    model, model_note = await anyio.to_thread.run_sync(_model_note)
     if json:
         _json(
             {
@@ -116,11 +107,15 @@ async def init(
                     {"path": str(c.path), "action": c.action, "description": c.description}
                     for c in changes
                 ],
+                "profiled": not skipped,
+                "profile_skipped": skipped or None,
                 "profile_recorded": recorded,
+                "config": {"path": home.config_path(), "defaults_added": config_added},
                 "team_export": config.get("team_export"),
                 "team_file": team_file,
                 "agentctx_on_path": on_path,
                 "extraction": extraction,
+                "embedding_model": model,
                 "project": {
                     "id": identity.project_id,
                     "name": identity.name,
@@ -139,10 +134,17 @@ async def init(
             _out(f"{change.action:<9} {change.path} ({change.description})")
         if mcp_note:
             _out(f"mcp       {mcp_note}")
-        _out(f"profile   {identity.name}: " + (", ".join(recorded) if recorded else "unchanged"))
+        if config_added:
+            _out(f"config    {home.config_path()} (defaults written: `agentctx config get`)")
+        if skipped:
+            _out(f"profile   nothing profiled: {skipped}")
+        else:
+            facts = ", ".join(recorded) if recorded else "unchanged"
+            _out(f"profile   profiled {identity.name} ({identity.root}): {facts}")
         if team:
             _out(f"team      team_export on: {team_note}")
         _out(f"llm       {extraction_note}")
+        _out(f"model     {model_note}")
     if on_path is None:
         sys.stderr.write(
             "agentctx: warning: `agentctx` is not on PATH, but Claude Code runs `agentctx hook …` "
@@ -150,6 +152,90 @@ async def init(
             "`pipx install agentctx-cc` / `uv tool install agentctx-cc`.\n"
         )
     return 0
+
+
+async def _profile(store: Store, identity: ProjectIdentity) -> list[str]:
+    """Record the project's detected profile facts that changed; return their keys."""
+    await store.touch_project(identity)
+    recorded: list[str] = []
+    current = {
+        r.key: r
+        for r in await store.list_records(
+            identity.project_id, types=("profile",), include_superseded=False
+        )
+        if r.key
+    }
+    for fact in detection.detect(Path(identity.root)):
+        existing = current.get(fact.key)
+        if existing is not None and existing.body == fact.body.strip():
+            continue
+        await store.add(
+            NewRecord(
+                type="profile",
+                key=fact.key,
+                title=fact.title,
+                body=fact.body,
+                project_id=identity.project_id,
+                confidence="explicit",
+                source="cli",
+            )
+        )
+        recorded.append(fact.key)
+    return recorded
+
+
+#: Files that make a folder outside git a project (init profiles it).
+PROJECT_MARKERS = (
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "package.json",
+    "Cargo.toml",
+    "go.mod",
+    "Makefile",
+    "CMakeLists.txt",
+    "pom.xml",
+    "build.gradle",
+    "Gemfile",
+    "composer.json",
+    "CLAUDE.md",
+    ".claude",
+    ".agentctx",
+    ".git",
+)
+
+
+def _not_a_project(root: Path) -> str:
+    """Why ``root`` is not a project to profile, or "" when it is one."""
+    if _is_agentctx_clone(root):
+        return (
+            f"{root} is agentctx's own clone, not your project; run `agentctx init` again "
+            "from your project's folder to profile it"
+        )
+    if find_git_dir(str(root)) is None and not any((root / m).exists() for m in PROJECT_MARKERS):
+        return (
+            f"{root} is not inside a project (no git work tree, no project files); run "
+            "`agentctx init` again from your project's folder to profile it"
+        )
+    return ""
+
+
+def _is_agentctx_clone(root: Path) -> bool:
+    """Whether ``root`` is a clone of agentctx itself (its pyproject names agentctx's package)."""
+    import tomllib
+
+    try:
+        data = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    table = data.get("project")
+    if not isinstance(table, dict):
+        return False
+    scripts = table.get("scripts")
+    entry = scripts.get("agentctx") if isinstance(scripts, dict) else None
+    return table.get("name") == "agentctx-cc" or (
+        isinstance(entry, str) and entry.startswith("agentctx.")
+    )
 
 
 async def _team_export(store: Store, identity: ProjectIdentity) -> tuple[str | None, str]:
@@ -176,7 +262,10 @@ def uninstall(
     yes: Annotated[bool, Parameter(negative="", help="Do not ask before --purge.")] = False,
     json: Json = False,
 ) -> int:
-    """Remove exactly what init added to Claude Code's files; data only with --purge."""
+    """Remove exactly what init added to Claude Code's files; data only with --purge.
+
+    Example: ``agentctx uninstall --project``.
+    """
     identity = _project()
     paths = install.settings_paths(Path.home(), Path(identity.root))
     targets = [(paths.user_settings, paths.user_mcp, False)]
@@ -221,6 +310,8 @@ def hook(event: str) -> int:
 
     Events: session-start, user-prompt-submit, post-tool-use, pre-compact, stop, session-end,
     cwd-changed, subagent-start. Always exits 0; problems go to logs/hooks.log in the home.
+
+    Example: ``echo '{"cwd": "/tmp"}' | agentctx hook session-start`` (what Claude Code runs)``.
     """
     from agentctx._entry import hook as run_hook
 
@@ -264,6 +355,27 @@ def _forget_created_if_empty(changes: list[install.Change]) -> None:
             path.unlink()
             created.discard(str(path))
     files.write_atomic(state_path, orjson.dumps({"created": sorted(created)}))
+
+
+def _model_note() -> tuple[dict[str, Any], str]:
+    """The embedding model consolidation and hybrid search will use: which, how big, where, when."""
+    from agentctx import embed
+
+    info = embed.model_info(config.load())
+    data = {**info.to_dict(), "fetch": "agentctx model fetch"}
+    if not info.enabled:
+        return data, "embeddings off: consolidation and search are keyword-only (no model)"
+    if info.local:
+        state = "" if info.present else " (that folder does not exist: keyword-only until it does)"
+        return data, f"{info.name} from {info.folder}, no download{state}"
+    if info.present:
+        return data, f"{info.name}, downloaded in {info.folder}"
+    size = f"about {info.size_mb} MB" if info.size_mb else "size unknown"
+    return data, (
+        f"{info.name} ({size}) will be downloaded into {info.folder} at the first "
+        "consolidation or hybrid search (search is keyword-only until then); "
+        "`agentctx model fetch` downloads it now"
+    )
 
 
 def _extraction_note() -> tuple[dict[str, Any], str]:

@@ -77,7 +77,10 @@ async def sync(
     json: Json = False,
 ) -> int:
     """Compare CLAUDE.md with the recorded decisions and conventions and print the proposed change
-    as a unified diff. Writes only with --apply, and only agentctx's own marked block."""
+    as a unified diff. Writes only with --apply, and only agentctx's own marked block.
+
+    Example: ``agentctx sync``; ``agentctx sync --apply --yes``.
+    """
     project = _project()
     target = _target(claude_md, project.root)
     if apply_ and not yes and not sys.stdin.isatty():

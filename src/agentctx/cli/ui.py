@@ -28,7 +28,10 @@ async def ui(
     ] = False,
 ) -> int:
     """Serve the dashboard on http://127.0.0.1:PORT/ until Ctrl-C: inspect, search and correct
-    records, see the graph, the profile, sessions and the CLAUDE.md drift."""
+    records, see the graph, the profile, sessions and the CLAUDE.md drift.
+
+    Example: ``agentctx ui --port 8000``.
+    """
     if not 0 <= port <= MAX_PORT:  # a usage error: one line, exit 2 (as cyclopts' own)
         sys.stderr.write(f"agentctx: error: --port must be 0 to {MAX_PORT} (0 picks a free one)\n")
         return 2

@@ -10,7 +10,9 @@ from agentctx.cli import Json, _json, _out, app
 from agentctx.store import Store
 
 worker_app = App(
-    name="worker", help="Entry points of the detached workers the hooks start.", show=False
+    name="worker",
+    help="Entry points of the detached workers the hooks start.\n\nExample: agentctx worker sweep",
+    show=False,
 )
 app.command(worker_app)
 
@@ -33,7 +35,10 @@ async def extract(
     ] = False,
     json: Json = False,
 ) -> int:
-    """Extract records from a session transcript with Claude Haiku (incremental, one at a time)."""
+    """Extract records from a session transcript with Claude Haiku (incremental, one at a time).
+
+    Example: ``agentctx extract --session-id 7f3c… --dry-run``.
+    """
     from agentctx.extract import extract_session
     from agentctx.workers import log
 
@@ -72,6 +77,8 @@ async def worker_session_end(
 
     ``--deadline``: seconds before the worker gives up (default ``EXTRACTION_DEADLINE_S``, or
     ``WORKER_DEADLINE_S`` with ``--no-extract``).
+
+    Example: ``agentctx worker session-end --project 4b1e…``.
     """
     from agentctx.workers import (
         EXTRACTION_DEADLINE_S,
@@ -90,7 +97,10 @@ async def worker_session_end(
 
 @worker_app.command(name="sweep")
 async def worker_sweep() -> int:
-    """Extract idle sessions with an unextracted tail (started detached by SessionStart)."""
+    """Extract idle sessions with an unextracted tail (started detached by SessionStart).
+
+    Example: ``agentctx worker sweep``.
+    """
     from agentctx.workers import EXTRACTION_DEADLINE_S, give_up_after, sweep
 
     give_up_after(EXTRACTION_DEADLINE_S, "sweep worker")
@@ -102,7 +112,10 @@ async def worker_sweep() -> int:
 async def worker_extract(
     *, session_id: str, transcript: str | None = None, deadline: float | None = None
 ) -> int:
-    """An extraction of a session as the Stop hook starts it: detached, with a deadline."""
+    """An extraction of a session as the Stop hook starts it: detached, with a deadline.
+
+    Example: ``agentctx worker extract --session-id 7f3c…``.
+    """
     from agentctx.extract import extract_session
     from agentctx.workers import EXTRACTION_DEADLINE_S, give_up_after, log
 

@@ -40,7 +40,9 @@ class SearchResults(BaseModel):
     note: str | None = Field(
         default=None,
         description="Why there are no results, when there are none: no record linked to the "
-        "file, or nothing relevant (records share a word with the query, none is close to it).",
+        "file, or nothing relevant (records share a word with the query, none is close to it); "
+        "and why the search ran keyword-only, when it did (embeddings off, model not available or "
+        "still loading, no vectors yet).",
     )
     degraded: str | None = Field(default=None, description="Why a fallback search ran, if any.")
 

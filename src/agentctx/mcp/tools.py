@@ -175,12 +175,15 @@ class Backend:
             hits = result.hits
         else:
             result, hits = await self._find_linked(search, linked)
-        note = None
+        notes = []
         if not hits and result.dropped:
-            note = (
+            notes.append(
                 f"nothing relevant found: {result.dropped} record(s) share a word with the query "
                 "but none is close enough to it; the store has no answer to this, or try other words"
             )
+        if result.mode == "keyword":
+            notes.append(f"keyword-only search: {self._keyword_only_reason()}")
+        note = "; ".join(notes) or None
         return SearchResults(
             results=[
                 IndexEntry(
@@ -197,6 +200,20 @@ class Backend:
             note=note,
             degraded=result.degraded,
         )
+
+    def _keyword_only_reason(self) -> str:
+        """Why a search just ranked by keywords alone (the model's state and the settings)."""
+        model = self.model
+        if model is None or not model.settings.get("embeddings", True):
+            return "embeddings are off (`agentctx config set embeddings on`)"
+        if model.state == "off":
+            return (
+                "the embedding model is not available (not downloaded, or it does not load: "
+                "`agentctx doctor`, `agentctx model fetch`)"
+            )
+        if not model.vectors_seen:
+            return "no record has a vector yet (consolidation embeds them)"
+        return "the embedding model is still loading (hybrid from a later search on)"
 
     async def _find(self, query: SearchQuery, within: set[str] | None = None) -> hybrid.Ranked:
         """Rank records for a query: hybrid (keywords and vectors, RRF) when the model is ready
