@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentctx import config
 from agentctx.core import backend, db, home, schema
-from agentctx.core.errors import AgentctxError
+from agentctx.core.errors import INSTALL_ADVICE, UPGRADE_ADVICE, AgentctxError
 
 if TYPE_CHECKING:
     import sqlean
@@ -58,7 +58,7 @@ def _check_claude_code() -> list[Check]:
                 "on PATH",
                 False,
                 "`agentctx` is not on PATH: Claude Code cannot run the hooks",
-                f"add {os.path.dirname(sys.executable)} to PATH, or `pipx install agentctx-cc`",
+                f"add {os.path.dirname(sys.executable)} to PATH, or {INSTALL_ADVICE}",
             )
         )
     scopes = [("user", report["user"])]
@@ -236,7 +236,7 @@ def _check_database() -> list[Check]:
                     False,
                     f"schema version {version} is newer than this agentctx "
                     f"({schema.SCHEMA_VERSION})",
-                    "upgrade agentctx: pip install -U agentctx-cc",
+                    UPGRADE_ADVICE,
                 )
             )
         elif integrity != "ok":

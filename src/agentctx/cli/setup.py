@@ -15,7 +15,7 @@ from agentctx import config, detection
 from agentctx.claude import install
 from agentctx.cli import Json, _json, _out, _project, app
 from agentctx.core import files, home
-from agentctx.core.errors import ValidationError
+from agentctx.core.errors import INSTALL_ADVICE, ValidationError
 from agentctx.records import NewRecord
 from agentctx.store import Store
 from agentctx.team import export_team, team_path
@@ -146,8 +146,7 @@ async def init(
     if on_path is None:
         sys.stderr.write(
             "agentctx: warning: `agentctx` is not on PATH, but Claude Code runs `agentctx hook …` "
-            f"through PATH. Add {os.path.dirname(sys.executable)} to PATH, or install with "
-            "`pipx install agentctx-cc` / `uv tool install agentctx-cc`.\n"
+            f"through PATH. Add {os.path.dirname(sys.executable)} to PATH, or {INSTALL_ADVICE}.\n"
         )
     return 0
 
