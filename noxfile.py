@@ -108,7 +108,8 @@ def eval(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
-    """Hook latency, extraction, the MCP server, consolidation, the dashboard -> benchmarks/results/*.md.
+    """Hook latency, extraction, the MCP server, consolidation, the dashboard, the installed size
+    -> benchmarks/results/*.md.
 
     Not in CI (speed on a shared machine is no pass/fail). Options after ``--`` go to the hook
     benchmark, e.g. ``nox -s bench -- --sizes 1000,10000 --runs 20``.
@@ -120,6 +121,7 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/mcp_server.py")
     session.run("python", "benchmarks/consolidate.py")
     session.run("python", "benchmarks/web.py")
+    session.run("python", "benchmarks/install_size.py", env=uv_env())
 
 
 @nox.session(python=PYTHON, default=False)
