@@ -70,7 +70,9 @@ def test_wheel_and_sdist_build_install_and_run_the_demo(tmp_path: Path) -> None:
         assert line in metadata, line
     with tarfile.open(sdists[0]) as sdist:
         members = {m.name.split("/", 1)[-1] for m in sdist.getmembers()}
-    for needed in ("pyproject.toml", "README.md", "LICENSE", "src/agentctx/_entry.py"):
+    needed_files = ("pyproject.toml", "README.md", "LICENSE", "src/agentctx/_entry.py")
+    plugin_files = (".claude-plugin/marketplace.json", "plugin/.claude-plugin/plugin.json")
+    for needed in (*needed_files, *plugin_files):
         assert needed in members, needed
 
     venv = tmp_path / "venv"
