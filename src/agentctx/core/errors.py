@@ -48,7 +48,8 @@ class UnsafePathError(AgentctxError):
 #: yet, so the source is a clone of the repository or a wheel built from it (``uv build``).
 INSTALL_ADVICE = (
     "install it from a clone or a built wheel: `uv tool install <clone-or-wheel>` "
-    "or `pipx install <clone-or-wheel>`"
+    "or `pipx install <clone-or-wheel>` (installed so already: `uv tool update-shell` or "
+    "`pipx ensurepath` puts it on PATH)"
 )
 #: How to replace an installed agentctx with a newer one (same sources as :data:`INSTALL_ADVICE`).
 UPGRADE_ADVICE = (
