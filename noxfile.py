@@ -28,6 +28,13 @@ def install_tests(session: nox.Session) -> None:
     session.install(*TEST_MODEL)
 
 
+def uv_env() -> dict[str, str]:
+    """``UV``: the uv nox runs with, for tests that build and install the package themselves."""
+    import nox.virtualenv
+
+    return {"UV": nox.virtualenv.UV} if nox.virtualenv.HAS_UV else {}
+
+
 @nox.session(python=PYTHON, tags=["ci"])
 def lint(session: nox.Session) -> None:
     """ruff: lint rules and formatting; import-linter: the layers (pyproject's contracts)."""
@@ -58,9 +65,10 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False, tags=["ci"])
 def slow(session: nox.Session) -> None:
-    """Tests marked ``slow``: kill -9 trials, 16 concurrent sessions, machine faults, fuzzing."""
+    """Tests marked ``slow``: kill -9 trials, 16 concurrent sessions, machine faults, fuzzing,
+    the wheel and sdist (tests/test_packaging.py, with nox's own uv: ``UV``)."""
     install_tests(session)
-    session.run("pytest", "-m", "slow", *session.posargs)
+    session.run("pytest", "-m", "slow", *session.posargs, env=uv_env())
 
 
 @nox.session(python=PYTHON, default=False, tags=["ci"])
@@ -100,7 +108,8 @@ def eval(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
-    """Hook latency, extraction, the MCP server, consolidation, the dashboard -> benchmarks/results/*.md.
+    """Hook latency, extraction, the MCP server, consolidation, the dashboard, the installed size
+    -> benchmarks/results/*.md.
 
     Not in CI (speed on a shared machine is no pass/fail). Options after ``--`` go to the hook
     benchmark, e.g. ``nox -s bench -- --sizes 1000,10000 --runs 20``.
@@ -112,6 +121,7 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/mcp_server.py")
     session.run("python", "benchmarks/consolidate.py")
     session.run("python", "benchmarks/web.py")
+    session.run("python", "benchmarks/install_size.py", env=uv_env())
 
 
 @nox.session(python=PYTHON, default=False)

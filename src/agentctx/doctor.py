@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentctx import config
 from agentctx.core import backend, db, home, schema
-from agentctx.core.errors import AgentctxError
+from agentctx.core.errors import INSTALL_ADVICE, UPGRADE_ADVICE, AgentctxError
 
 if TYPE_CHECKING:
     import sqlean
@@ -107,7 +107,7 @@ def _check_claude_code() -> list[Check]:
                 "on PATH",
                 False,
                 "`agentctx` is not on PATH: Claude Code cannot run the hooks",
-                f"add {os.path.dirname(sys.executable)} to PATH, or `pipx install agentctx-cc`",
+                f"add {os.path.dirname(sys.executable)} to PATH, or {INSTALL_ADVICE}",
             )
         )
     scopes = [("user", report["user"])]
@@ -122,7 +122,21 @@ def _check_claude_code() -> list[Check]:
         if scope and any(v == "stale" for v in scope["hooks"].values())
     ]
     errors = [e for _, scope in scopes if scope for e in scope["errors"]]
-    if errors:
+    plugin = report["plugin"]
+    ours = [n for n, s in scopes if s and any(v != "missing" for v in s["hooks"].values())]
+    if plugin and ours:
+        checks.append(
+            Check(
+                "hooks",
+                None,
+                f"registered twice: by the plugin {plugin} and in {', '.join(ours)} settings",
+                "`agentctx uninstall` (add --project for a project's files) removes init's; "
+                "the plugin's stay",
+            )
+        )
+    elif plugin:
+        checks.append(Check("hooks", True, f"registered by the plugin {plugin}"))
+    elif errors:
         checks.append(
             Check("hooks", False, "; ".join(errors), "fix the JSON, then `agentctx init`")
         )
@@ -142,7 +156,7 @@ def _check_claude_code() -> list[Check]:
         checks.append(
             Check("hooks", False, "not registered with Claude Code", "run `agentctx init`")
         )
-    mcp = [n for n, s in scopes if s and s["mcp"] == "ok"]
+    mcp = [n for n, s in scopes if s and s["mcp"] == "ok"] + (["plugin"] if plugin else [])
     checks.append(
         Check("mcp", True, "registered (" + ", ".join(mcp) + ")")
         if mcp
@@ -285,7 +299,7 @@ def _check_database() -> list[Check]:
                     False,
                     f"schema version {version} is newer than this agentctx "
                     f"({schema.SCHEMA_VERSION})",
-                    "upgrade agentctx: pip install -U agentctx-cc",
+                    UPGRADE_ADVICE,
                 )
             )
         elif integrity != "ok":

@@ -214,7 +214,7 @@ def test_store_of_a_newer_version_is_left_alone(project_dir: Path, tmp_path: Pat
     assert texts["user-prompt-submit"] is None  # nothing read from a schema it does not know
 
     mark, text = _doctor(project_dir)["database"]
-    assert mark == "FAIL" and "newer" in text and "pip install -U agentctx-cc" in text
+    assert mark == "FAIL" and "newer" in text and "uv tool install --reinstall" in text
     _cli_fails(
         project_dir,
         [["status"], ["search", "kestrel"], ["record", "--type", "decision", "--title", "t", "--body", "b"]],

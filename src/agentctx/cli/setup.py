@@ -15,7 +15,7 @@ from agentctx import config, detection
 from agentctx.claude import install
 from agentctx.cli import Json, _json, _out, _project, app
 from agentctx.core import files, home
-from agentctx.core.errors import ValidationError
+from agentctx.core.errors import INSTALL_ADVICE, ValidationError
 from agentctx.core.project import find_git_dir
 from agentctx.records import NewRecord
 from agentctx.store import Store
@@ -79,12 +79,17 @@ async def init(
     mcp_file = paths.project_mcp if project else paths.user_mcp
     assert settings is not None and mcp_file is not None
     inside = Path(identity.root) if project else None  # a project's files: no symlink followed
-    changes = [install.install_hooks(settings, root=inside)]
+    plugin = install.active_plugin(paths, Path(identity.root))
     mcp_note = ""
-    if no_mcp:
-        mcp_note = "not registered (--no-mcp)"
+    if plugin is not None:  # it registers both: init adds none and takes back its own, if any
+        changes = [install.uninstall_hooks(settings, root=inside)]
+        changes.append(install.uninstall_mcp(mcp_file, project=project, root=inside))
     else:
-        changes.append(install.install_mcp(mcp_file, project=project, root=inside))
+        changes = [install.install_hooks(settings, root=inside)]
+        if no_mcp:
+            mcp_note = "not registered (--no-mcp)"
+        else:
+            changes.append(install.install_mcp(mcp_file, project=project, root=inside))
     _remember_created([c.path for c in changes if c.action == "created"])
     recorded: list[str] = []
     async with await Store.open() as store:
@@ -114,6 +119,7 @@ async def init(
                 "team_export": config.get("team_export"),
                 "team_file": team_file,
                 "agentctx_on_path": on_path,
+                "plugin": plugin.describe() if plugin else None,
                 "extraction": extraction,
                 "embedding_model": model,
                 "project": {
@@ -129,6 +135,11 @@ async def init(
             _out(
                 f"tightened {len(tightened)} path{'' if len(tightened) == 1 else 's'} other "
                 "accounts could read or enter (now owner-only: folders 0700, files 0600)"
+            )
+        if plugin is not None:
+            _out(
+                f"plugin    {plugin.describe()} registers the hooks and the MCP server: "
+                "init registers none (`claude plugin uninstall` it to let init register them)"
             )
         for change in changes:
             _out(f"{change.action:<9} {change.path} ({change.description})")
@@ -148,8 +159,7 @@ async def init(
     if on_path is None:
         sys.stderr.write(
             "agentctx: warning: `agentctx` is not on PATH, but Claude Code runs `agentctx hook …` "
-            f"through PATH. Add {os.path.dirname(sys.executable)} to PATH, or install with "
-            "`pipx install agentctx-cc` / `uv tool install agentctx-cc`.\n"
+            f"through PATH. Add {os.path.dirname(sys.executable)} to PATH, or {INSTALL_ADVICE}.\n"
         )
     return 0
 
@@ -277,6 +287,7 @@ def uninstall(
         changes.append(install.uninstall_hooks(settings, root=inside))
         changes.append(install.uninstall_mcp(mcp_file, project=is_project, root=inside))
     _forget_created_if_empty(changes)
+    plugins = install.plugin_installs(paths, Path(identity.root))  # not init's: left installed
     purged = False
     if purge:
         folder = home.home_dir()
@@ -293,12 +304,18 @@ def uninstall(
         _json(
             {
                 "changes": [{"path": str(c.path), "action": c.action} for c in changes],
+                "plugins_left": [p.id for p in plugins],
                 "purged": purged,
             }
         )
     else:
         for change in changes:
             _out(f"{change.action:<9} {change.path} ({change.description})")
+        for plugin in plugins:
+            _out(
+                f"plugin    {plugin.describe()} stays installed (init did not add it): "
+                f"`claude plugin uninstall {plugin.id}` removes it"
+            )
         if purged:
             _out(f"deleted   {home.home_dir()}")
     return 0

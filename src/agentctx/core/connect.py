@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from agentctx.core import db, home, schema
-from agentctx.core.errors import AgentctxError, SchemaVersionError
+from agentctx.core.errors import UPGRADE_ADVICE, AgentctxError, SchemaVersionError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def _require_current(version: int) -> None:
     if version > schema.SCHEMA_VERSION:
         raise SchemaVersionError(
             f"database schema {version} is newer than this agentctx's ({schema.SCHEMA_VERSION}); "
-            "hooks leave it alone: upgrade agentctx (pip install -U agentctx-cc)"
+            f"hooks leave it alone: {UPGRADE_ADVICE}"
         )
     raise SchemaVersionError(
         f"database schema {version} is older than this agentctx's ({schema.SCHEMA_VERSION}); "

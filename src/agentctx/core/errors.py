@@ -42,3 +42,17 @@ class TransferError(AgentctxError):
 
 class UnsafePathError(AgentctxError):
     """Raised when a write would go through a symlink or leave the folder it belongs in."""
+
+
+#: How to install agentctx as a command on PATH. The PyPI name ``agentctx-cc`` is not published
+#: yet, so the source is a clone of the repository or a wheel built from it (``uv build``).
+INSTALL_ADVICE = (
+    "install it from a clone or a built wheel: `uv tool install <clone-or-wheel>` "
+    "or `pipx install <clone-or-wheel>` (installed so already: `uv tool update-shell` or "
+    "`pipx ensurepath` puts it on PATH)"
+)
+#: How to replace an installed agentctx with a newer one (same sources as :data:`INSTALL_ADVICE`).
+UPGRADE_ADVICE = (
+    "upgrade agentctx from a newer clone or wheel: `uv tool install --reinstall <clone-or-wheel>` "
+    "or `pipx install --force <clone-or-wheel>`"
+)

@@ -15,7 +15,7 @@ FTS index is keyed by rowid, and ``VACUUM`` may renumber the implicit rowids of 
 
 from __future__ import annotations
 
-from agentctx.core.errors import SchemaVersionError
+from agentctx.core.errors import UPGRADE_ADVICE, SchemaVersionError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -320,8 +320,8 @@ def check_not_newer(version: int, path: str) -> None:
     if version > SCHEMA_VERSION:
         raise SchemaVersionError(
             f"the database at {path} has schema version {version}, newer than this agentctx "
-            f"understands ({SCHEMA_VERSION}); upgrade agentctx (pip install -U agentctx-cc) "
-            "rather than let an older version touch it"
+            f"understands ({SCHEMA_VERSION}); {UPGRADE_ADVICE} rather than let an older version "
+            "touch it"
         )
 
 

@@ -46,8 +46,9 @@ Repairs canonicalize our hook handlers completely (extra keys such as ``statusMe
 dropped), while an existing ``mcpServers.agentctx`` keeps the user's ``env`` and ``timeout`` keys.
 
 Layout: ``hooks.py`` (our handlers in settings files), ``mcp.py`` (our MCP server entry),
-``jsonfile.py`` (reading and atomically rewriting the JSON files) and ``scopes.py`` (where the
-user and project files are, and :func:`status`).
+``jsonfile.py`` (reading and atomically rewriting the JSON files), ``scopes.py`` (where the
+user and project files are, and :func:`status`) and ``plugin.py`` (whether the agentctx Claude Code
+plugin, which registers the same things, is installed: then ``init`` registers nothing).
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ from agentctx.claude.install.mcp import (
     install_mcp,
     uninstall_mcp,
 )
+from agentctx.claude.install.plugin import (
+    PLUGIN_NAME,
+    PluginInstall,
+    active_plugin,
+    plugin_installs,
+)
 from agentctx.claude.install.scopes import ClaudePaths, settings_paths, status, which_agentctx
 
 __all__ = [
@@ -73,11 +80,15 @@ __all__ = [
     "KNOWN_HOOK_NAMES",
     "MCP_ENTRY",
     "MCP_SERVER_NAME",
+    "PLUGIN_NAME",
     "Change",
     "ClaudePaths",
     "HookRegistration",
+    "PluginInstall",
+    "active_plugin",
     "install_hooks",
     "install_mcp",
+    "plugin_installs",
     "settings_paths",
     "status",
     "uninstall_hooks",

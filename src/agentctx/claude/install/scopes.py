@@ -23,6 +23,7 @@ from agentctx.claude.install.hooks import (
 )
 from agentctx.claude.install.jsonfile import load, same
 from agentctx.claude.install.mcp import MCP_SERVER_NAME, canonical_mcp_entry, servers_object
+from agentctx.claude.install.plugin import active_plugin
 from agentctx.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -77,11 +78,12 @@ class ScopeStatus(TypedDict):
 
 
 class InstallStatus(TypedDict):
-    """The ``agentctx`` on PATH and our registrations in the user and project scopes."""
+    """The ``agentctx`` on PATH, our registrations in the user and project scopes, the plugin."""
 
     agentctx: str | None
     user: ScopeStatus
     project: ScopeStatus | None
+    plugin: str | None
 
 
 def status(paths: ClaudePaths) -> InstallStatus:
@@ -92,18 +94,24 @@ def status(paths: ClaudePaths) -> InstallStatus:
         {"agentctx": "/path/to/agentctx" | None,
          "user": {"settings": str, "hooks": {Event: state}, "hooks_disabled": bool,
                   "mcp_config": str, "mcp": state, "errors": [str]},
-         "project": {...same...} | None}
+         "project": {...same...} | None,
+         "plugin": "agentctx@<marketplace> (user scope, enabled)" | None}
 
     ``state`` is ``"ok"`` (registered as install would leave it), ``"stale"`` (ours, but install
     would repair it), ``"missing"`` or ``"error"`` (the file could not be read; see ``errors``).
+    ``plugin``: the enabled agentctx plugin that registers them too (:mod:`.plugin`), if any.
     """
     project = None
+    project_dir = None
     if paths.project_settings is not None and paths.project_mcp is not None:
         project = _scope_status(paths.project_settings, paths.project_mcp)
+        project_dir = paths.project_settings.parent.parent
+    plugin = active_plugin(paths, project_dir)
     return {
         "agentctx": which_agentctx(),
         "user": _scope_status(paths.user_settings, paths.user_mcp),
         "project": project,
+        "plugin": plugin.describe() if plugin else None,
     }
 
 
