@@ -17,7 +17,6 @@ from agentctx.cli import Json, _json, _out, _project, app
 from agentctx.core import files, home
 from agentctx.core.errors import INSTALL_ADVICE, ValidationError
 from agentctx.core.project import find_git_dir
-from agentctx.records import NewRecord
 from agentctx.store import Store
 from agentctx.team import export_team, team_path
 
@@ -179,17 +178,7 @@ async def _profile(store: Store, identity: ProjectIdentity) -> list[str]:
         existing = current.get(fact.key)
         if existing is not None and existing.body == fact.body.strip():
             continue
-        await store.add(
-            NewRecord(
-                type="profile",
-                key=fact.key,
-                title=fact.title,
-                body=fact.body,
-                project_id=identity.project_id,
-                confidence="explicit",
-                source="cli",
-            )
-        )
+        await store.add(fact.record(identity.project_id))
         recorded.append(fact.key)
     return recorded
 

@@ -217,22 +217,11 @@ class _Demo:
         from pathlib import Path
 
         from agentctx import detection
-        from agentctx.records import NewRecord
 
         await store.touch_project(project)
         facts = detection.detect(Path(project.root))
         for fact in facts:
-            await store.add(
-                NewRecord(
-                    type="profile",
-                    key=fact.key,
-                    title=fact.title,
-                    body=fact.body,
-                    project_id=project.project_id,
-                    confidence="explicit",
-                    source="cli",
-                )
-            )
+            await store.add(fact.record(project.project_id))
         self.write(
             f"  project           {project.name}: profile {', '.join(f.key for f in facts)} "
             "(as `agentctx init` records it)"

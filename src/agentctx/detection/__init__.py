@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from agentctx.detection.readers import Finding
+    from agentctx.records import NewRecord
 
 __all__ = ["FACT_TITLES", "ProfileFact", "detect"]
 
@@ -58,6 +59,20 @@ class ProfileFact:
     key: str
     title: str
     body: str
+
+    def record(self, project_id: str) -> NewRecord:
+        """The keyed profile record of this fact, as ``init`` and the demo store it."""
+        from agentctx.records import NewRecord
+
+        return NewRecord(
+            type="profile",
+            key=self.key,
+            title=self.title,
+            body=self.body,
+            project_id=project_id,
+            confidence="explicit",
+            source="cli",
+        )
 
 
 def detect(root: Path) -> list[ProfileFact]:
