@@ -129,8 +129,8 @@ def precision_eval(session: nox.Session) -> None:
     """Per-prompt retrieval on held-out data (tuning and held-out parts, DevBench beside them)
     through the real hook and MCP server -> benchmarks/results/precision_eval.md.
 
-    Not in CI yet: it measures what the retrieval-precision work must improve (no floors). DevBench's
-    column is read from benchmarks/results/eval.json (``nox -s eval`` writes it).
+    Alone, without the floors; CI runs it in ``eval``, which checks them. DevBench's column is read
+    from benchmarks/results/eval.json (``nox -s eval`` writes it).
     """
     session.install("-e", ".")
     session.install(*TEST_MODEL)
