@@ -550,7 +550,7 @@ def matched_terms(terms: Sequence[str], hits: Iterable[Any]) -> dict[str, set[st
 #: reads the doclists only when that is cheaper.
 DOCLIST_ROWS_PER_LOOKUP = 25
 #: What the UserPromptSubmit hook ranks: the best of this many BM25 candidates ...
-PROMPT_CANDIDATES = 12
+PROMPT_CANDIDATES = 8
 #: ... cut to this many before the relevance floor and the injection budget.
 PROMPT_LIMIT = 12
 FTS_MISSING = "FTS5 is not available in this SQLite; used LIKE search"
