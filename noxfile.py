@@ -28,6 +28,26 @@ def install_tests(session: nox.Session) -> None:
     session.install(*TEST_MODEL)
 
 
+def system_tool(session: nox.Session, command: str, packages: str) -> None:
+    """``command`` on PATH; else installed from Debian's packages when this runs as root with
+    apt-get; else the session stops at once with the exact command to run."""
+    import os
+    import shutil
+
+    if shutil.which(command):
+        return
+    if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        session.run("apt-get", "update", "-qq", external=True)
+        install = ("apt-get", "install", "-y", "--no-install-recommends", *packages.split())
+        session.run(*install, external=True)
+        if shutil.which(command):
+            return
+    session.error(
+        f"the {session.name} session needs `{command}`: run `sudo apt-get install {packages}`, "
+        "then run the tests again"
+    )
+
+
 def uv_env() -> dict[str, str]:
     """``UV``: the uv nox runs with, for tests that build and install the package themselves."""
     import nox.virtualenv
@@ -73,7 +93,9 @@ def slow(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False, tags=["ci"])
 def browser(session: nox.Session) -> None:
-    """The dashboard in headless Chromium (tests/browser): needs Debian's ``chromium``."""
+    """The dashboard in headless Chromium (tests/browser): Debian's ``chromium`` (installed here
+    when missing and this runs as root; else the session says what to run)."""
+    system_tool(session, "chromium", "chromium")
     install_tests(session)
     session.run("pytest", "-m", "browser", "tests/browser", *session.posargs)
 
@@ -83,8 +105,10 @@ def e2e(session: nox.Session) -> None:
     """The hooks under the real Claude Code CLI, offline, against a loopback Messages API.
 
     The first run installs the pinned ``@anthropic-ai/claude-code`` with npm into
-    ``.cache/claude-code/`` (git-ignored; see tests/e2e/conftest.py); later runs reuse it.
+    ``.cache/claude-code/`` (git-ignored; see tests/e2e/conftest.py); later runs reuse it. npm comes
+    from Debian's ``nodejs npm`` when missing (as root; else the session says what to run).
     """
+    system_tool(session, "npm", "nodejs npm")
     install_tests(session)
     session.run("pytest", "-m", "e2e", "tests/e2e", *session.posargs)
 

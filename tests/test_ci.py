@@ -4,17 +4,27 @@ session tagged ``ci`` in the noxfile."""
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def readme_test_command() -> str:
-    section = ROOT.joinpath("README.md").read_text().split("## Run the tests\n", 1)[1]
+def readme_command(heading: str) -> str:
+    """The first ``sh`` block under ``heading`` in the README."""
+    section = ROOT.joinpath("README.md").read_text().split(f"## {heading}\n", 1)[1]
     block = re.search(r"```sh\n(.*?)\n```", section, re.S)
-    assert block is not None, "no sh block in README's test section"
+    assert block is not None, f"no sh block in README's {heading!r} section"
     return block.group(1).strip()
+
+
+def readme_test_command() -> str:
+    return readme_command("Run the tests")
 
 
 def ci_sessions() -> list[str]:
@@ -32,7 +42,7 @@ def ci_sessions() -> list[str]:
 
 def test_ci_runs_the_readmes_command_verbatim() -> None:
     command = readme_test_command()
-    assert command.endswith("python3 -m nox -t ci")
+    assert command.startswith("python3 -m venv ") and command.endswith("nox -t ci")
     lines = ROOT.joinpath(".ci", "run").read_text().splitlines()
     assert lines[-1] == command  # the last thing CI does, so its exit status is CI's
 
@@ -44,3 +54,61 @@ def test_the_readme_names_every_ci_session() -> None:
     section = section.split("\n## ", 1)[0]
     for name in sessions:
         assert f"`{name}`" in section, name
+
+
+# -- the README's two commands in a clean clone and a clean HOME ---------------------------------
+
+
+def clean_clone(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A fresh clone of this repository's HEAD and an environment with a new, empty HOME."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
+    home = tmp_path / "home"
+    home.mkdir()
+    dropped = (
+        "AGENTCTX_HOME",
+        "CLAUDE_CONFIG_DIR",
+        "VIRTUAL_ENV",
+        "UV_TOOL_DIR",
+        "UV_TOOL_BIN_DIR",
+    )
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    env |= {"HOME": str(home), "XDG_DATA_HOME": str(home / ".local/share")}
+    env["XDG_BIN_HOME"] = str(home / ".local/bin")
+    return clone, env
+
+
+@pytest.mark.slow
+def test_the_readme_install_command_installs_and_starts(tmp_path: Path) -> None:
+    """``uv tool install . && … init`` in a clean clone and HOME: a tool install, then a store,
+    the hooks and the MCP server registered, in that HOME only."""
+    uv = os.environ.get("UV") or shutil.which("uv")
+    assert uv, "uv is needed for the README's install command (nox's uv is passed as UV)"
+    clone, env = clean_clone(tmp_path)
+    env["PATH"] = f"{Path(uv).parent}{os.pathsep}{env.get('PATH', '')}"
+    command = readme_command("Install and start")
+    result = subprocess.run(
+        ["sh", "-c", command], cwd=clone, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    home = Path(env["HOME"])
+    assert (home / ".agentctx" / "agentctx.db").is_file()
+    assert "agentctx hook session-start" in (home / ".claude" / "settings.json").read_text()
+    assert '"agentctx"' in (home / ".claude.json").read_text()
+    assert (home / ".local" / "bin" / "agentctx").exists()
+
+
+@pytest.mark.slow
+def test_the_readme_test_command_bootstraps_nox(tmp_path: Path) -> None:
+    """The test command up to nox, in a clean clone and HOME: nox installs into its own
+    environment and reads the noxfile (``--list`` instead of running every session)."""
+    clone, env = clean_clone(tmp_path)
+    command = readme_test_command()
+    assert command.endswith(" -t ci")
+    result = subprocess.run(
+        ["sh", "-c", command.removesuffix(" -t ci") + " --list"],
+        cwd=clone, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in ci_sessions():
+        assert name in result.stdout, result.stdout
