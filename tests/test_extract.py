@@ -504,3 +504,26 @@ async def test_a_waiting_run_gets_the_lock_when_the_running_one_ends(
             waited = await run(server, transcript, wait=30, log=log)
     assert waited.status == "extracted"
     assert sum("waiting for the running extraction" in line for line in lines) == 2
+
+
+def test_a_preference_outside_the_schemas_categories_is_dropped_and_counted() -> None:
+    """The schema's enum is the rule (seed: validate every entry): a "mood" preference is dropped
+    and counted, the others kept; an entry without a category is kept without one."""
+    from agentctx.extract import apply
+    from agentctx.extract.prompt import OUTPUT_SCHEMA, PREFERENCE_CATEGORIES
+
+    schema = OUTPUT_SCHEMA["properties"]["preferences"]["items"]["properties"]["category"]
+    assert schema["enum"] == list(PREFERENCE_CATEGORIES)
+    rule = {"confidence": "explicit", "scope": "project"}
+    parsed = apply.parse(
+        {
+            "preferences": [
+                {**rule, "category": "mood", "rule": "Be cheerful in commit messages"},
+                {**rule, "category": "tooling", "rule": "Use pnpm, never npm"},
+                {**rule, "rule": "Prefer small pull requests"},
+            ]
+        }
+    )
+    assert parsed.dropped == 1
+    bodies = [e.body for e in parsed.entries]
+    assert bodies == ["Use pnpm, never npm\n(category: tooling)", "Prefer small pull requests"]

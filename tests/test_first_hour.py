@@ -66,6 +66,20 @@ def test_init_names_the_project_it_profiled(tmp_path: Path) -> None:
     assert setup["project"]["name"] == "shop"
 
 
+def test_init_no_profile_registers_but_records_no_profile(tmp_path: Path) -> None:
+    """``init --no-profile`` (the seed's flag): hooks and config as usual, no profile record."""
+    shop = git_repo(tmp_path / "shop")
+    (shop / "pyproject.toml").write_text('[project]\nname = "shop"\n', encoding="utf-8")
+
+    text = ok("init", "--no-mcp", "--no-profile", cwd=shop)
+
+    assert "profile   nothing profiled: --no-profile" in text
+    assert profile_count(shop) == 0
+    setup = json.loads(ok("init", "--no-mcp", "--no-profile", "--json", cwd=shop))
+    assert (setup["profiled"], setup["profile_skipped"]) == (False, "--no-profile")
+    assert any("settings.json" in c["path"] for c in setup["changes"])
+
+
 def test_init_outside_a_project_profiles_nothing_and_says_so(tmp_path: Path) -> None:
     loose = tmp_path / "downloads"
     loose.mkdir()

@@ -50,6 +50,9 @@ async def init(
             help="Turn team export on: share this project's records in .agentctx/context.md.",
         ),
     ] = False,
+    no_profile: Annotated[
+        bool, Parameter(negative="", help="Do not record this project's profile (stack, commands).")
+    ] = False,
     json: Json = False,
 ) -> int:
     """Set agentctx up: home, database, config, Claude Code hooks, MCP server, project profile.
@@ -58,7 +61,8 @@ async def init(
     change are not recorded again. The project of the current folder is profiled (its stack and
     commands): nothing is profiled outside a project, or in agentctx's own clone.
 
-    Example: ``cd ~/src/shop && agentctx init``; ``agentctx init --project --no-llm``.
+    Example: ``cd ~/src/shop && agentctx init``; ``agentctx init --project --no-llm``;
+    ``agentctx init --no-profile`` (hooks and MCP only).
     """
     identity = _project()
     skipped = _not_a_project(Path(identity.root))
@@ -94,7 +98,8 @@ async def init(
     async with await Store.open() as store:
         team_file, team_note = None, ""
         if not skipped:
-            recorded = await _profile(store, identity)
+            if not no_profile:
+                recorded = await _profile(store, identity)
             if team:
                 team_file, team_note = await _team_export(store, identity)
         elif team:
@@ -111,8 +116,8 @@ async def init(
                     {"path": str(c.path), "action": c.action, "description": c.description}
                     for c in changes
                 ],
-                "profiled": not skipped,
-                "profile_skipped": skipped or None,
+                "profiled": not skipped and not no_profile,
+                "profile_skipped": skipped or ("--no-profile" if no_profile else None),
                 "profile_recorded": recorded,
                 "config": {"path": home.config_path(), "defaults_added": config_added},
                 "team_export": config.get("team_export"),
@@ -148,6 +153,8 @@ async def init(
             _out(f"config    {home.config_path()} (defaults written: `agentctx config get`)")
         if skipped:
             _out(f"profile   nothing profiled: {skipped}")
+        elif no_profile:
+            _out("profile   nothing profiled: --no-profile")
         else:
             facts = ", ".join(recorded) if recorded else "unchanged"
             _out(f"profile   profiled {identity.name} ({identity.root}): {facts}")

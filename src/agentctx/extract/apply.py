@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX
 from agentctx.core.schema import BODY_MAX, CHECKOUT_HANDOVERS, GLOBAL_PROJECT_ID, TITLE_MAX
+from agentctx.extract.prompt import PREFERENCE_CATEGORIES
 from agentctx.records import NewRecord
 from agentctx.redact import redact
 
@@ -292,7 +293,9 @@ def _preference(item: dict[str, Any]) -> Entry | None:
     if not rule:
         return None
     scope = "global" if item.get("scope") == "global" else "project"
-    category = item.get("category") if isinstance(item.get("category"), str) else ""
+    category = item.get("category")
+    if category is not None and category not in PREFERENCE_CATEGORIES:
+        return None  # outside the schema's enum ("mood"): dropped and counted, as the seed says
     body = rule + (f"\n(category: {category})" if category else "")
     return Entry("preference", _title(rule), body, _confidence(item), scope, _keywords(item))
 

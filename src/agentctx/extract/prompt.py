@@ -35,6 +35,8 @@ _KEYWORDS = {
 }
 _CONFIDENCE = {"type": "string", "enum": ["explicit", "inferred"]}
 
+#: The categories a preference may name (the schema's enum; apply.py drops any other).
+PREFERENCE_CATEGORIES = ("style", "tooling", "process", "naming")
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -60,10 +62,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "category": {
-                        "type": "string",
-                        "enum": ["style", "tooling", "process", "naming"],
-                    },
+                    "category": {"type": "string", "enum": list(PREFERENCE_CATEGORIES)},
                     "rule": {"type": "string"},
                     "confidence": _CONFIDENCE,
                     "scope": {
