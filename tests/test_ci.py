@@ -78,15 +78,23 @@ def clean_clone(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return clone, env
 
 
-@pytest.mark.slow
-def test_the_readme_install_command_installs_and_starts(tmp_path: Path) -> None:
-    """``uv tool install . && … init`` in a clean clone and HOME: a tool install, then a store,
-    the hooks and the MCP server registered, in that HOME only."""
-    uv = os.environ.get("UV") or shutil.which("uv")
-    assert uv, "uv is needed for the README's install command (nox's uv is passed as UV)"
-    clone, env = clean_clone(tmp_path)
-    env["PATH"] = f"{Path(uv).parent}{os.pathsep}{env.get('PATH', '')}"
+def path_without(*tools: str) -> str:
+    """PATH without the folders holding any of ``tools`` (``python3`` must stay reachable)."""
+    kept = [
+        folder
+        for folder in os.environ.get("PATH", "").split(os.pathsep)
+        if folder and not any(shutil.which(tool, path=folder) for tool in tools)
+    ]
+    path = os.pathsep.join(kept)
+    assert shutil.which("python3", path=path), f"no python3 outside the folders of {tools}"
+    return path
+
+
+def run_install(clone: Path, env: dict[str, str]) -> None:
+    """The README's install command in ``clone``; then a store, the hooks and the MCP server
+    registered in that HOME only, and ``agentctx`` linked into its ``~/.local/bin``."""
     command = readme_command("Install and start")
+    assert command == "sh install.sh"
     result = subprocess.run(
         ["sh", "-c", command], cwd=clone, env=env, capture_output=True, text=True, timeout=900
     )
@@ -96,6 +104,28 @@ def test_the_readme_install_command_installs_and_starts(tmp_path: Path) -> None:
     assert "agentctx hook session-start" in (home / ".claude" / "settings.json").read_text()
     assert '"agentctx"' in (home / ".claude.json").read_text()
     assert (home / ".local" / "bin" / "agentctx").exists()
+
+
+@pytest.mark.slow
+def test_the_readme_install_command_installs_and_starts_with_uv(tmp_path: Path) -> None:
+    """With uv on PATH, ``uv tool install`` of the clean clone, then ``init``."""
+    uv = os.environ.get("UV") or shutil.which("uv")
+    assert uv, "uv is needed here (nox's uv is passed as UV)"
+    clone, env = clean_clone(tmp_path)
+    env["PATH"] = f"{Path(uv).parent}{os.pathsep}{path_without('pipx')}"
+    env.pop("UV", None)
+    run_install(clone, env)
+    assert not (Path(env["HOME"]) / ".local/share/agentctx-cc/uv").exists()
+
+
+@pytest.mark.slow
+def test_the_readme_install_command_needs_only_python(tmp_path: Path) -> None:
+    """With neither uv nor pipx (a fresh Debian): uv goes into its own environment first."""
+    clone, env = clean_clone(tmp_path)
+    env["PATH"] = path_without("uv", "pipx", "agentctx")
+    env.pop("UV", None)
+    run_install(clone, env)
+    assert (Path(env["HOME"]) / ".local/share/agentctx-cc/uv/bin/uv").is_file()
 
 
 @pytest.mark.slow

@@ -107,7 +107,7 @@ def _check_claude_code() -> list[Check]:
                 "on PATH",
                 False,
                 "`agentctx` is not on PATH: Claude Code cannot run the hooks",
-                f"add {os.path.dirname(sys.executable)} to PATH, or {INSTALL_ADVICE}",
+                f"{install.path_advice()}, or {INSTALL_ADVICE}",
             )
         )
     scopes = [("user", report["user"])]

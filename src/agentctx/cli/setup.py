@@ -165,7 +165,7 @@ async def init(
     if on_path is None:
         sys.stderr.write(
             "agentctx: warning: `agentctx` is not on PATH, but Claude Code runs `agentctx hook …` "
-            f"through PATH. Add {os.path.dirname(sys.executable)} to PATH, or {INSTALL_ADVICE}.\n"
+            f"through PATH: {install.path_advice()}, or {INSTALL_ADVICE}.\n"
         )
     return 0
 

@@ -71,7 +71,8 @@ def write(digest: Digest, generated_at: str, read_started_ns: int) -> str | None
     project_id = str(digest["project_id"])
     path = path_for(project_id)
     home.ensure_sub("digests")
-    payload = jsonio.dumps({**digest, "generated_at": generated_at}).encode("utf-8")
+    saved = {k: v for k, v in digest.items() if k != "pinned"}
+    payload = jsonio.dumps({**saved, "generated_at": generated_at}).encode("utf-8")
     if not files.write_atomic(
         path, payload, before_replace=lambda: not _changed_since(project_id, read_started_ns)
     ):
@@ -80,6 +81,10 @@ def write(digest: Digest, generated_at: str, read_started_ns: int) -> str | None
         with _quiet():
             os.unlink(path)
         return None
+    if "pinned" in digest:  # the last rung's list (:mod:`agentctx.core.pinned`)
+        from agentctx.core import pinned
+
+        pinned.save(project_id, digest["pinned"])
     return path
 
 

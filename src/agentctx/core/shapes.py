@@ -7,7 +7,7 @@ been read back from a file (a ledger, a spool file): the readers still check eac
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 
 class LedgerEntry(TypedDict, total=False):
@@ -128,6 +128,8 @@ class Digest(TypedDict):
     tokens: int
     parts: DigestParts
     generated_at: NotRequired[str]
+    #: The pinned records (:mod:`agentctx.core.pinned`): saved to their own file, not the digest's.
+    pinned: NotRequired[list[dict[str, Any]]]
 
 
 class SessionSummary(TypedDict):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import plan, search
+from agentctx.core import pinned, plan, search
 from agentctx.core.connect import open_db, release
 from agentctx.core.inject import render, render_rules
 from agentctx.core.ledger import Ledger
@@ -45,26 +45,45 @@ def _prompt(ctx: HookContext) -> str | None:
     if not terms:
         return None
     conn = open_db(ctx.log)
-    if conn is None:
-        return None
     try:
         if not ctx.session_id:
-            return render(_search(ctx, conn, terms, ()))[0] or None
+            return _inject(ctx, conn, terms, set())[0] or None
         with Ledger(ctx.session_id) as ledger:
             from agentctx.core.ledger import injected_ids
 
-            earlier = plan.run(conn, search.shown_before(ctx.session_id))
-            shown = injected_ids(ledger.entries) | earlier
-            rows = _search(ctx, conn, terms, shown)
-            text, ids = render(rows)
-            if os.environ.get(DEBUG_ENV):
-                _explain(ctx, conn, shown)
+            text, ids = _inject(ctx, conn, terms, injected_ids(ledger.entries))
             if not text:
                 return None
             ledger.append({"event": ctx.event, "ids": ids, "tokens": estimate_tokens(text)})
             return text
     finally:
-        release(conn)
+        if conn is not None:
+            release(conn)
+
+
+def _inject(
+    ctx: HookContext, conn: sqlean.Connection | None, terms: list[str], shown: set[str]
+) -> tuple[str, list[str]]:
+    """The text to inject and its record ids. When the store cannot be searched (no connection,
+    or the search itself fails), the last rung: the pinned records not shown yet
+    (:mod:`agentctx.core.pinned`), under a note that says so."""
+    try:
+        if conn is None:
+            raise _Unsearchable("the store could not be opened")
+        if ctx.session_id:
+            shown = shown | plan.run(conn, search.shown_before(ctx.session_id))
+        text, ids = render(_search(ctx, conn, terms, shown))
+    except Exception as exc:
+        ctx.log(f"search unavailable ({type(exc).__name__}: {exc}); pinned records only")
+        text, ids = render(pinned.fallback(conn, ctx.project.project_id, shown, ctx.log))
+        return (f"{pinned.NOTE}\n{text}" if text else ""), ids
+    if os.environ.get(DEBUG_ENV):
+        _explain(ctx, conn, shown)
+    return text, ids
+
+
+class _Unsearchable(Exception):
+    """The store cannot be searched (the message says why): the prompt falls to the pinned rung."""
 
 
 def _search(

@@ -31,8 +31,9 @@ def handle(ctx: HookContext) -> str | None:
     project = ctx.project
     data = digests.read(project.project_id) or _build(ctx)
     if data is None:
-        return None
-    whole, ids = digests.assemble(data["parts"], project.checkout)
+        whole, ids = _pinned_only(ctx)
+    else:
+        whole, ids = digests.assemble(data["parts"], project.checkout)
     text = truncate_to_tokens(whole, digests.MAX_TOKENS, digests.MAX_CHARS)
     if not text.strip():
         return None
@@ -52,6 +53,19 @@ def handle(ctx: HookContext) -> str | None:
                 }
             )
     return text
+
+
+def _pinned_only(ctx: HookContext) -> tuple[str, list[str]]:
+    """No digest and none can be built: the last rung, the pinned records as last saved
+    (:mod:`agentctx.core.pinned`), under a note that says so."""
+    from agentctx.core import pinned
+    from agentctx.core.inject import render
+
+    text, ids = render(pinned.fallback(None, ctx.project.project_id, (), ctx.log))
+    if not text:
+        return "", []
+    ctx.log("no digest and the store cannot be read: pinned records only")
+    return f"{pinned.NOTE}\n{text}", ids
 
 
 #: SessionStart looks for idle sessions to sweep (``agentctx worker sweep``) at most this often.
@@ -106,6 +120,9 @@ def _build(ctx: HookContext) -> Digest | None:
         return None
     try:
         data = digest.build(conn, ctx.project.project_id, ctx.project.name, ctx.project.checkout)
+    except Exception as exc:  # the store cannot be read: the pinned rung
+        ctx.log(f"digest not built ({type(exc).__name__}: {exc})")
+        return None
     finally:
         release(conn)
     try:

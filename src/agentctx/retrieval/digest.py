@@ -32,7 +32,7 @@ library plus the SQLite connection the caller passes: the SessionStart hook buil
 
 from __future__ import annotations
 
-from agentctx.core import clock, inject
+from agentctx.core import clock, inject, pinned, plan
 from agentctx.core.digests import FORMAT_VERSION, MAX_CHARS, MAX_TOKENS, assemble
 from agentctx.core.inject import fenced_text, label
 from agentctx.core.schema import GLOBAL_PROJECT_ID
@@ -126,7 +126,7 @@ def build(
     """
     counts = dict(conn.execute(_COUNTS_SQL, (project_id, GLOBAL_PROJECT_ID)).fetchall())
     drift = conn.execute(_DRIFT_SQL, (project_id,)).fetchone()[0]
-    return render(
+    built = render(
         project_name=project_name,
         profile=conn.execute(_PROFILE_SQL, (project_id,)).fetchall(),
         decisions=conn.execute(_DECISIONS_SQL, (project_id,)).fetchall(),
@@ -138,6 +138,8 @@ def build(
         checkout=checkout,
         offer_sync=offer_sync,
     )
+    built["pinned"] = plan.run(conn, pinned.current(project_id))
+    return built
 
 
 def render(

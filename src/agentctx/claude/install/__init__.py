@@ -73,7 +73,13 @@ from agentctx.claude.install.plugin import (
     active_plugin,
     plugin_installs,
 )
-from agentctx.claude.install.scopes import ClaudePaths, settings_paths, status, which_agentctx
+from agentctx.claude.install.scopes import (
+    ClaudePaths,
+    path_advice,
+    settings_paths,
+    status,
+    which_agentctx,
+)
 
 __all__ = [
     "HOOK_EVENTS",
@@ -88,6 +94,7 @@ __all__ = [
     "active_plugin",
     "install_hooks",
     "install_mcp",
+    "path_advice",
     "plugin_installs",
     "settings_paths",
     "status",

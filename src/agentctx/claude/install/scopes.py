@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -59,6 +60,17 @@ def settings_paths(
         project_settings=project_dir / ".claude" / "settings.json",
         project_mcp=project_dir / ".mcp.json",
     )
+
+
+def path_advice() -> str:
+    """How to put the running ``agentctx`` on PATH: the folder of the command being run (a tool
+    install's link in ``~/.local/bin``), else its interpreter's, as a line for ``~/.profile``."""
+    arg0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(arg0) == "agentctx":
+        folder = os.path.dirname(os.path.abspath(arg0))
+    else:
+        folder = os.path.dirname(sys.executable)
+    return f'add {folder} to PATH (`export PATH="{folder}:$PATH"` in ~/.profile, then a new shell)'
 
 
 def which_agentctx() -> str | None:
