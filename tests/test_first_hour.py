@@ -149,6 +149,21 @@ def test_init_writes_the_config_with_its_defaults(tmp_path: Path, agentctx_home:
     assert "config    " not in again  # nothing added the second time
 
 
+def test_the_seeds_config_no_llm_says_how_it_is_spelled(tmp_path: Path) -> None:
+    """``agentctx config --no-llm`` (the design's spelling) changes nothing and names the one way."""
+    ok("init", "--no-mcp", cwd=tmp_path)
+    result = run_cli("config", "--no-llm", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        "agentctx: `config --no-llm` is spelled `agentctx config set llm off` "
+        "(`agentctx config set llm on` turns extraction back on)"
+    ]
+    assert ok("config", "get", "llm", cwd=tmp_path).strip() == "llm = on"
+    ok("config", "set", "llm", "off", cwd=tmp_path)
+    assert ok("config", "get", "llm", cwd=tmp_path).strip() == "llm = off"
+    assert "get" in ok("config", cwd=tmp_path)  # no flag: the help
+
+
 def test_config_get_shows_value_default_and_source(tmp_path: Path) -> None:
     project = tmp_path / "p"
     project.mkdir()

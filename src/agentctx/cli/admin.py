@@ -246,6 +246,31 @@ def reset(*, force: Annotated[bool, Parameter(negative="")] = False) -> int:
 # -- config ----------------------------------------------------------------------------------------
 
 
+#: The design's spelling (seed ADR-009), answered with the one way to do it.
+NO_LLM_HINT = (
+    "agentctx: `config --no-llm` is spelled `agentctx config set llm off` "
+    "(`agentctx config set llm on` turns extraction back on)\n"
+)
+
+
+@config_app.default
+def config_flags(
+    *,
+    no_llm: Annotated[
+        bool, Parameter(negative="", help="Not a setting: says to use `config set llm off`.")
+    ] = False,
+) -> int:
+    """Without a command: the help; ``--no-llm`` says how it is spelled.
+
+    Example: ``agentctx config set llm off``.
+    """
+    if no_llm:
+        sys.stderr.write(NO_LLM_HINT)
+        return 2
+    config_app.help_print([])
+    return 0
+
+
 @config_app.command(name="get")
 def config_get(key: str | None = None, *, json: Json = False) -> int:
     """Print one setting's value, or every setting with its value, default and source.
