@@ -41,3 +41,23 @@ def test_init_and_doctor_off_path_advise_a_tool_install(
     assert "`agentctx` is not on PATH" in doctor.stdout
     assert "uv tool install <clone-or-wheel>" in doctor.stdout
     assert "agentctx-cc" not in doctor.stdout
+
+
+def test_a_tool_launcher_off_path_is_told_the_line_that_puts_its_folder_on_path(
+    agentctx_home: Path, tmp_path: Path
+) -> None:
+    """Run through its own ``agentctx`` command (as ``install.sh`` runs ``init``): the folder of
+    that command, as a line for ``~/.profile``; no advice to install it again."""
+    import subprocess
+    import sys
+
+    launcher = os.path.join(os.path.dirname(sys.executable), "agentctx")
+    assert os.path.isfile(launcher), "the console script of this environment"
+    env = {**os.environ, "PATH": path_without_agentctx()}
+    init = subprocess.run(
+        [launcher, "init", "--no-mcp"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert init.returncode == 0, init.stderr
+    folder = os.path.dirname(launcher)
+    assert f'`export PATH="{folder}:$PATH"` in ~/.profile' in init.stderr
+    assert "uv tool install" not in init.stderr

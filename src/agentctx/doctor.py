@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentctx import config
 from agentctx.core import backend, db, home, schema
-from agentctx.core.errors import INSTALL_ADVICE, UPGRADE_ADVICE, AgentctxError
+from agentctx.core.errors import UPGRADE_ADVICE, AgentctxError
 
 if TYPE_CHECKING:
     import sqlean
@@ -107,7 +107,7 @@ def _check_claude_code() -> list[Check]:
                 "on PATH",
                 False,
                 "`agentctx` is not on PATH: Claude Code cannot run the hooks",
-                f"{install.path_advice()}, or {INSTALL_ADVICE}",
+                install.path_advice(),
             )
         )
     scopes = [("user", report["user"])]

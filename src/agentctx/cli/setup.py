@@ -15,7 +15,7 @@ from agentctx import config, detection
 from agentctx.claude import install
 from agentctx.cli import Json, _json, _out, _project, app
 from agentctx.core import files, home
-from agentctx.core.errors import INSTALL_ADVICE, ValidationError
+from agentctx.core.errors import ValidationError
 from agentctx.core.project import find_git_dir
 from agentctx.store import Store
 from agentctx.team import export_team, team_path
@@ -165,7 +165,7 @@ async def init(
     if on_path is None:
         sys.stderr.write(
             "agentctx: warning: `agentctx` is not on PATH, but Claude Code runs `agentctx hook …` "
-            f"through PATH: {install.path_advice()}, or {INSTALL_ADVICE}.\n"
+            f"through PATH: {install.path_advice()}.\n"
         )
     return 0
 

@@ -25,7 +25,7 @@ from agentctx.claude.install.hooks import (
 from agentctx.claude.install.jsonfile import load, same
 from agentctx.claude.install.mcp import MCP_SERVER_NAME, canonical_mcp_entry, servers_object
 from agentctx.claude.install.plugin import active_plugin
-from agentctx.core.errors import ConfigError
+from agentctx.core.errors import INSTALL_ADVICE, ConfigError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -63,14 +63,17 @@ def settings_paths(
 
 
 def path_advice() -> str:
-    """How to put the running ``agentctx`` on PATH: the folder of the command being run (a tool
-    install's link in ``~/.local/bin``), else its interpreter's, as a line for ``~/.profile``."""
+    """How to put the running ``agentctx`` on PATH, as a line for ``~/.profile``.
+
+    Run through its own command (a tool install's link in ``~/.local/bin``): that folder. Run
+    another way (``python -m agentctx`` in some environment): its interpreter's folder, and the
+    advice to install it as a tool.
+    """
     arg0 = sys.argv[0] if sys.argv else ""
-    if os.path.basename(arg0) == "agentctx":
-        folder = os.path.dirname(os.path.abspath(arg0))
-    else:
-        folder = os.path.dirname(sys.executable)
-    return f'add {folder} to PATH (`export PATH="{folder}:$PATH"` in ~/.profile, then a new shell)'
+    launcher = os.path.basename(arg0) == "agentctx"
+    folder = os.path.dirname(os.path.abspath(arg0) if launcher else sys.executable)
+    line = f'add {folder} to PATH (`export PATH="{folder}:$PATH"` in ~/.profile, then a new shell)'
+    return line if launcher else f"{line}, or {INSTALL_ADVICE}"
 
 
 def which_agentctx() -> str | None:
