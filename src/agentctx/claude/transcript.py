@@ -462,3 +462,80 @@ def _clip(text: str, limit: int) -> str:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One tool call of a transcript and its result, shaped like a PostToolUse payload's fields.
+
+    ``response`` is the line's ``toolUseResult`` object when it has one (Claude Code writes the
+    tool's structured result there: Bash's ``stdout``/``stderr``), else ``{"stdout": <the result
+    text>}``; ``failed`` is the result block's ``is_error``.
+    """
+
+    name: str
+    input: dict[str, Any]
+    response: dict[str, Any]
+    failed: bool
+    cwd: str
+    session_id: str
+    timestamp: str
+
+
+def tool_calls(path: str | os.PathLike[str]) -> list[ToolCall]:
+    """The main file's tool calls that got a result, in order (bounded as :func:`read_transcript`;
+    what is unusable is skipped). Subagents' own files are not read: their tool calls ran in the
+    subagent's session."""
+    data, _cut = files.read_tail(path, MAX_FILE_BYTES)
+    pending: dict[str, tuple[str, dict[str, Any]]] = {}
+    calls: list[ToolCall] = []
+    for chunk in _split(data)[0]:
+        if len(chunk) > MAX_LINE_BYTES:
+            continue
+        entry = _parse(chunk)
+        message = entry.get("message") if entry is not None else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if entry is None or not isinstance(content, list):
+            continue
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                args = block.get("input")
+                pending[block["id"]] = (
+                    _text(block.get("name")),
+                    args if isinstance(args, dict) else {},
+                )
+            elif block.get("type") == "tool_result":
+                call = pending.pop(_text(block.get("tool_use_id")), None)
+                if call is None:
+                    continue
+                structured = entry.get("toolUseResult")
+                response = (
+                    structured
+                    if isinstance(structured, dict)
+                    else {"stdout": _NOISE.sub("", _result_text(block.get("content")))}
+                )
+                calls.append(
+                    ToolCall(
+                        name=call[0],
+                        input=call[1],
+                        response=response,
+                        failed=block.get("is_error") is True,
+                        cwd=_text(entry.get("cwd")),
+                        session_id=_text(entry.get("sessionId")),
+                        timestamp=_text(entry.get("timestamp")),
+                    )
+                )
+    return calls
+
+
+def _result_text(content: Any) -> str:
+    """A tool result's content as text (a list of parts: their texts joined)."""
+    if isinstance(content, list):
+        return "\n".join(
+            _text(part.get("text"))
+            for part in content
+            if isinstance(part, dict) and part.get("text")
+        )
+    return _text(content)
