@@ -324,8 +324,8 @@ async def test_search_for_what_the_store_does_not_hold_says_so(client: Client, s
     data = ok(await client.call_tool("ctx_search", {"query": query}))
     assert data["results"] == [] and data["note"] is not None
     data = ok(await client.call_tool("ctx_search", {"query": "connection pool leak"}))
-    assert [e["id"] for e in data["results"]][0] == seed.db_bugfix
-    assert data["results"][0]["match"] == "strong"  # every distinctive word of the query
+    first = data["results"][0]
+    assert (first["id"], first["match"]) == (seed.db_bugfix, "strong")  # every distinctive word
     assert seed.deep in ids(data)  # "pool": one of the three words, and the most specific
     assert {e["match"] for e in data["results"][1:]} == {"weak"}
 
