@@ -63,8 +63,7 @@ async def candidates(
         similarity = {record.id: sim for record, sim in near}
     relevance = await hybrid.KeywordJudge(store, text).relevance(ids)
     return [
-        {"id": i, "similarity": similarity.get(i), "relevance": relevance.get(i, 0.0)}
-        for i in ids
+        {"id": i, "similarity": similarity.get(i), "relevance": relevance.get(i, 0.0)} for i in ids
     ]
 
 
