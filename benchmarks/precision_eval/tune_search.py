@@ -146,10 +146,92 @@ async def collect() -> list[dict[str, Any]]:
     return rows
 
 
+# -- the sweep -------------------------------------------------------------------------------------
+
+K = 5
+
+
+def figures(
+    rows: list[dict[str, Any]], mode: str, floor: tuple[float, float], strong: tuple[float, float],
+    content: float,
+) -> dict[str, float]:  # fmt: skip
+    """A rule's figures on ``rows``: ``floor`` = (cosine, relevance) that keep a hit (hybrid: either;
+    keyword: the relevance), ``strong`` = (cosine alone, relevance with a cosine at the floor), and
+    the query ``content`` below which every hit is weak (the rule of :func:`hybrid.strength`)."""
+    kept_all: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+
+        def keep(c: dict[str, Any]) -> bool:
+            sim = c["similarity"] if c["similarity"] is not None else -1.0
+            if mode == "keyword":
+                return bool(c["relevance"] >= floor[1])
+            return sim >= floor[0] or c["relevance"] >= floor[1]
+
+        kept_all[row["id"]] = [c for c in row[mode] if keep(c)][:K]
+
+    def is_strong(row: dict[str, Any], c: dict[str, Any]) -> bool:
+        if row["content"] < content:
+            return False
+        if mode == "keyword":
+            return bool(c["relevance"] >= strong[1])
+        sim = c["similarity"]
+        if sim is None:
+            return False
+        return bool(sim >= strong[0] or (c["relevance"] >= strong[1] and sim >= floor[0]))
+
+    out: dict[str, list[float]] = {}
+    for row in rows:
+        kept = kept_all[row["id"]]
+        ids = {c["id"] for c in kept}
+        strong_ids = {c["id"] for c in kept if is_strong(row, c)}
+        answers = set(row["answers"])
+        if row["kind"] == "answerable":
+            out.setdefault("recall5", []).append(len(answers & ids) / len(answers))
+            out.setdefault("answer_strong", []).append(float(bool(answers & strong_ids)))
+            out.setdefault("strong_extra", []).append(float(len(strong_ids - answers)))
+        else:
+            out.setdefault(f"{row['kind']}_says_so", []).append(float(not strong_ids))
+    return {name: sum(values) / len(values) for name, values in out.items()}
+
+
+#: The chosen rule (hybrid.SIMILARITY_FLOOR, SEARCH_RELEVANCE, STRONG_SIMILARITY,
+#: STRONG_RELEVANCE, core.search.MIN_CONTENT for all-MiniLM-L6-v2), then the grid it came from.
+CHOSEN = ((0.30, 0.20), (0.55, 0.99), 1.0)
+GRID = [
+    (floor, (sim, rel), content)
+    for floor in ((0.32, 0.4), (0.30, 0.20), (0.25, 0.2))
+    for sim in (0.5, 0.52, 0.55, 0.6)
+    for rel in (0.7, 0.8, 0.9, 0.99)
+    for content in (1.0, 1.5)
+]
+
+
+def sweep(rows: list[dict[str, Any]]) -> None:
+    """The chosen rule and the grid's figures on each tuning set, in both modes."""
+    sets = sorted({row["set"] for row in rows})
+    for mode in ("hybrid", "keyword"):
+        print(f"## {mode}")
+        for floor, strong, content in [CHOSEN, *GRID]:
+            cells = []
+            for name in sets:
+                f = figures([r for r in rows if r["set"] == name], mode, floor, strong, content)
+                cells.append(
+                    f"{name}: recall5 {f['recall5']:.3f} answer_strong {f['answer_strong']:.2f} "
+                    f"extra {f['strong_extra']:.2f} unanswerable {f['unanswerable_says_so']:.2f}"
+                )
+            print(f"floor {floor} strong {strong} content {content} | " + " | ".join(cells))
+            if mode == "keyword":
+                break  # keyword mode reads the relevance numbers only: the chosen rule
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/ctx_search_candidates.json"))
+    parser.add_argument("--sweep", action="store_true", help="sweep the rules over --out")
     args = parser.parse_args()
+    if args.sweep:
+        sweep(json.loads(args.out.read_text()))
+        return
     rows = anyio.run(collect)
     args.out.write_text(json.dumps(rows, indent=1))
     print(f"{len(rows)} prompts -> {args.out}")
