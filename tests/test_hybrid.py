@@ -295,6 +295,17 @@ async def test_a_query_nothing_answers_gets_weak_hits_and_says_so(
         assert data["note"] is None
 
 
+async def test_a_query_with_too_little_content_is_weak_and_says_why(
+    hybrid_client: Client, seeded: dict[str, str]
+) -> None:
+    """ "the cache" matches the login bugfix and Slow CI by word, but "cache" alone is too common
+    in code to tell what is asked (content 0.63 < 1.0): weak hits, and a note that says why."""
+    data = ok(await hybrid_client.call_tool("ctx_search", {"query": "the cache"}))
+    assert {seeded["login"], seeded["ci"]} <= {entry["id"] for entry in data["results"]}
+    assert {entry["match"] for entry in data["results"]} == {"weak"}
+    assert data["note"].startswith("no strong match: the query has too few distinctive words")
+
+
 async def test_a_query_far_from_every_record_gets_nothing(hybrid_client: Client) -> None:
     data = ok(await hybrid_client.call_tool("ctx_search", {"query": FAR}))
     assert data["results"] == []
