@@ -36,9 +36,11 @@ RETRIEVERS = (
     ("hook_injected", "hook: what it injects (≤ 3 records)"),
     ("hook_unfloored", "hook ranking without the relevance floor (before it)"),
     ("keyword", "`ctx_search`, keyword (until the model is ready)"),
+    ("keyword_strong", "`ctx_search`, keyword: only the hits labelled strong"),
     ("vector", "vector only (MiniLM int8 over our record text)"),
     ("hybrid", "`ctx_search`, hybrid (keyword + vector, RRF)"),
     ("hybrid_unfloored", "`ctx_search`, hybrid without the floor (before it)"),
+    ("hybrid_strong", "`ctx_search`, hybrid: only the hits labelled strong"),
 )
 #: Synthetic notes of the larger-project check (``benchmarks/synthetic_store.py``, seed 1), and the
 #: memory id their hits are scored as.

@@ -164,6 +164,9 @@ async def run_home(
                 store, query, None, floor=hybrid.floor_for(settings, None)
             )
             answers["keyword"][question.id] = [to_memory[h.record.id] for h in keyword.hits]
+            answers["keyword_strong"][question.id] = [
+                to_memory[h.record.id] for h in keyword.strong
+            ]
             vector = await model.embed_query(question.text)
             nearest = await hybrid.vector_ranking(store, vector, query, K)
             answers["vector"][question.id] = [to_memory[r.id] for r, _ in nearest]
@@ -171,6 +174,7 @@ async def run_home(
             fused = await hybrid.hybrid_search(store, query, model, floor=floor)
             assert fused.mode == "hybrid", fused
             answers["hybrid"][question.id] = [to_memory[h.record.id] for h in fused.hits]
+            answers["hybrid_strong"][question.id] = [to_memory[h.record.id] for h in fused.strong]
             search = await floors.search_candidates(store, query, model)
             answers["hybrid_unfloored"][question.id] = [to_memory[c.id] for c in search[:K]]
             candidates[question.id] = {

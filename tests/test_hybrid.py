@@ -165,6 +165,13 @@ async def search(client: Client, **args: Any) -> tuple[str, list[str]]:
     return data["mode"], [entry["id"] for entry in data["results"]]
 
 
+async def strong(client: Client, **args: Any) -> tuple[str, list[str]]:
+    """(mode, ids of the hits labelled strong) of one ctx_search call; every hit is labelled."""
+    data = ok(await client.call_tool("ctx_search", args))
+    assert all(entry["match"] in ("strong", "weak") for entry in data["results"])
+    return data["mode"], [e["id"] for e in data["results"] if e["match"] == "strong"]
+
+
 # -- ranking -------------------------------------------------------------------------------------
 
 
@@ -266,24 +273,50 @@ async def test_filters_hold_for_vector_candidates(
 
 #: Shares one word with the decoy ("pipeline") and is about nothing the store knows.
 UNANSWERED = "How does the billing service handle payments in the pipeline?"
+#: Shares no word with any record and is near none in meaning.
+FAR = "kubernetes helm charts for grafana dashboards"
 
 
-async def test_a_query_nothing_answers_gets_no_results_and_says_so(
+async def test_a_query_nothing_answers_gets_weak_hits_and_says_so(
     hybrid_client: Client, seeded: dict[str, str]
 ) -> None:
     data = ok(await hybrid_client.call_tool("ctx_search", {"query": UNANSWERED}))
-    assert data["mode"] == "hybrid" and data["results"] == []
-    assert data["note"].startswith("nothing relevant found: 8 record(s)")
-    # the paraphrase's answer is kept by its similarity, the decoy by its shared word and meaning
-    assert await search(hybrid_client, query=PARAPHRASE) == (
-        "hybrid",
-        [seeded["decoy"], seeded["ci"]],
-    )
+    assert data["mode"] == "hybrid" and data["results"]
+    assert {entry["match"] for entry in data["results"]} == {"weak"}
+    assert data["note"].startswith("no strong match: ")
+    # a paraphrase without a shared word is found, and honestly labelled weak at cosine 0.45
+    data = ok(await hybrid_client.call_tool("ctx_search", {"query": PARAPHRASE}))
+    labels = {entry["id"]: entry["match"] for entry in data["results"]}
+    assert labels == {seeded["decoy"]: "weak", seeded["ci"]: "weak"}
+    # close in meaning, or holding every distinctive word: strong, and no note
+    for query, name in (("slow CI builds", "ci"), ("ConnectionResetError", "reset")):
+        data = ok(await hybrid_client.call_tool("ctx_search", {"query": query}))
+        assert [(e["id"], e["match"]) for e in data["results"]] == [(seeded[name], "strong")]
+        assert data["note"] is None
+
+
+async def test_a_query_with_too_little_content_is_weak_and_says_why(
+    hybrid_client: Client, seeded: dict[str, str]
+) -> None:
+    """ "the cache" matches the login bugfix and Slow CI by word, but "cache" alone is too common
+    in code to tell what is asked (content 0.63 < 1.0): weak hits, and a note that says why."""
+    data = ok(await hybrid_client.call_tool("ctx_search", {"query": "the cache"}))
+    assert {seeded["login"], seeded["ci"]} <= {entry["id"] for entry in data["results"]}
+    assert {entry["match"] for entry in data["results"]} == {"weak"}
+    assert data["note"].startswith("no strong match: the query has too few distinctive words")
+
+
+async def test_a_query_far_from_every_record_gets_nothing(hybrid_client: Client) -> None:
+    data = ok(await hybrid_client.call_tool("ctx_search", {"query": FAR}))
+    assert data["results"] == []
+    assert data["note"].startswith("nothing relevant found: ")
 
 
 async def test_without_a_floor_every_query_fills_its_page(unfloored_client: Client) -> None:
     data = ok(await unfloored_client.call_tool("ctx_search", {"query": UNANSWERED, "limit": 5}))
-    assert len(data["results"]) == 5 and data["note"] is None
+    assert len(data["results"]) == 5
+    assert {entry["match"] for entry in data["results"]} == {"weak"}
+    assert data["note"].startswith("no strong match: ")
 
 
 async def test_a_model_without_a_measured_floor_gets_none(
@@ -291,19 +324,55 @@ async def test_a_model_without_a_measured_floor_gets_none(
 ) -> None:
     query = SearchQuery(UNANSWERED, identify(str(project_dir)).project_id, limit=5)
     floor = hybrid.floor_for({}, "BAAI/bge-small-en-v1.5")
-    assert floor.similarity is None
+    assert floor.similarity is None and floor.strong_similarity is None
     ranked = await hybrid.hybrid_search(store, query, embedder, floor=floor)
     assert len(ranked.hits) == 5 and ranked.dropped == 0
-    measured = hybrid.floor_for({}, MINILM)
-    assert (await hybrid.hybrid_search(store, query, embedder, floor=measured)).hits == []
+    assert len(ranked.match) == 5 and ranked.strong == []  # labelled by keywords alone
+    measured = await hybrid.hybrid_search(
+        store, query, embedder, floor=hybrid.floor_for({}, MINILM)
+    )
+    assert 0 < len(measured.hits) < 5 and measured.strong == []
 
 
 def test_floor_settings() -> None:
-    assert hybrid.floor_for({}, MINILM) == hybrid.Floor(0.3, 0.32, 0.4)
+    assert hybrid.floor_for({}, MINILM) == hybrid.Floor(0.2, 0.3, 0.2, 0.55)
+    assert hybrid.floor_for({}, None) == hybrid.Floor(0.2, None, 0.2, None)
     assert hybrid.floor_for({"retrieval.min_similarity": 0.5}, None).similarity == 0.5
     assert hybrid.floor_for({"retrieval.min_similarity": 0.5}, MINILM).similarity == 0.5
-    assert hybrid.floor_for({"retrieval.min_relevance": 0.6}, MINILM).keyword_alone == 0.6
+    # ctx_search labels what it keeps: the hook's floor setting can lower its floor, not raise it
+    assert hybrid.floor_for({"retrieval.min_relevance": 0.6}, MINILM).keyword_alone == 0.2
+    assert hybrid.floor_for({"retrieval.min_relevance": 0.1}, MINILM).keyword_alone == 0.1
     assert hybrid.floor_for({"retrieval.min_relevance": 0.0}, MINILM).relevance == 0.0
+
+
+MINILM_FLOOR = hybrid.floor_for({}, MINILM)
+
+
+@pytest.mark.parametrize(
+    ("similarity", "relevance", "content", "is_hybrid", "expected"),
+    [
+        (0.60, 0.0, 3.0, True, "strong"),  # close in meaning, no word in common
+        (0.54, 0.9, 3.0, True, "weak"),  # neither close enough nor every word
+        (0.31, 1.0, 3.0, True, "strong"),  # every distinctive word, not far in meaning
+        (0.29, 1.0, 3.0, True, "weak"),  # every word, but in another sense
+        (None, 1.0, 3.0, True, "weak"),  # not even among the nearest vectors
+        (0.90, 1.0, 0.8, True, "weak"),  # "run it again": too little content to tell
+        (None, 1.0, 3.0, False, "strong"),  # keyword mode: every distinctive word
+        (None, 0.98, 3.0, False, "weak"),
+        (None, 1.0, 0.99, False, "weak"),
+    ],
+)
+def test_the_strength_rule(
+    similarity: float | None, relevance: float, content: float, is_hybrid: bool, expected: str
+) -> None:
+    got = hybrid.strength(MINILM_FLOOR, similarity, relevance, content, hybrid=is_hybrid)
+    assert got == expected
+
+
+def test_a_model_without_measured_values_is_labelled_by_keywords() -> None:
+    floor = hybrid.floor_for({}, "BAAI/bge-small-en-v1.5")
+    assert hybrid.strength(floor, 0.95, 0.5, 3.0, hybrid=True) == "weak"
+    assert hybrid.strength(floor, 0.10, 1.0, 3.0, hybrid=True) == "strong"
 
 
 async def test_the_past_and_the_fallback_are_not_floored(
@@ -343,8 +412,8 @@ async def test_keyword_results_until_the_model_is_ready_then_hybrid(
         async with Client(create_server(str(project_dir), model=model)) as client:
             states = [model.state]  # nothing loads at start-up
             for _ in range(3):  # the calls never wait for the load
-                mode, found = await search(client, query=PARAPHRASE)
-                assert (mode, found) == ("keyword", [])  # one shared word: below the floor
+                mode, found = await strong(client, query=PARAPHRASE)
+                assert (mode, found) == ("keyword", [])  # one shared word: weak at most
                 states.append(model.state)
             gate.set()
             assert await model.wait() is not None
@@ -367,8 +436,8 @@ async def test_the_configured_model_loads_in_the_background(
     config.set_value("embedding.path", str(minilm_dir))
     with anyio.fail_after(DEADLINE):
         async with Client(create_server(str(project_dir))) as client:
-            mode, found = await search(client, query=PARAPHRASE)
-            assert (mode, found) == ("keyword", [])  # one shared word: below the floor
+            mode, found = await strong(client, query=PARAPHRASE)
+            assert (mode, found) == ("keyword", [])  # one shared word: weak at most
             while mode == "keyword":  # polled until the load ends (within the deadline)
                 mode, found = await search(client, query=PARAPHRASE)
             assert mode == "hybrid" and seeded["ci"] in found
@@ -385,10 +454,10 @@ async def test_embeddings_off_means_keyword_only(
     with anyio.fail_after(DEADLINE):
         async with Client(create_server(str(project_dir), model=model)) as client:
             for _ in range(2):
-                assert await search(client, query=PARAPHRASE) == (
+                assert await strong(client, query=PARAPHRASE) == (
                     "keyword",
                     [],
-                )  # one shared word: below the floor
+                )  # one shared word: weak at most
             assert await model.wait() is None and model.state == "off"
 
 
@@ -405,10 +474,10 @@ async def test_a_model_that_cannot_load_means_keyword_only_and_one_log_line(
             assert (await search(client, query=PARAPHRASE))[0] == "keyword"
             assert await model.wait() is None and model.state == "off"
             for _ in range(3):
-                assert await search(client, query=PARAPHRASE) == (
+                assert await strong(client, query=PARAPHRASE) == (
                     "keyword",
                     [],
-                )  # one shared word: below the floor
+                )  # one shared word: weak at most
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("agentctx")]
     assert len(lines) == 1 and "embeddings off" in lines[0], lines
 

@@ -47,7 +47,7 @@ TOOLS = {
 READ_ONLY = {"ctx_search", "ctx_get", "ctx_project", "ctx_related", "ctx_sync_claudemd"}
 AUTH_FILE = "src/app/auth.py"
 OTHER_PROJECT = "b" * 64
-INDEX_FIELDS = {"id", "type", "title", "age", "confidence", "score"}
+INDEX_FIELDS = {"id", "type", "title", "age", "confidence", "score", "match"}
 DEADLINE = 20  # seconds; a stdio round trip takes well under one
 
 
@@ -310,14 +310,24 @@ async def test_search_filters(client: Client, seed: Seed, project_dir: Path) -> 
 
 
 async def test_search_for_what_the_store_does_not_hold_says_so(client: Client, seed: Seed) -> None:
-    """Keyword mode: one shared word ("pool") among many unknown ones is not an answer."""
+    """Keyword mode: one shared word ("pool") among many unknown ones is not an answer: the hits
+    that share it are labelled weak and a note says so; too far a query gets nothing at all."""
     query = "What Kubernetes namespace and helm values does the billing service use for its pool?"
     data = ok(await client.call_tool("ctx_search", {"query": query}))
-    assert (data["mode"], data["results"]) == ("keyword", [])
-    assert data["note"].startswith("nothing relevant found: 2 record(s) share a word")
-    found = ids(ok(await client.call_tool("ctx_search", {"query": "connection pool leak"})))
-    assert found[0] == seed.db_bugfix
-    assert seed.deep in found  # "pool": one of the three words, and the most specific
+    assert data["mode"] == "keyword"
+    assert {e["id"]: e["match"] for e in data["results"]} == {
+        seed.db_bugfix: "weak",
+        seed.deep: "weak",
+    }
+    assert data["note"].startswith("no strong match: ")
+    query = "What Kubernetes namespace and helm values does the billing service use?"
+    data = ok(await client.call_tool("ctx_search", {"query": query}))
+    assert data["results"] == [] and data["note"] is not None
+    data = ok(await client.call_tool("ctx_search", {"query": "connection pool leak"}))
+    first = data["results"][0]
+    assert (first["id"], first["match"]) == (seed.db_bugfix, "strong")  # every distinctive word
+    assert seed.deep in ids(data)  # "pool": one of the three words, and the most specific
+    assert {e["match"] for e in data["results"][1:]} == {"weak"}
 
 
 @pytest.mark.parametrize(
@@ -689,6 +699,11 @@ async def test_stdio_legacy_handshake(
             assert {tool.name for tool in listed} == TOOLS
             found = ok(await session.call_tool("ctx_search", {"query": "auth", "file": AUTH_FILE}))
             assert set(ids(found)) == {seed.jwt, seed.auth_convention}
+            # every hit carries its strength label over the wire
+            found = ok(await session.call_tool("ctx_search", {"query": "connection pool leak"}))
+            labels = [(e["id"], e["match"]) for e in found["results"]]
+            assert labels[0] == (seed.db_bugfix, "strong")
+            assert {match for _, match in labels[1:]} == {"weak"}
             got = ok(await session.call_tool("ctx_get", {"ids": [seed.jwt]}))
             assert got["records"][0]["supersedes"] == [seed.jwt_old]
             assert "at most 10" in error(await session.call_tool("ctx_get", {"ids": ["x"] * 11}))

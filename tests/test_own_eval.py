@@ -470,7 +470,7 @@ def test_the_background_floor_stands_k_deviations_above_the_mean() -> None:
 
 
 def test_rule_names_are_the_reports() -> None:
-    assert floors.MINILM_RULE.name == "cosine ≥ 0.32 or relevance ≥ 0.4"
+    assert floors.MINILM_RULE.name == "cosine ≥ 0.3 or relevance ≥ 0.2"  # ctx_search's floor
     assert floors.RELATIVE_RULE.name == "background z ≥ 2.2 or relevance ≥ 0.4"
     squeezed = floors.SearchRule("cosine", 0.32, 0.4, squeeze=True)
     assert squeezed.name == "cosine ≥ 0.32 or relevance ≥ 0.4, cosines squeezed (0.55 + 0.45·s)"

@@ -18,6 +18,7 @@ RETRIEVERS = (
     ("hook_unfloored", "the hook without the relevance floor (before it)"),
     ("hybrid", "`ctx_search`, hybrid (keywords + MiniLM vectors, RRF), top 3"),
     ("hybrid_unfloored", "`ctx_search`, hybrid without the floor (before it), top 3"),
+    ("hybrid_strong", "`ctx_search`, hybrid: only the hits labelled strong, top 3"),
     ("keyword", "`ctx_search`, keyword only (before the model loads), top 3"),
     ("recency", "baseline: the 3 newest records"),
     ("none", "baseline: no memory"),

@@ -124,6 +124,7 @@ class Asked:
     answers: dict[str, frozenset[str]]
     hook_unfloored: list[str] = field(default_factory=list)
     hybrid_unfloored: list[str] = field(default_factory=list)
+    hybrid_strong: list[str] = field(default_factory=list)
     hook_candidates: list[floors.HookCandidate] = field(default_factory=list)
     search_candidates: list[floors.SearchCandidate] = field(default_factory=list)
 
@@ -564,6 +565,7 @@ async def ask(
         answers=answers,
         hook_unfloored=injection.render(unfloored)[1],
         hybrid_unfloored=[c.id for c in search_candidates[:K]],
+        hybrid_strong=[h.record.id for h in fused.strong],
         hook_candidates=hook_candidates,
         search_candidates=search_candidates,
     )

@@ -174,16 +174,21 @@ def markdown(
         for label, key, target, dev, t in (
             ("recall@5", "recall5", "≥ 95%", pct(ds.get("recall5")), 0.95),
             ("hit@5", "hit5", "", "—", None),
-            ("unanswerable: nothing returned", "unanswerable_says_so", "≥ 90%",
+            ("answerable: an answer labelled strong", "answer_strong", "",
+             pct(ds.get("answer_strong")), None),
+            ("strong non-answers per answerable prompt", "strong_extra", "", "—", None),
+            ("unanswerable: says so (no strong hit)", "unanswerable_says_so", "≥ 90%",
              pct(ds.get("unanswerable_says_so")), 0.90),
-            ("unanswerable: a note says nothing relevant", "unanswerable_note", "", "—", None),
-            ("chit-chat: nothing returned", "chitchat_says_so", "", "—", None),
-            ("cross-project: nothing returned", "cross_project_says_so", "", "—", None),
+            ("unanswerable: nothing returned", "unanswerable_empty", "", "—", None),
+            ("unanswerable: a note says so", "unanswerable_note", "", "—", None),
+            ("chit-chat: no strong hit", "chitchat_says_so", "", "—", None),
+            ("cross-project: no strong hit", "cross_project_says_so", "", "—", None),
         ):  # fmt: skip
             cells = []
+            show = num if key == "strong_extra" else pct
             for column in COLUMNS:
-                value = figures[column][f"search_{mode}"][key]
-                cells.append(pct(value) + (goal(value, t) if t is not None else ""))
+                value = figures[column][f"search_{mode}"].get(key)
+                cells.append(show(value) + (goal(value, t) if t is not None else ""))
             lines.append(f"| {label} | {target} | {mode} | {' | '.join(cells)} | {dev} |")
         for label, key in (("records of another project", "leaks"),
                            ("superseded records", "superseded")):  # fmt: skip
@@ -192,12 +197,15 @@ def markdown(
     modes = {m: figures["overall"][f"search_{m}"]["modes"] for m in ("keyword", "hybrid")}
     lines += [
         "",
-        "How `ctx_search` says it has nothing today: an empty `results` list, with a `note` "
-        '("nothing relevant found: …") when records shared a word with the query but none '
-        "passed the relevance floor; a query without searchable words is refused with a tool "
-        "error (counted as nothing returned, its message as the note). It has no weak/strong "
-        "label on hits, so *nothing returned* is the only way it says so. Modes the server "
-        f"reported: keyword pass {modes['keyword']}, hybrid pass {modes['hybrid']}.",
+        "How `ctx_search` says it has no answer: every hit carries a `match` label, `strong` "
+        '(about what was asked) or `weak` (shares words or a topic), with a note ("no strong '
+        'match: …") when all are weak; or an empty `results` list, with a note ("nothing '
+        'relevant found: …") when nothing passed its floor; a query without searchable words is '
+        "refused with a tool error (counted as nothing returned, its message as the note). "
+        "*Says so* = no hit labelled strong. *An answer labelled strong* = the answer is returned "
+        "and labelled strong (a label that calls everything weak would say so always and score 0 "
+        "here). The labels' rule: docs/retrieval.md. Modes the server reported: keyword pass "
+        f"{modes['keyword']}, hybrid pass {modes['hybrid']}.",
         "",
         "DevBench column: "
         + (

@@ -24,6 +24,10 @@ through agentctx's public interfaces only, in a temporary ``AGENTCTX_HOME``:
    off (keyword ranking), then, after the records are embedded with the offline all-MiniLM-L6-v2
    the tests use (``benchmarks/minilm.py``; :func:`agentctx.embed.embed_pending`, as DevBench),
    with the model configured (hybrid; the run waits until the server reports ``mode: hybrid``).
+   Each hit's ``match`` label (strong or weak) is kept: ``ctx_search`` *says so* for a query it
+   cannot answer when it returns no strong hit (nothing, or weak hits only); for an answerable one
+   the report gives the share whose answer is returned *and* labelled strong, and the strong
+   non-answers, so a label that calls everything weak shows as worthless.
 
 Figures per part (tuning, held-out) and overall are in ``score``; DevBench's are read from
 ``benchmarks/results/eval.json`` (written by ``benchmarks/eval.py``). Writes
@@ -82,6 +86,8 @@ TARGETS = {
     "search_recall5": 0.95,
     "search_unanswerable_says_so": 0.90,
 }
+#: What one ctx_search call answered: ids, the ids labelled strong, the note, the mode.
+Answer = tuple[list[str], list[str], str | None, str]
 
 
 @dataclass
@@ -91,6 +97,7 @@ class Outcome:
     injected: list[str] = field(default_factory=list)
     tokens: int = 0
     search: dict[str, list[str]] = field(default_factory=dict)
+    strong: dict[str, list[str]] = field(default_factory=dict)  #: the hits labelled strong
     notes: dict[str, str | None] = field(default_factory=dict)
     modes: dict[str, str] = field(default_factory=dict)
 
@@ -263,8 +270,8 @@ def config_set(key: str, value: str, env: dict[str, str]) -> None:
 
 async def search_project(
     folder: Path, prompts: list[Prompt], env: dict[str, str], errlog: Path, *, hybrid: bool
-) -> dict[str, tuple[list[str], str | None, str]]:
-    """ctx_search over the real stdio server of ``folder``'s project: prompt id -> (ids, note, mode).
+) -> dict[str, Answer]:
+    """ctx_search over the real stdio server of ``folder``'s project: prompt id -> its Answer.
 
     A query the tool refuses (no searchable words) answers nothing; its message is the note.
     """
@@ -274,7 +281,7 @@ async def search_project(
         env={**env, "CLAUDE_PROJECT_DIR": str(folder)},
         cwd=str(folder),
     )
-    found: dict[str, tuple[list[str], str | None, str]] = {}
+    found: dict[str, Answer] = {}
     with errlog.open("a") as err:
         async with (
             stdio_client(params, errlog=err) as (read, write),
@@ -282,18 +289,21 @@ async def search_project(
         ):
             await session.initialize()
 
-            async def search(text: str) -> tuple[list[str], str | None, str]:
+            async def search(text: str) -> Answer:
                 result = await session.call_tool("ctx_search", {"query": text, "limit": K_SEARCH})
                 if result.is_error:
                     block = result.content[0]
-                    return [], block.text if isinstance(block, TextContent) else "error", "-"
+                    return [], [], block.text if isinstance(block, TextContent) else "error", "-"
                 data = result.structured_content
                 assert data is not None
-                return [hit["id"] for hit in data["results"]], data.get("note"), data["mode"]
+                hits = data["results"]
+                assert all(hit["match"] in ("strong", "weak") for hit in hits), hits
+                strong = [hit["id"] for hit in hits if hit["match"] == "strong"]
+                return [hit["id"] for hit in hits], strong, data.get("note"), data["mode"]
 
             if hybrid:  # the first search starts the model's background load: wait for it
                 began = time.monotonic()
-                while (await search(prompts[0].text))[2] != "hybrid":
+                while (await search(prompts[0].text))[3] != "hybrid":
                     if time.monotonic() - began > MODEL_WAIT:
                         raise SystemExit("the MCP server never answered in hybrid mode")
                     await anyio.sleep(0.5)
@@ -361,9 +371,18 @@ def score(data: Dataset, prompts: list[Prompt], outcomes: dict[str, Outcome]) ->
         search["hit5"] = share(
             [bool(set(p.answers) & set(outcomes[p.id].search[mode])) for p in answerable]
         )
+        # the labels: an answer labelled strong; strong hits that answer nothing
+        search["answer_strong"] = share(
+            [bool(set(p.answers) & set(outcomes[p.id].strong[mode])) for p in answerable]
+        )
+        search["strong_extra"] = mean(
+            [float(len(set(outcomes[p.id].strong[mode]) - set(p.answers))) for p in answerable]
+        )
         for kind in ("unanswerable", "chitchat", "cross_project"):
             group = of_kind[kind]
-            search[f"{kind}_says_so"] = share([not outcomes[p.id].search[mode] for p in group])
+            # says so: no hit labelled strong (nothing returned, or weak hits only)
+            search[f"{kind}_says_so"] = share([not outcomes[p.id].strong[mode] for p in group])
+            search[f"{kind}_empty"] = share([not outcomes[p.id].search[mode] for p in group])
             search[f"{kind}_note"] = share([bool(outcomes[p.id].notes[mode]) for p in group])
         search["leaks"] = [
             f"{p.id}:{key}"
@@ -389,8 +408,9 @@ def devbench_figures() -> dict[str, Any] | None:
     expected = {q["id"]: set(q["expected_tags"]) for q in queries if q["category"] != "negative"}
     negatives = [q["id"] for q in queries if q["category"] == "negative"]
     injected = results["answers"]["hook_injected"]
-    hybrid = results["answers"]["hybrid"]
-    keyword = results["answers"]["keyword"]
+    # says so: no strong hit (eval.py records the strong ones; before it did, nothing returned)
+    hybrid = results["answers"].get("hybrid_strong", results["answers"]["hybrid"])
+    keyword = results["answers"].get("keyword_strong", results["answers"]["keyword"])
     return {
         "source": "benchmarks/results/eval.json (benchmarks/eval.py), 'with_keywords'",
         "questions": len(queries),
@@ -403,10 +423,12 @@ def devbench_figures() -> dict[str, Any] | None:
         "search_keyword": {
             "recall5": results["scores"]["keyword"]["overall"]["recall"],
             "unanswerable_says_so": share([not keyword[q] for q in negatives]),
+            "answer_strong": share([bool(e & set(keyword[q])) for q, e in expected.items()]),
         },
         "search_hybrid": {
             "recall5": results["scores"]["hybrid"]["overall"]["recall"],
             "unanswerable_says_so": share([not hybrid[q] for q in negatives]),
+            "answer_strong": share([bool(e & set(hybrid[q])) for q, e in expected.items()]),
         },
     }
 
@@ -464,8 +486,9 @@ async def search_all(
     for name, folder in folders.items():
         prompts = [p for p in data.prompts if p.project == name]
         found = await search_project(folder, prompts, env, errlog, hybrid=hybrid)
-        for prompt_id, (ids, note, served) in found.items():
+        for prompt_id, (ids, strong, note, served) in found.items():
             outcomes[prompt_id].search[mode] = [to_key[i] for i in ids]
+            outcomes[prompt_id].strong[mode] = [to_key[i] for i in strong]
             outcomes[prompt_id].notes[mode] = note
             outcomes[prompt_id].modes[mode] = served
 
@@ -525,6 +548,7 @@ def main() -> None:
                 "injected": outcomes[p.id].injected,
                 "tokens": outcomes[p.id].tokens,
                 "search": outcomes[p.id].search,
+                "strong": outcomes[p.id].strong,
                 "notes": outcomes[p.id].notes,
             }
             for p in data.prompts

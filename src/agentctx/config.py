@@ -73,8 +73,8 @@ SETTINGS: dict[str, tuple[str, Any, str]] = {
     "retrieval.min_relevance": (
         "float",
         0.3,
-        "relevance floor of the prompt hook and ctx_search: the share of a prompt's term weight a "
-        "record must match (0 = no floor)",
+        "relevance floor of the prompt hook: the share of a prompt's term weight a record must "
+        "match (0 = no floor); ctx_search keeps from the lower of this and 0.2 and labels its hits",
     ),
     "retrieval.min_similarity": (
         "float",

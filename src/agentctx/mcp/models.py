@@ -26,6 +26,12 @@ class IndexEntry(BaseModel):
     score: float = Field(
         description="Higher is better; comparable within one result only (see mode)."
     )
+    match: Literal["strong", "weak"] | None = Field(
+        default=None,
+        description="strong: about what the query asks (close in meaning, or holds all its "
+        "distinctive words); weak: only shares words or a topic with it. None: not judged "
+        "(fallback search).",
+    )
 
 
 class SearchResults(BaseModel):
@@ -41,8 +47,9 @@ class SearchResults(BaseModel):
         default=None,
         description="Why there are no results, when there are none: no record linked to the "
         "file, or nothing relevant (records share a word with the query, none is close to it); "
-        "and why the search ran keyword-only, when it did (embeddings off, model not available or "
-        "still loading, no vectors yet).",
+        "'no strong match' when every hit is weak (the store may not answer the query); and why "
+        "the search ran keyword-only, when it did (embeddings off, model not available or still "
+        "loading, no vectors yet).",
     )
     degraded: str | None = Field(default=None, description="Why a fallback search ran, if any.")
 

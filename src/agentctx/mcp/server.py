@@ -180,8 +180,10 @@ async def ctx_search(
     ] = 10,
 ) -> SearchResults:
     """Search the project's memory by keywords (and by meaning once the embedding model is
-    loaded); returns a compact index (id, type, title, age, confidence, score), no bodies. Call
-    ctx_get with the ids you need to read them in full."""
+    loaded); returns a compact index (id, type, title, age, confidence, score, match), no bodies.
+    match is strong when a hit is about what was asked, weak when it only shares words or a topic;
+    a note says "no strong match" when every hit is weak (the store may not know). Call ctx_get
+    with the ids you need to read them in full."""
     limit = min(limit, SEARCH_MAX)
     return await (await _backend(ctx)).search(query, type, file, scope, as_of, limit)
 

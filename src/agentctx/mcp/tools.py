@@ -67,6 +67,16 @@ log = logging.getLogger("agentctx.mcp")
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: ``ctx_search``'s note when every hit is labelled weak (hybrid.strength).
+_NO_STRONG = (
+    "no strong match: these hits only share words or a topic with the query; "
+    "the store may not answer it"
+)
+_NO_STRONG_THIN = (
+    "no strong match: the query has too few distinctive words to tell; "
+    "name the thing you look for (a library, file, error or term)"
+)
+
 _COMMANDS = ("test", "build", "lint", "format", "typecheck", "run")
 _NAMED_FACTS = ("stack", "languages", "package_manager", "entry_points")
 
@@ -181,6 +191,12 @@ class Backend:
                 f"nothing relevant found: {result.dropped} record(s) share a word with the query "
                 "but none is close enough to it; the store has no answer to this, or try other words"
             )
+        elif (
+            hits
+            and result.match
+            and not any(result.match.get(h.record.id) == "strong" for h in hits)
+        ):
+            notes.append(_NO_STRONG_THIN if result.thin else _NO_STRONG)
         if result.mode == "keyword":
             notes.append(f"keyword-only search: {self._keyword_only_reason()}")
         note = "; ".join(notes) or None
@@ -193,6 +209,7 @@ class Backend:
                     age=clock.age_label(h.record.valid_from),
                     confidence=h.record.confidence,
                     score=float(f"{h.score:.4g}"),
+                    match=result.match.get(h.record.id),
                 )
                 for h in hits
             ],

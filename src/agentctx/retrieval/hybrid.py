@@ -11,16 +11,25 @@ recency and pins reach the fused order through the keyword list. The fused score
 ``2 / 61``) replaces the rerank score: RRF ranks, it does not calibrate, so a score compares hits
 of one result only. Records not embedded yet (``pending_embedding``) are found by keywords only.
 
-The relevance floor (:class:`Floor`, from the settings by :func:`floor_for`): ranking alone fills
-every page, whatever is asked. In keyword mode a hit is kept when its keyword relevance
-(:func:`agentctx.core.search.judge`, the prompt hook's measure) reaches
-``retrieval.min_relevance``. In hybrid mode a hit is kept when its cosine similarity to the query
-reaches the model's floor (:data:`SIMILARITY_FLOOR`, or ``retrieval.min_similarity``), or, for
-exact words that vectors blur (identifiers, error strings), when its keyword relevance reaches
-:data:`KEYWORD_ALONE`, stricter than the hook's because the vectors answer the paraphrases a single
-shared word stood for. A model without a measured floor gets none in hybrid mode: a cosine scale is
-the model's own. Searches of the past (``as_of``, superseded versions) and the LIKE fallback apply
-no floor. Calibration: benchmarks/results/eval.md and own_eval.md.
+The relevance floor (:class:`Floor`, from the settings by :func:`floor_for`) is loose on purpose:
+an agent is better served by the top hits with an honest label than by a floor that hides a true
+answer (issue 14, docs/retrieval.md). In keyword mode a hit is kept when its keyword relevance
+(:func:`agentctx.core.search.judge`, the prompt hook's measure) reaches :data:`SEARCH_RELEVANCE`
+(or a lower ``retrieval.min_relevance``; 0 keeps every hit). In hybrid mode a hit is kept when its
+cosine similarity to the query reaches the model's floor (:data:`SIMILARITY_FLOOR`, or
+``retrieval.min_similarity``), or its keyword relevance reaches that same keyword floor (exact words
+that vectors blur: identifiers, error strings). A model without a measured floor gets none in
+hybrid mode: a cosine scale is the model's own. Searches of the past (``as_of``, superseded
+versions) and the LIKE fallback apply no floor.
+
+Every kept hit is labelled (:func:`strength`): ``strong`` when the signals say it is about what was
+asked, else ``weak`` (it shares words or a topic with the query). Strong: a query with enough
+content (:func:`agentctx.core.search.content` ≥ ``MIN_CONTENT``, the hook's own rule) and a hit
+whose cosine reaches the model's :data:`STRONG_SIMILARITY`, or that holds all the query's
+distinctive words (keyword relevance ≥ :data:`STRONG_RELEVANCE`; a rare identifier carries most
+of that weight) without being far from it in meaning (cosine at the floor). A model without
+measured values is judged by keywords alone, as keyword mode is. The LIKE fallback labels nothing
+(no term weights). Calibration: benchmarks/results/precision_eval.md (tuning part), eval.md.
 
 :class:`QueryModel` is the server's lazily loaded model: nothing loads at start-up (the server must
 answer ``tools/list`` fast, and imports no numpy or fastembed); the first search that could use
@@ -34,7 +43,7 @@ from __future__ import annotations
 import json
 import logging
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -67,32 +76,77 @@ _COLUMNS_SQL = ", ".join(f"r.{name}" for name in COLUMNS)
 
 
 #: Cosine floors of ``ctx_search``'s vector hits, by embedding model name (``Embedder.name``):
-#: measured on the evals, between the most similar unanswerable question's nearest record and the
-#: answers (benchmarks/results/eval.md). A model not listed has no floor.
-SIMILARITY_FLOOR: dict[str, float] = {"sentence-transformers/all-MiniLM-L6-v2": 0.32}
-#: In hybrid mode, the keyword relevance that keeps a hit below the cosine floor.
-KEYWORD_ALONE = 0.4
+#: measured on the tuning data (benchmarks/precision_eval/tune_search.py; the answers' similarity
+#: against the unanswerable queries' nearest records). A model not listed has no floor.
+SIMILARITY_FLOOR: dict[str, float] = {"sentence-transformers/all-MiniLM-L6-v2": 0.30}
+#: The cosine at which a hit is ``strong`` on its own, by model (measured as the floor is). A model
+#: not listed is labelled by its keyword relevance alone.
+STRONG_SIMILARITY: dict[str, float] = {"sentence-transformers/all-MiniLM-L6-v2": 0.55}
+#: ``ctx_search``'s keyword floor: the relevance that keeps a hit (keyword mode) or a hit below the
+#: cosine floor (hybrid mode). Looser than the hook's ``retrieval.min_relevance`` (0.3): the
+#: labels, not the floor, tell an answer from a hit that shares a word.
+SEARCH_RELEVANCE = 0.2
+#: The keyword relevance of a ``strong`` hit: every distinctive word of the query (the share of its
+#: heaviest terms' weight, :func:`agentctx.core.search.relevance`, up to rounding).
+STRONG_RELEVANCE = 0.99
 #: Hits judged per lookup while a page is filled (the floor's term lookups cost per hit).
 JUDGE_BATCH = 20
+
+Match = Literal["strong", "weak"]
 
 
 @dataclass(frozen=True, slots=True)
 class Floor:
-    """What a search keeps: keyword ``relevance`` (0: no floor at all) and, in hybrid mode, the
-    model's cosine ``similarity`` (None: no floor) or ``keyword_alone`` relevance."""
+    """What a search keeps and how it labels what it keeps.
+
+    Kept: keyword ``relevance`` (0: no floor at all) and, in hybrid mode, the model's cosine
+    ``similarity`` (None: no floor) or ``keyword_alone`` relevance. Labelled ``strong``
+    (:func:`strength`): cosine ≥ ``strong_similarity`` (None: the model has no measured value), or
+    relevance ≥ ``strong_relevance`` with a cosine at the floor; a query whose terms' content is
+    below ``min_content`` has weak hits only.
+    """
 
     relevance: float
     similarity: float | None = None
-    keyword_alone: float = KEYWORD_ALONE
+    keyword_alone: float = SEARCH_RELEVANCE
+    strong_similarity: float | None = None
+    strong_relevance: float = STRONG_RELEVANCE
+    min_content: float = keyword.MIN_CONTENT
 
 
 def floor_for(settings: Mapping[str, Any], model: str | None) -> Floor:
-    """The floor of the settings (``retrieval.min_relevance``, ``retrieval.min_similarity``)."""
-    relevance = float(settings.get("retrieval.min_relevance", keyword.MIN_RELEVANCE))
+    """The floor of the settings (``retrieval.min_relevance`` can only lower
+    :data:`SEARCH_RELEVANCE`; ``retrieval.min_similarity`` replaces the model's cosine floor)."""
+    relevance = min(
+        float(settings.get("retrieval.min_relevance", keyword.MIN_RELEVANCE)), SEARCH_RELEVANCE
+    )
     similarity = float(settings.get("retrieval.min_similarity") or 0.0) or None
     if similarity is None and model is not None:
         similarity = SIMILARITY_FLOOR.get(model)
-    return Floor(relevance, similarity, max(KEYWORD_ALONE, relevance))
+    strong = STRONG_SIMILARITY.get(model) if model is not None else None
+    return Floor(relevance, similarity, relevance, strong)
+
+
+def strength(
+    floor: Floor, similarity: float | None, relevance: float, content: float, *, hybrid: bool
+) -> Match:
+    """The label of one kept hit: ``strong`` when it is about what the query asks, else ``weak``.
+
+    ``similarity``: the hit's cosine (None outside the vector ranking); ``relevance``: its keyword
+    relevance; ``content``: the query's (:func:`agentctx.core.search.content`); ``hybrid``: the
+    search ranked by vectors too. Without a measured strong cosine (keyword mode, or a model
+    without one) a hit is strong by its keyword relevance alone.
+    """
+    if content < floor.min_content:
+        return "weak"  # "run it again": too few distinctive words to be sure of anything
+    if not hybrid or floor.strong_similarity is None:
+        return "strong" if relevance >= floor.strong_relevance else "weak"
+    if similarity is None:
+        return "weak"  # not even among the nearest vectors
+    if similarity >= floor.strong_similarity:
+        return "strong"
+    near = floor.similarity if floor.similarity is not None else 0.0
+    return "strong" if relevance >= floor.strong_relevance and similarity >= near else "weak"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +155,8 @@ class Ranked:
 
     ``dropped``: candidates the relevance floor removed; ``considered``: the candidates ranked
     before the floor and ``within`` (so a caller can tell an exhausted search from a short page).
+    ``match``: each hit's label by id (:func:`strength`; empty when the search labels nothing: no
+    floor given, or the LIKE fallback); ``thin``: the query had too little content to be sure.
     """
 
     hits: list[SearchHit]
@@ -108,6 +164,13 @@ class Ranked:
     degraded: str | None = None
     dropped: int = 0
     considered: int = 0
+    match: dict[str, Match] = field(default_factory=dict)
+    thin: bool = False
+
+    @property
+    def strong(self) -> list[SearchHit]:
+        """The hits labelled ``strong``."""
+        return [hit for hit in self.hits if self.match.get(hit.record.id) == "strong"]
 
 
 async def has_vectors(store: Store) -> bool:
@@ -178,9 +241,11 @@ async def hybrid_search(
     """
     depth = max(DEPTH, query.limit)
     found = await store.search(replace(query, limit=depth))
+    labels = floor if found.degraded is None else None  # no term weights in the LIKE fallback
     if found.degraded is not None or query.as_of is not None or query.include_superseded:
-        floor = None  # no term weights in the LIKE fallback; the past is searched on purpose
+        floor = None  # the past is searched on purpose: every hit, labelled
     similarity: dict[str, float] | None = None
+    judge = KeywordJudge(store, query.text)  # one weighing of the query for the floor and labels
     if embedder is None:
         hits: list[SearchHit] = found.hits
         mode: Mode = "keyword"
@@ -193,7 +258,8 @@ async def hybrid_search(
             reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
             note = f"vector search failed ({reason}); keyword ranking only"
             degraded = "; ".join(filter(None, [found.degraded, note]))
-            ranked = await _judged(store, query, found.hits, floor, within, None, "keyword")
+            ranked = await _judged(query, found.hits, floor, within, None, "keyword", judge)
+            ranked = await _labelled(ranked, labels, None, judge)
             return replace(ranked, degraded=degraded)
         records = {hit.record.id: hit.record for hit in found.hits}
         similarity = {}
@@ -206,18 +272,41 @@ async def hybrid_search(
         hits = [SearchHit(records[i], score) for i, score in fused]
         mode = "hybrid"
         degraded = found.degraded
-    ranked = await _judged(store, query, hits, floor, within, similarity, mode)
+    ranked = await _judged(query, hits, floor, within, similarity, mode, judge)
+    ranked = await _labelled(ranked, labels, similarity, judge)
     return replace(ranked, degraded=degraded)
 
 
+async def _labelled(
+    ranked: Ranked, floor: Floor | None, similarity: Mapping[str, float] | None, judge: KeywordJudge
+) -> Ranked:
+    """``ranked`` with each hit's label (:func:`strength`); unchanged without a ``floor``."""
+    if floor is None or not ranked.hits:
+        return ranked
+    content = keyword.content(judge.terms)
+    scores = await judge.relevance([hit.record.id for hit in ranked.hits])
+    sims = similarity or {}
+    match = {
+        hit.record.id: strength(
+            floor,
+            sims.get(hit.record.id),
+            scores.get(hit.record.id, 0.0),
+            content,
+            hybrid=similarity is not None,
+        )
+        for hit in ranked.hits
+    }
+    return replace(ranked, match=match, thin=content < floor.min_content)
+
+
 async def _judged(
-    store: Store,
     query: SearchQuery,
     hits: Sequence[SearchHit],
     floor: Floor | None,
     within: Collection[str] | None,
     similarity: Mapping[str, float] | None,
     mode: Mode,
+    judge: KeywordJudge,
 ) -> Ranked:
     """The first ``query.limit`` hits (of ``within``) that pass ``floor``, judged in batches.
 
@@ -233,7 +322,6 @@ async def _judged(
         needed = floor.keyword_alone
     sims = similarity or {}
     vouched = floor.similarity if similarity is not None else None
-    judge = KeywordJudge(store, query.text)
     kept: list[SearchHit] = []
     dropped = 0
     for start in range(0, len(pool), JUDGE_BATCH):
@@ -254,12 +342,13 @@ async def _judged(
 
 class KeywordJudge:
     """The keyword relevance of records to one query text (:func:`agentctx.core.search.judge`, the
-    hook's measure), with the query's term weights fetched once."""
+    hook's measure), with the query's term weights fetched once and each record judged once."""
 
     def __init__(self, store: Store, text: str) -> None:
         self.store = store
         self.terms = keyword.query_terms(text)
         self._weights: tuple[list[str], dict[str, float], float, int] | None = None
+        self._known: dict[str, float] = {}
 
     async def relevance(self, ids: Sequence[str]) -> dict[str, float]:
         """Exact relevance by id (0 for a record that matches none of the searched terms)."""
@@ -268,9 +357,12 @@ class KeywordJudge:
         if self._weights is None:
             self._weights = await self.store.run(keyword.weigh(self.terms))
         chosen, weights, denominator, matches = self._weights
-        return await self.store.run(
-            keyword.judge(chosen, weights, denominator, ids, matches=matches)
-        )
+        unknown = [i for i in dict.fromkeys(ids) if i not in self._known]
+        if unknown:
+            self._known |= await self.store.run(
+                keyword.judge(chosen, weights, denominator, unknown, matches=matches)
+            )
+        return {i: self._known[i] for i in ids}
 
 
 class QueryModel:
