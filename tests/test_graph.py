@@ -15,12 +15,17 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 import sqlean
+from anthropic import AsyncAnthropic
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
 from agentctx.core import home
+from agentctx.core.errors import ValidationError
 from agentctx.core.project import identify
-from tests.helpers import payload, run_hook, seed
+from agentctx.extract import extract_session, prompt
+from agentctx.store import Store
+from tests.helpers import fixtures_dir, payload, run_hook, seed
+from tests.messages_server import MessagesServer, ToolUseReply
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -132,3 +137,208 @@ async def test_related_on_an_edited_file_returns_the_sessions_test_failure(
     # README.md was written in the same session but after the failure: reached only through the
     # session and the source file it shares with the failure, never as a direct link
     assert [(e["id"], e["hops"]) for e in on_readme["results"]] == [(failure_id, 3)]
+
+
+# -- extraction: entries name their code, and the graph gains nodes and edges ------------------------
+
+SPOTTER = "spotter-tool_heavy.jsonl"  # a real session: xterm.js scrollback in assets/js/app.js
+SPOTTER_SID = "d6e0bada-1959-4eec-a9d2-0bfade768d8f"
+SPOTTER_CWD = "/home/marco/projects/spotter"
+
+
+def spotter_in(project_dir: Path, folder: Path) -> Path:
+    """The real transcript, byte for byte but for its cwd: the session ran in ``project_dir``."""
+    text = (fixtures_dir() / "transcripts" / SPOTTER).read_text()
+    assert text.count(SPOTTER_CWD) > 10
+    path = folder / f"{SPOTTER_SID}.jsonl"
+    path.write_text(text.replace(SPOTTER_CWD, str(project_dir)))
+    return path
+
+
+def spotter_extraction(project_dir: Path) -> ToolUseReply:
+    """What the model answers for the spotter session: entries that name their code."""
+    app = str(project_dir / "assets" / "js" / "app.js")  # absolute, as the transcript shows it
+    return ToolUseReply(
+        prompt.TOOL_NAME,
+        {
+            "flush_ok": False,
+            "decisions": [
+                {
+                    "what": "The web terminal keeps xterm.js and fixes scrolling in the page",
+                    "confidence": "explicit",
+                    "entities": [{"kind": "package", "name": "xterm"}],
+                }
+            ],
+            "conventions": [
+                {
+                    "scope": "file",
+                    "convention": "Terminal scroll handling lives in assets/js/app.js",
+                    "confidence": "inferred",
+                    "entities": [
+                        {"kind": "file", "name": app},
+                        {"kind": "module", "name": "assets/js"},
+                    ],
+                }
+            ],
+            "bugfixes": [
+                {
+                    "problem": "Scrolling back in the xterm.js terminal did nothing",
+                    "fix": "stop the outer page from capturing wheel events over the terminal",
+                    "files": ["./assets/js/app.js"],
+                    "entities": [
+                        {"kind": "symbol", "name": "Terminal.attachCustomWheelEventHandler"}
+                    ],
+                }
+            ],
+        },
+    )
+
+
+async def extract_spotter(project_dir: Path, tmp_path: Path, reply: ToolUseReply) -> Any:
+    path = spotter_in(project_dir, tmp_path)
+    with MessagesServer(replies=[reply]) as server:
+        async with (
+            await Store.open() as store,
+            AsyncAnthropic(base_url=server.url, api_key="sk-test-key", max_retries=0) as api,
+        ):
+            report = await extract_session(store, SPOTTER_SID, transcript=str(path), client=api)
+    (request,) = server.messages_requests()
+    return report, request
+
+
+def graph_rows() -> list[tuple[str, str, str, str]]:
+    """(record type, rel, node kind, node name) of every edge from a record to a node."""
+    found = query(
+        "SELECT r.type, e.rel_type, n.kind, n.name FROM edges e "
+        "JOIN records r ON r.id = e.from_id JOIN nodes n ON n.id = e.to_id "
+        "ORDER BY r.type, e.rel_type, n.kind, n.name"
+    )
+    return [tuple(row) for row in found]
+
+
+@pytest.mark.usefixtures("api_key")
+async def test_extraction_of_a_real_transcript_writes_nodes_and_edges(
+    project_dir: Path, agentctx_home: Path, tmp_path: Path
+) -> None:
+    report, request = await extract_spotter(project_dir, tmp_path, spotter_extraction(project_dir))
+    assert (
+        "scrolling back in xterm.js still does not work" in request.body["messages"][0]["content"]
+    )
+    entities = request.body["tools"][0]["input_schema"]["properties"]["conventions"]["items"]
+    assert entities["properties"]["entities"]["items"]["properties"]["kind"]["enum"] == [
+        "file",
+        "module",
+        "package",
+        "symbol",
+    ]
+    assert report.status == "extracted"
+    assert report.written == {"decision": 1, "convention": 1, "bugfix": 1}
+    assert (report.linked, report.entities_dropped) == (5, 0)
+    assert graph_rows() == [
+        ("bugfix", "applies_to", "file", "assets/js/app.js"),
+        ("bugfix", "applies_to", "symbol", "Terminal.attachCustomWheelEventHandler"),
+        ("convention", "applies_to", "file", "assets/js/app.js"),  # made relative to the root
+        ("convention", "applies_to", "module", "assets/js"),
+        ("decision", "scoped_to", "package", "xterm"),
+    ]
+    pid = identify(str(project_dir)).project_id
+    assert {row[0] for row in query("SELECT DISTINCT project_id FROM nodes")} == {pid}
+
+    # the real stdio server walks the new edges, from a file and from a package, module or symbol
+    on_app, on_xterm, on_symbol, on_module = await related(
+        project_dir,
+        agentctx_home,
+        "assets/js/app.js",
+        "xterm",
+        "Terminal.attachCustomWheelEventHandler",
+        "assets/js",
+    )
+    titles = {r["id"]: r["title"] for r in on_app["results"]}
+
+    def seen(answer: dict[str, Any]) -> list[tuple[str, int]]:
+        return [(e["type"], e["hops"]) for e in answer["results"]]
+
+    assert (on_app["file"], on_app["known"]) == ("assets/js/app.js", True)
+    assert seen(on_app) == [("convention", 1), ("bugfix", 1)]
+    assert "Terminal scroll handling lives in assets/js/app.js" in titles.values()
+    assert (on_xterm["file"], seen(on_xterm)) == ("xterm", [("decision", 1)])
+    assert seen(on_symbol) == [
+        ("bugfix", 1),
+        ("convention", 3),
+    ]  # symbol, bugfix, app.js, convention
+    assert seen(on_module) == [("convention", 1), ("bugfix", 3)]
+
+
+@pytest.mark.usefixtures("api_key")
+async def test_bad_entities_are_dropped_and_counted_the_entries_kept(
+    project_dir: Path, tmp_path: Path
+) -> None:
+    secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    bad: list[Any] = [
+        {"kind": "branch", "name": "main"},  # a node kind, but not one extraction names
+        {"kind": "class", "name": "Terminal"},
+        {"kind": "symbol", "name": "x" * 201},  # over the length limit
+        {"kind": "symbol", "name": "   "},
+        {"kind": "symbol", "name": "two\nlines"},
+        {"kind": "file", "name": "../../etc/passwd"},  # out of the project
+    ]
+    more: list[Any] = [
+        {"kind": "symbol", "name": secret},  # a secret is not a code entity
+        {"kind": "module", "name": 42},
+        "assets/js",
+        {"kind": "module", "name": "assets/js"},  # the one good entity
+    ]
+    reply = ToolUseReply(
+        prompt.TOOL_NAME,
+        {
+            "flush_ok": False,
+            "conventions": [
+                {
+                    "convention": "Scroll code lives with the terminal",
+                    "confidence": "inferred",
+                    "entities": bad[:5],
+                },
+                {
+                    "convention": "Wheel events stop at the terminal",
+                    "confidence": "inferred",
+                    "entities": [bad[5], *more, {"kind": "symbol", "name": "Terminal"}],
+                },
+            ],
+            "gotchas": [
+                {
+                    "pattern": "The page captures wheel events",
+                    "why_it_matters": "no scrollback",
+                    "entities": "assets/js/app.js",
+                },
+            ],
+            "bugfixes": [
+                {
+                    "problem": "Scrollback broken",
+                    "fix": "handle wheel in the terminal",
+                    "files": ["/etc/hosts", "", 7],
+                },
+            ],
+        },
+    )
+    report, _ = await extract_spotter(project_dir, tmp_path, reply)
+    assert report.written == {"convention": 2, "discovery": 1, "bugfix": 1}
+    assert report.dropped == 0
+    # 5; 4 of the first 5 and the 6th (cut by the cap of 5); the list that is a string; the file ""
+    assert report.entities_dropped == 5 + 5 + 1 + 1
+    assert report.linked == 2
+    assert graph_rows() == [
+        ("bugfix", "applies_to", "file", "/etc/hosts"),  # absolute outside the root: kept as is
+        ("convention", "applies_to", "module", "assets/js"),
+    ]
+    assert not query("SELECT 1 FROM nodes WHERE name LIKE '%ghp_%' OR name LIKE '%passwd%'")
+
+
+def test_relate_refuses_what_the_parse_drops() -> None:
+    """The write rule itself refuses a kind or name the parse would drop (one rule, two guards)."""
+    from agentctx.core import writes
+
+    assert writes.entity_problem("symbol", "Terminal.open") is None
+    for kind, name in (("branch", "main"), ("symbol", ""), ("module", "a" * 201), ("file", "a\tb")):
+        assert writes.entity_problem(kind, name) is not None
+        with pytest.raises(ValidationError):
+            next(writes.relate("R", "P", kind, name, "2026-01-01T00:00:00.000000Z"))

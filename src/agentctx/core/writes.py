@@ -331,28 +331,38 @@ def link_session_files(record_id: str, project_id: str, session_id: str, until: 
 ENTITY_RELS = {
     "file": "applies_to",
     "module": "applies_to",
-    "symbol": "applies_to",
     "package": "scoped_to",
+    "symbol": "applies_to",
 }
 #: The longest node name an extraction may write (a path, a dotted module, a qualified symbol).
 ENTITY_NAME_MAX = 200
 
 
-def relate(record_id: str, project_id: str, kind: str, name: str, at: str) -> Plan[str]:
+def relate(record_id: str, project_id: str, kind: str, name: str, at: str) -> Plan[bool]:
     """Say what a record is about, as extraction states it: the node, and an edge record → node.
 
-    The edge is ``applies_to`` or ``scoped_to`` by the node's kind (:data:`ENTITY_RELS`); the id of
-    the node. :class:`ValidationError` for a kind outside them or a name that is empty, longer
-    than :data:`ENTITY_NAME_MAX` or holds a control character.
+    The edge is ``applies_to`` or ``scoped_to`` by the node's kind (:data:`ENTITY_RELS`); False
+    when it was there already. :class:`ValidationError` (:func:`entity_problem`) for a kind
+    outside them or a name that is empty, longer than :data:`ENTITY_NAME_MAX` or not printable.
     """
-    rel = ENTITY_RELS.get(kind)
-    if rel is None:
-        raise ValidationError(f"entity kind {kind!r} is not one of: {', '.join(ENTITY_RELS)}")
-    if not name or len(name) > ENTITY_NAME_MAX or not name.isprintable():
-        raise ValidationError(f"entity name {name[:40]!r} is empty, too long or not printable")
+    problem = entity_problem(kind, name)
+    if problem is not None:
+        raise ValidationError(problem)
     node_id = yield from node(project_id, kind, name, at)
-    yield from edge(record_id, node_id, rel, at)
-    return node_id
+    return (yield from edge(record_id, node_id, ENTITY_RELS[kind], at))
+
+
+def entity_problem(kind: object, name: object) -> str | None:
+    """Why an extracted entity cannot be written (None when it can): the rule :func:`relate` keeps."""
+    if kind not in ENTITY_RELS:
+        return f"entity kind {kind!r} is not one of: {', '.join(ENTITY_RELS)}"
+    if not isinstance(name, str) or not name.strip():
+        return "an entity needs a name"
+    if len(name) > ENTITY_NAME_MAX:
+        return f"entity name is {len(name)} characters, over the limit of {ENTITY_NAME_MAX}"
+    if not name.isprintable():
+        return "entity name holds a control character"
+    return None
 
 
 def update_body(record_id: str, body: str, keywords: Iterable[str] | str = "") -> Plan[None]:
