@@ -342,3 +342,31 @@ def test_relate_refuses_what_the_parse_drops() -> None:
         assert writes.entity_problem(kind, name) is not None
         with pytest.raises(ValidationError):
             next(writes.relate("R", "P", kind, name, "2026-01-01T00:00:00.000000Z"))
+
+
+@pytest.mark.usefixtures("api_key")
+async def test_the_dashboard_draws_the_new_nodes_and_edges(
+    project_dir: Path, tmp_path: Path
+) -> None:
+    import numpy as np
+
+    from agentctx.web import graph
+    from agentctx.web.views.graph import drawing
+
+    await extract_spotter(project_dir, tmp_path, spotter_extraction(project_dir))
+    pid = identify(str(project_dir)).project_id
+    async with await Store.open() as store:
+        drawn = await graph.load(store, pid)
+        [convention] = await store.list_records(pid, types=("convention",))
+        linked = await graph.entities(store, convention.id)
+    kinds = sorted(node.kind for node in drawn.nodes if node.kind != "record")
+    assert kinds == ["file", "module", "package", "symbol"]
+    rels = sorted(edge.rel for edge in drawn.edges)
+    assert rels == ["applies_to"] * 4 + ["scoped_to"]
+    svg = str(drawing(drawn, np.zeros((len(drawn.nodes), 2)) + 50.0))
+    for css in ("node module", "node package", "node symbol", "edge rel-scoped_to"):
+        assert f'class="{css}' in svg, css
+    assert [(e["kind"], e["name"]) for e in linked] == [
+        ("file", "assets/js/app.js"),
+        ("module", "assets/js"),
+    ]
