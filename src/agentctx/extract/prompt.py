@@ -50,8 +50,6 @@ _ENTITIES = {
         },
         "required": ["kind", "name"],
     },
-    "description": "The code this entry is about, as named in the transcript: a file (path "
-    "relative to the project root), a module, a package, or a symbol (function, class, method).",
 }
 
 #: The categories a preference may name (the schema's enum; apply.py drops any other).
