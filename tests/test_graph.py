@@ -91,13 +91,18 @@ def ok(result: CallToolResult) -> dict[str, Any]:
     return data
 
 
-async def related(project_dir: Path, agentctx_home: Path, *names: str) -> list[dict[str, Any]]:
-    """``ctx_related`` of each name, over one real stdio session."""
+async def related(
+    project_dir: Path, agentctx_home: Path, *names: str, search: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """``ctx_related`` of each name (then ``ctx_search`` with ``search``), over one real stdio
+    session."""
     answers = []
     with anyio.fail_after(DEADLINE):
         async with Client(server_params(project_dir, agentctx_home)) as client:
             for name in names:
                 answers.append(ok(await client.call_tool("ctx_related", {"file": name})))
+            if search is not None:
+                answers.append(ok(await client.call_tool("ctx_search", search)))
     return answers
 
 
@@ -245,13 +250,14 @@ async def test_extraction_of_a_real_transcript_writes_nodes_and_edges(
     assert {row[0] for row in query("SELECT DISTINCT project_id FROM nodes")} == {pid}
 
     # the real stdio server walks the new edges, from a file and from a package, module or symbol
-    on_app, on_xterm, on_symbol, on_module = await related(
+    on_app, on_xterm, on_symbol, on_module, searched = await related(
         project_dir,
         agentctx_home,
         "assets/js/app.js",
         "xterm",
         "Terminal.attachCustomWheelEventHandler",
         "assets/js",
+        search={"query": "xterm terminal scroll", "file": "assets/js/app.js"},
     )
     titles = {r["id"]: r["title"] for r in on_app["results"]}
 
@@ -267,6 +273,8 @@ async def test_extraction_of_a_real_transcript_writes_nodes_and_edges(
         ("convention", 3),
     ]  # symbol, bugfix, app.js, convention
     assert seen(on_module) == [("convention", 1), ("bugfix", 3)]
+    # the file filter of ctx_search reads the same edges: the decision on xterm is not on app.js
+    assert sorted(e["type"] for e in searched["results"]) == ["bugfix", "convention"]
 
 
 @pytest.mark.usefixtures("api_key")
