@@ -114,11 +114,9 @@ def parse(output: Any) -> Parsed:
             result.dropped += 1
             continue
         for item in items:
-            entry = make(item) if isinstance(item, dict) else None
-            if entry is None:
+            if not isinstance(item, dict) or (entry := make(item)) is None:
                 result.dropped += 1
                 continue
-            assert isinstance(item, dict)
             entry.entities, bad = _entities(item, entry.files)
             result.entities_dropped += bad
             result.entries.append(entry)

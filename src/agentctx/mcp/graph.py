@@ -2,10 +2,9 @@
 
 ``ctx_related`` walks the store's graph (``record_entities`` and ``edges``) from a file's node, or
 from a module, package or symbol named as extraction stored it, and the ``file`` filter of
-``ctx_search`` keeps the records linked to a file. No public ``Store`` method
-runs this SQL, and the store's connection is private, so the functions here take a plain read-only
-connection (``Store.read_sync`` runs them in a worker thread; a WAL reader never blocks the
-writer).
+``ctx_search`` keeps the records linked to a file. No public ``Store`` method runs this SQL, and the
+store's connection is private, so the functions here take a plain read-only connection
+(``Store.read_sync`` runs them in a worker thread; a WAL reader never blocks the writer).
 """
 
 from __future__ import annotations
@@ -70,7 +69,7 @@ def anchor_kinds(conn: Any, project_id: str, names: list[str], entity: str) -> l
 def related_rows(
     conn: Any, project_id: str, allowed: tuple[str, ...], names: list[str], entity: str = ""
 ) -> tuple[bool, list[Any]]:
-    """Whether the start is known, and the current records within RELATED_HOPS links of it (``hops``).
+    """Whether the start is known, and the current records within RELATED_HOPS links (``hops``).
 
     The start is the file stored under one of ``names``, and the module, package or symbol named
     ``entity`` (the name as given) when there is one. The walk goes both ways along
