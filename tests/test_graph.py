@@ -1,8 +1,9 @@
 """The graph's rows (issue 18): what extraction and capture link, and what ``ctx_related`` walks.
 
-Everything runs for real: the capture hooks as ``agentctx hook`` subprocesses, extraction with the
-real ``anthropic`` client against the loopback Messages API server (tests/messages_server.py), and
-``ctx_related`` through the real stdio MCP server, as Claude Code starts it.
+Everything runs for real: the capture hooks as ``agentctx hook`` subprocesses, ``agentctx extract``
+(the real ``anthropic`` client) against the loopback Messages API server (tests/messages_server.py)
+on a real Claude Code transcript, and ``ctx_related`` through the real stdio MCP server, as Claude
+Code starts it.
 """
 
 from __future__ import annotations
@@ -15,17 +16,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 import sqlean
-from anthropic import AsyncAnthropic
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
 from agentctx.core import home
 from agentctx.core.errors import ValidationError
 from agentctx.core.project import identify
-from agentctx.extract import extract_session, prompt
+from agentctx.extract import prompt
 from agentctx.store import Store
-from tests.helpers import fixtures_dir, payload, run_hook, seed
-from tests.messages_server import MessagesServer, ToolUseReply
+from tests.helpers import fixtures_dir, payload, run_cli, run_hook, seed
+from tests.messages_server import MessagesServer, Recorded, ToolUseReply
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -199,15 +199,19 @@ def spotter_extraction(project_dir: Path) -> ToolUseReply:
     )
 
 
-async def extract_spotter(project_dir: Path, tmp_path: Path, reply: ToolUseReply) -> Any:
+def extract_spotter(
+    project_dir: Path, tmp_path: Path, reply: ToolUseReply
+) -> tuple[dict[str, Any], Recorded]:
+    """``agentctx extract --json`` of the spotter session (the real CLI and ``anthropic`` client,
+    the loopback server for the API): its report and the one request it sent."""
     path = spotter_in(project_dir, tmp_path)
     with MessagesServer(replies=[reply]) as server:
-        async with (
-            await Store.open() as store,
-            AsyncAnthropic(base_url=server.url, api_key="sk-test-key", max_retries=0) as api,
-        ):
-            report = await extract_session(store, SPOTTER_SID, transcript=str(path), client=api)
+        env = {"ANTHROPIC_API_KEY": "sk-test-key", "ANTHROPIC_BASE_URL": server.url}
+        args = ("extract", "--session-id", SPOTTER_SID, "--transcript", str(path), "--json")
+        done = run_cli(*args, cwd=project_dir, env=env)
+    assert done.returncode == 0, done.stderr
     (request,) = server.messages_requests()
+    report: dict[str, Any] = json.loads(done.stdout)
     return report, request
 
 
@@ -221,11 +225,10 @@ def graph_rows() -> list[tuple[str, str, str, str]]:
     return [tuple(row) for row in found]
 
 
-@pytest.mark.usefixtures("api_key")
 async def test_extraction_of_a_real_transcript_writes_nodes_and_edges(
     project_dir: Path, agentctx_home: Path, tmp_path: Path
 ) -> None:
-    report, request = await extract_spotter(project_dir, tmp_path, spotter_extraction(project_dir))
+    report, request = extract_spotter(project_dir, tmp_path, spotter_extraction(project_dir))
     assert (
         "scrolling back in xterm.js still does not work" in request.body["messages"][0]["content"]
     )
@@ -236,9 +239,9 @@ async def test_extraction_of_a_real_transcript_writes_nodes_and_edges(
         "package",
         "symbol",
     ]
-    assert report.status == "extracted"
-    assert report.written == {"decision": 1, "convention": 1, "bugfix": 1}
-    assert (report.linked, report.entities_dropped) == (5, 0)
+    assert report["status"] == "extracted"
+    assert report["written"] == {"decision": 1, "convention": 1, "bugfix": 1}
+    assert (report["linked"], report["entities_dropped"]) == (5, 0)
     assert graph_rows() == [
         ("bugfix", "applies_to", "file", "assets/js/app.js"),
         ("bugfix", "applies_to", "symbol", "Terminal.attachCustomWheelEventHandler"),
@@ -277,8 +280,7 @@ async def test_extraction_of_a_real_transcript_writes_nodes_and_edges(
     assert sorted(e["type"] for e in searched["results"]) == ["bugfix", "convention"]
 
 
-@pytest.mark.usefixtures("api_key")
-async def test_bad_entities_are_dropped_and_counted_the_entries_kept(
+def test_bad_entities_are_dropped_and_counted_the_entries_kept(
     project_dir: Path, tmp_path: Path
 ) -> None:
     secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
@@ -328,12 +330,12 @@ async def test_bad_entities_are_dropped_and_counted_the_entries_kept(
             ],
         },
     )
-    report, _ = await extract_spotter(project_dir, tmp_path, reply)
-    assert report.written == {"convention": 2, "discovery": 1, "bugfix": 1}
-    assert report.dropped == 0
+    report, _ = extract_spotter(project_dir, tmp_path, reply)
+    assert report["written"] == {"convention": 2, "discovery": 1, "bugfix": 1}
+    assert report["dropped"] == 0
     # 5; 4 of the first 5 and the 6th (cut by the cap of 5); the list that is a string; the file ""
-    assert report.entities_dropped == 5 + 5 + 1 + 1
-    assert report.linked == 2
+    assert report["entities_dropped"] == 5 + 5 + 1 + 1
+    assert report["linked"] == 2
     assert graph_rows() == [
         ("bugfix", "applies_to", "file", "/etc/hosts"),  # absolute outside the root: kept as is
         ("convention", "applies_to", "module", "assets/js"),
@@ -352,7 +354,6 @@ def test_relate_refuses_what_the_parse_drops() -> None:
             next(writes.relate("R", "P", kind, name, "2026-01-01T00:00:00.000000Z"))
 
 
-@pytest.mark.usefixtures("api_key")
 async def test_the_dashboard_draws_the_new_nodes_and_edges(
     project_dir: Path, tmp_path: Path
 ) -> None:
@@ -361,7 +362,7 @@ async def test_the_dashboard_draws_the_new_nodes_and_edges(
     from agentctx.web import graph
     from agentctx.web.views.graph import drawing
 
-    await extract_spotter(project_dir, tmp_path, spotter_extraction(project_dir))
+    extract_spotter(project_dir, tmp_path, spotter_extraction(project_dir))
     pid = identify(str(project_dir)).project_id
     async with await Store.open() as store:
         drawn = await graph.load(store, pid)
