@@ -109,10 +109,9 @@ async def related(
 # -- capture: a failure is linked to the files its session edited before it -------------------------
 
 
-async def test_related_on_an_edited_file_returns_the_sessions_test_failure(
-    project_dir: Path, agentctx_home: Path
-) -> None:
-    await anyio.to_thread.run_sync(seed, project_dir, [])
+def edit_then_fail(project_dir: Path) -> None:
+    """The hooks of a session that edits src/billing.py, then runs the failing tests."""
+    seed(project_dir, [])
     (project_dir / "src").mkdir()
     source = project_dir / "src" / "billing.py"
     post(project_dir, "Edit", {"file_path": str(source), "old_string": "a", "new_string": "b"})
@@ -123,6 +122,12 @@ async def test_related_on_an_edited_file_returns_the_sessions_test_failure(
         event="PostToolUseFailure",
         error="Exit code 1\n" + PYTEST_FAIL,
     )
+
+
+async def test_related_on_an_edited_file_returns_the_sessions_test_failure(
+    project_dir: Path, agentctx_home: Path
+) -> None:
+    await anyio.to_thread.run_sync(edit_then_fail, project_dir)
     # edited after the failure: not a suspect of it
     post(project_dir, "Write", {"file_path": str(project_dir / "README.md"), "content": "x"})
     [(failure_id, title)] = query("SELECT id, title FROM records WHERE type = 'bugfix'")
@@ -204,10 +209,16 @@ def extract_spotter(
 ) -> tuple[dict[str, Any], Recorded]:
     """``agentctx extract --json`` of the spotter session (the real CLI and ``anthropic`` client,
     the loopback server for the API): its report and the one request it sent."""
-    path = spotter_in(project_dir, tmp_path)
+    return cli_extract(project_dir, spotter_in(project_dir, tmp_path), SPOTTER_SID, reply)
+
+
+def cli_extract(
+    project_dir: Path, path: Path, session_id: str, reply: ToolUseReply
+) -> tuple[dict[str, Any], Recorded]:
+    """``agentctx extract --json`` of a transcript, the server answering ``reply``."""
     with MessagesServer(replies=[reply]) as server:
         env = {"ANTHROPIC_API_KEY": "sk-test-key", "ANTHROPIC_BASE_URL": server.url}
-        args = ("extract", "--session-id", SPOTTER_SID, "--transcript", str(path), "--json")
+        args = ("extract", "--session-id", session_id, "--transcript", str(path), "--json")
         done = run_cli(*args, cwd=project_dir, env=env)
     assert done.returncode == 0, done.stderr
     (request,) = server.messages_requests()
@@ -379,3 +390,55 @@ async def test_the_dashboard_draws_the_new_nodes_and_edges(
         ("file", "assets/js/app.js"),
         ("module", "assets/js"),
     ]
+
+
+def session_transcript(project_dir: Path, path: Path) -> Path:
+    """The session of :func:`edit_then_fail` as Claude Code writes it: a request, the edit, the
+    failing run and its result, one JSON object a line."""
+    source = str(project_dir / "src" / "billing.py")
+    turns: list[tuple[str, Any]] = [
+        ("user", "invoice_total double counts the last line, fix it"),
+        ("assistant", [{"type": "tool_use", "id": "toolu_01", "name": "Edit",
+                        "input": {"file_path": source, "old_string": "a", "new_string": "b"}}]),
+        ("user", [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "Updated."}]),
+        ("assistant", [{"type": "tool_use", "id": "toolu_02", "name": "Bash",
+                        "input": {"command": "pytest -q tests/test_billing.py"}}]),
+        ("user", [{"type": "tool_result", "tool_use_id": "toolu_02", "is_error": True,
+                   "content": PYTEST_FAIL}]),
+        ("assistant", [{"type": "text", "text": "The loop in invoice_total adds the last line "
+                        "twice; I will fix the range."}]),
+    ]  # fmt: skip
+    parent = None
+    with path.open("w") as fh:
+        for number, (role, content) in enumerate(turns, 1):
+            uuid = f"00000000-0000-4000-8000-{number:012d}"
+            line = {
+                "parentUuid": parent, "isSidechain": False, "userType": "external",
+                "cwd": str(project_dir), "sessionId": SID, "version": "2.1.38", "type": role,
+                "message": {"role": role, "content": content}, "uuid": uuid,
+                "timestamp": f"2026-02-10T22:58:{number:02d}.000Z",
+            }  # fmt: skip
+            fh.write(json.dumps(line) + "\n")
+            parent = uuid
+    return path
+
+
+async def test_extraction_explains_the_failure_and_links_it_to_the_symbol(
+    project_dir: Path, agentctx_home: Path, tmp_path: Path
+) -> None:
+    """Capture's links and extraction's edges meet on one record: the stub, explained."""
+    await anyio.to_thread.run_sync(edit_then_fail, project_dir)
+    path = session_transcript(project_dir, tmp_path / f"{SID}.jsonl")
+    fix = {
+        "problem": "invoice_total counted the last line twice",
+        "fix": "iterate over range(len(lines)), not range(len(lines) + 1)",
+        "files": ["src/billing.py"],  # an edited file: the failure's stub is the one explained
+        "entities": [{"kind": "symbol", "name": "invoice_total"}],
+    }
+    reply = ToolUseReply(prompt.TOOL_NAME, {"flush_ok": False, "bugfixes": [fix]})
+    report, _ = await anyio.to_thread.run_sync(cli_extract, project_dir, path, SID, reply)
+    assert (report["enriched"], report["written"], report["linked"]) == (1, {}, 2)
+    [(failure_id, body)] = query("SELECT id, body FROM records WHERE type = 'bugfix'")
+    assert body.startswith("Problem: invoice_total counted the last line twice")
+    (on_symbol,) = await related(project_dir, agentctx_home, "invoice_total")
+    assert [(e["id"], e["hops"]) for e in on_symbol["results"]] == [(failure_id, 1)]
