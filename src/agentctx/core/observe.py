@@ -6,7 +6,8 @@ the spool when the database is busy or missing); :func:`apply` writes them. Kind
 * ``file``: a file the session wrote → a ``file`` node with an ``observed_in`` edge to the session.
 * ``branch``: a branch the session created or switched to → a ``branch`` node, same edge.
 * ``stub``: an inferred ``bugfix`` record ("Test failure: <command>", "Error observed: <command>"),
-  deduplicated by title against the project's current records, linked to the files it names.
+  deduplicated by title against the project's current records, linked to the files it names; a
+  test failure is linked to the files its session had edited before it too (the suspects).
 * ``handover``: an inferred ``handover`` of the session's checkout (``checkout``: its worktree
   top-level, the record's ``key``) that supersedes that checkout's current one and the legacy (key
   NULL) one; other worktrees' handovers are left alone. An observation spooled without a checkout
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 #: The last line of a stub's body; extraction drops it when it explains the stub.
 STUB_NOTE = "(Captured by the PostToolUse hook.)"
 STUB_NOTE_FIX = "(Captured by the PostToolUse hook; extraction may add the cause and fix.)"
+#: How the title of a test failure's stub begins.
+TEST_FAILURE = "Test failure: "
 
 
 def apply(conn: sqlean.Connection, observations: list[Observation]) -> None:
@@ -65,6 +68,8 @@ def _apply_one(conn: sqlean.Connection, obs: Observation, changed: set[str]) -> 
         for name in obs.get("files") or []:
             node_id = run(conn, writes.node(project_id, "file", str(name), at))
             run(conn, writes.link_entity(record_id, node_id))
+        if session_id and kind == "stub" and new["title"].startswith(TEST_FAILURE):
+            run(conn, writes.link_session_files(record_id, project_id, session_id, at))
     else:
         raise ValueError(f"unknown observation kind {kind!r}")
 

@@ -9,6 +9,12 @@ a ``supersedes`` edge to each record replaced, the row, and the replaced record'
 :func:`add_stub` is the capture hooks' variant: a stub whose title a current record already has is not
 written again.
 
+A record's links to code entities (graph nodes), one table per way of knowing (docs/spec.md, the
+graph): what capture *saw* is a ``record_entities`` row (:func:`link_entity`,
+:func:`link_session_files`: a stub's failing file, the files its session edited before it); what
+extraction *states* a record is about is an edge record → node (:func:`relate`: ``applies_to`` a
+file, module or symbol, ``scoped_to`` a package).
+
 Every record text written goes through here and is redacted here (:func:`scrub`): :func:`store_row`
 (the only ``INSERT INTO records``: new records, captures, supersessions, edits, imports),
 :func:`update_body` and :func:`absorb` (the only updates of a record's text). A new entry point
@@ -297,11 +303,66 @@ def edge(from_id: str, to_id: str, rel_type: str, at: str) -> Plan[bool]:
 
 
 def link_entity(record_id: str, entity_id: str) -> Plan[None]:
-    """Say that a record is about a node (a file, a symbol)."""
+    """Say that capture saw a record with a node (its failing file, a file edited before it)."""
     yield execute(
         "INSERT OR IGNORE INTO record_entities(record_id, entity_id) VALUES (?, ?)",
         (record_id, entity_id),
     )
+
+
+def link_session_files(record_id: str, project_id: str, session_id: str, until: str) -> Plan[int]:
+    """Link a record to the files its session had edited by ``until``; the links added.
+
+    The files are the ``file`` nodes with an ``observed_in`` edge to the session created at or
+    before ``until`` (the edge keeps the first edit's time).
+    """
+    added = yield execute(
+        "INSERT OR IGNORE INTO record_entities(record_id, entity_id) "
+        "SELECT ?, n.id FROM edges e JOIN nodes n ON n.id = e.from_id "
+        "WHERE e.to_id = ? AND e.rel_type = 'observed_in' AND e.created_at <= ? "
+        "AND n.kind = 'file' AND n.project_id = ?",
+        (record_id, session_id, until, project_id),
+    )
+    return int(added)
+
+
+#: The relation a record has to each kind of node an extraction names (:func:`relate`): a record
+#: is ``scoped_to`` a package (it holds inside it) and ``applies_to`` a file, module or symbol.
+ENTITY_RELS = {
+    "file": "applies_to",
+    "module": "applies_to",
+    "package": "scoped_to",
+    "symbol": "applies_to",
+}
+#: The longest node name an extraction may write (a path, a dotted module, a qualified symbol).
+ENTITY_NAME_MAX = 200
+
+
+def relate(record_id: str, project_id: str, kind: str, name: str, at: str) -> Plan[bool]:
+    """Say what a record is about, as extraction states it: the node, and an edge record → node.
+
+    The edge is ``applies_to`` or ``scoped_to`` by the node's kind (:data:`ENTITY_RELS`); False
+    when it was there already. :class:`ValidationError` (:func:`entity_problem`) for a kind
+    outside them or a name that is empty, longer than :data:`ENTITY_NAME_MAX` or not printable.
+    """
+    problem = entity_problem(kind, name)
+    if problem is not None:
+        raise ValidationError(problem)
+    node_id = yield from node(project_id, kind, name, at)
+    return (yield from edge(record_id, node_id, ENTITY_RELS[kind], at))
+
+
+def entity_problem(kind: object, name: object) -> str | None:
+    """Why an extracted entity cannot be written (None when it can): the rule :func:`relate` keeps."""
+    if kind not in ENTITY_RELS:
+        return f"entity kind {kind!r} is not one of: {', '.join(ENTITY_RELS)}"
+    if not isinstance(name, str) or not name.strip():
+        return "an entity needs a name"
+    if len(name) > ENTITY_NAME_MAX:
+        return f"entity name is {len(name)} characters, over the limit of {ENTITY_NAME_MAX}"
+    if not name.isprintable():
+        return "entity name holds a control character"
+    return None
 
 
 def update_body(record_id: str, body: str, keywords: Iterable[str] | str = "") -> Plan[None]:

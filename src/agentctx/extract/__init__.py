@@ -87,6 +87,8 @@ class Report:
     enriched: int = 0
     superseded: int = 0
     dropped: int = 0
+    linked: int = 0
+    entities_dropped: int = 0
     lines_skipped: dict[str, int] = field(default_factory=dict)
     unknown_supersedes: list[str] = field(default_factory=list)
     closed_handover: str | None = None
@@ -191,7 +193,7 @@ async def _run(
     after = (session or {}).get("extracted_uuid")
     parsed = await anyio.to_thread.run_sync(lambda: read_transcript(path, after_uuid=after))
     report.lines_skipped = dict(parsed.skipped)
-    project_id, project_name, checkout = await _project_of(store, session, path)
+    project_id, project_name, checkout, root = await _project_of(store, session, path)
     if not any(turn.role == "developer" for turn in parsed.turns):
         report.status = "nothing_new"
         if not dry_run:
@@ -241,7 +243,7 @@ async def _run(
         await _advance(store, report, project_id, None, report.error, usage)
         return report
     result = apply.parse(output)
-    report.dropped = result.dropped
+    report.dropped, report.entities_dropped = result.dropped, result.entities_dropped
     threshold = int(settings["reinforcement_threshold"])
     async with store.transaction() as tx:
         applied = await apply.write(
@@ -252,6 +254,7 @@ async def _run(
             threshold=threshold,
             open_handover=None if handover is None else handover[0],
             checkout=checkout,
+            root=root,
         )
         await tx.run(
             sessions.advance(
@@ -271,6 +274,7 @@ async def _run(
     report.written = applied.added
     report.reinforced, report.duplicates = applied.reinforced, applied.duplicates
     report.enriched, report.superseded = applied.enriched, applied.superseded
+    report.linked = applied.linked
     report.closed_handover = applied.closed_handover
     report.unknown_supersedes = applied.unknown_supersedes
     for unknown in applied.unknown_supersedes:
@@ -366,16 +370,18 @@ def find_transcript(session_id: str) -> str | None:
 
 async def _project_of(
     store: Store, session: dict[str, Any] | None, path: str
-) -> tuple[str, str, str | None]:
-    """(project id, name, checkout): the checkout keys the session's handover (None: unknown)."""
+) -> tuple[str, str, str | None, str | None]:
+    """(project id, name, checkout, root): the checkout keys the session's handover, the root
+    makes the files the model names relative, as capture stores them (None: unknown)."""
     from agentctx.core.project import identify
 
     cwd = (session or {}).get("cwd") or await anyio.to_thread.run_sync(_cwd_in_transcript, path)
     identity = identify(cwd or os.getcwd())
     project_id = str((session or {}).get("project_id") or identity.project_id)
     # A cwd of another project says nothing about where in this one the session ran.
-    checkout = identity.checkout if identity.project_id == project_id else None
-    return project_id, identity.name, checkout
+    if identity.project_id != project_id:
+        return project_id, identity.name, None, None
+    return project_id, identity.name, identity.checkout, identity.root
 
 
 def _cwd_in_transcript(path: str) -> str | None:

@@ -12,16 +12,28 @@ meanwhile by another session is left alone). An entry identical (type and title)
 added again: from the same session it is dropped; from another session it reinforces the record.
 A ``supersedes`` id must name a current record of the same project and type, else the entry is
 added plainly and the id logged.
+
+An entry's ``entities`` (and a bugfix's ``files``) say what code it is about: each becomes a graph
+node of its kind with an edge from the record (:func:`agentctx.core.writes.relate`: ``scoped_to`` a
+package, ``applies_to`` a file, module or symbol), also when the entry reinforces, repeats or
+explains (a stub) a record already there. Names are untrusted: one of another kind, empty, over the
+length limit, with a control character, a secret in it, or a relative path out of the project is
+dropped and counted (``entities_dropped``), the entry kept. An absolute path inside the project's
+root is stored relative to it, as capture stores files.
 """
 
 from __future__ import annotations
 
+import os
+import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentctx.core import clock
 from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX
 from agentctx.core.schema import BODY_MAX, CHECKOUT_HANDOVERS, GLOBAL_PROJECT_ID, TITLE_MAX
-from agentctx.extract.prompt import PREFERENCE_CATEGORIES
+from agentctx.core.writes import entity_problem, relate
+from agentctx.extract.prompt import ENTITIES_MAX, PREFERENCE_CATEGORIES
 from agentctx.records import NewRecord
 from agentctx.redact import redact
 
@@ -41,6 +53,8 @@ class Entry:
     keywords: list[str] = field(default_factory=list)
     supersedes: str | None = None
     files: list[str] = field(default_factory=list)
+    #: (kind, name) of the code entities the entry is about, checked (:func:`_entities`)
+    entities: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -49,6 +63,7 @@ class Parsed:
 
     entries: list[Entry] = field(default_factory=list)
     dropped: int = 0
+    entities_dropped: int = 0
     flush_ok: bool = False
     handover_done: bool = False
     problems: list[str] = field(default_factory=list)
@@ -63,6 +78,7 @@ class Applied:
     duplicates: int = 0
     enriched: int = 0
     superseded: int = 0
+    linked: int = 0  #: ``applies_to``/``scoped_to`` edges added from records to code entities
     unknown_supersedes: list[str] = field(default_factory=list)
     closed_handover: str | None = None  #: the id of the handover this session finished
 
@@ -98,11 +114,12 @@ def parse(output: Any) -> Parsed:
             result.dropped += 1
             continue
         for item in items:
-            entry = make(item) if isinstance(item, dict) else None
-            if entry is None:
+            if not isinstance(item, dict) or (entry := make(item)) is None:
                 result.dropped += 1
-            else:
-                result.entries.append(entry)
+                continue
+            entry.entities, bad = _entities(item, entry.files)
+            result.entities_dropped += bad
+            result.entries.append(entry)
     work = output.get("active_work")
     if isinstance(work, dict):
         handover = _handover(work)
@@ -122,58 +139,85 @@ async def write(
     threshold: int,
     open_handover: str | None = None,
     checkout: str | None = None,
+    root: str | None = None,
 ) -> Applied:
     """Write the parsed entries inside the caller's transaction.
 
     ``open_handover`` is the id of the handover the model was shown, the only one it may close;
-    ``checkout`` keys the handovers written (None: a legacy one, for an unknown checkout).
+    ``checkout`` keys the handovers written (None: a legacy one, for an unknown checkout);
+    ``root``: the project's root, that absolute file names inside it are made relative to.
     """
     applied = Applied()
     for entry in parsed.entries:
-        target = GLOBAL_PROJECT_ID if entry.scope == "global" else project_id
-        if entry.type != "handover":
-            existing = await tx.find_current(target, entry.type, entry.title)
-            if existing is not None:
-                # Once per session: each session that shows the record again counts one time.
-                if existing.session_id == session_id or not await tx.mark_seen_in(
-                    existing.id, session_id
-                ):
-                    applied.duplicates += 1
-                else:
-                    await tx.reinforce(
-                        existing.id, explicit=entry.confidence == "explicit", threshold=threshold
-                    )
-                    applied.reinforced += 1
-                continue
-        if entry.type == "bugfix" and await _enrich_stub(tx, entry, project_id, session_id):
-            applied.enriched += 1
-            continue
-        supersedes = await _valid_supersedes(tx, entry, target)
-        if entry.supersedes and supersedes is None:
-            applied.unknown_supersedes.append(entry.supersedes)
-        await tx.add(
-            NewRecord(
-                type=entry.type,
-                title=entry.title,
-                body=_clip_body(entry.body),
-                project_id=target,
-                scope=entry.scope,
-                confidence=entry.confidence,
-                source="llm_extraction",
-                keywords=entry.keywords,
-                session_id=session_id,
-                supersedes=supersedes,
-                key=checkout if entry.type == "handover" else None,
-            )
+        record_id = await _write_entry(
+            tx, entry, applied, project_id, session_id, threshold, checkout
         )
-        applied.added[entry.type] = applied.added.get(entry.type, 0) + 1
-        applied.superseded += supersedes is not None
+        if entry.scope == "global" or not entry.entities:
+            continue  # a global record is about no one project's code
+        at = clock.now()
+        for kind, name in entry.entities:
+            if kind == "file":
+                name = _under_root(name, root)
+            applied.linked += await tx.run(relate(record_id, project_id, kind, name, at))
     work_left = any(entry.type == "handover" for entry in parsed.entries)
     if parsed.handover_done and open_handover is not None and not work_left:
         applied.closed_handover = await _close_handover(
             tx, open_handover, project_id, session_id, checkout
         )
     return applied
+
+
+async def _write_entry(
+    tx: Transaction,
+    entry: Entry,
+    applied: Applied,
+    project_id: str,
+    session_id: str,
+    threshold: int,
+    checkout: str | None,
+) -> str:
+    """Write one entry (or count it again); the id of the record it is now."""
+    target = GLOBAL_PROJECT_ID if entry.scope == "global" else project_id
+    if entry.type != "handover":
+        existing = await tx.find_current(target, entry.type, entry.title)
+        if existing is not None:
+            # Once per session: each session that shows the record again counts one time.
+            if existing.session_id == session_id or not await tx.mark_seen_in(
+                existing.id, session_id
+            ):
+                applied.duplicates += 1
+            else:
+                await tx.reinforce(
+                    existing.id, explicit=entry.confidence == "explicit", threshold=threshold
+                )
+                applied.reinforced += 1
+            return existing.id
+    if entry.type == "bugfix":
+        stub_id = await _enrich_stub(tx, entry, project_id, session_id)
+        if stub_id is not None:
+            applied.enriched += 1
+            return stub_id
+    supersedes = await _valid_supersedes(tx, entry, target)
+    if entry.supersedes and supersedes is None:
+        applied.unknown_supersedes.append(entry.supersedes)
+    record = await tx.add(
+        NewRecord(
+            type=entry.type,
+            title=entry.title,
+            body=_clip_body(entry.body),
+            project_id=target,
+            scope=entry.scope,
+            confidence=entry.confidence,
+            source="llm_extraction",
+            keywords=entry.keywords,
+            session_id=session_id,
+            supersedes=supersedes,
+            key=checkout if entry.type == "handover" else None,
+        )
+    )
+    applied.added[entry.type] = applied.added.get(entry.type, 0) + 1
+    applied.superseded += supersedes is not None
+    return record.id
 
 
 CLOSED_HANDOVER_TITLE = "Handover: no open work"
@@ -219,8 +263,10 @@ async def _valid_supersedes(tx: Transaction, entry: Entry, project_id: str) -> s
     return entry.supersedes if rows else None
 
 
-async def _enrich_stub(tx: Transaction, entry: Entry, project_id: str, session_id: str) -> bool:
-    """Explain a PostToolUse stub of this session that names one of the entry's files."""
+async def _enrich_stub(
+    tx: Transaction, entry: Entry, project_id: str, session_id: str
+) -> str | None:
+    """Explain a PostToolUse stub of this session that names one of the entry's files; its id."""
     stubs = await tx.rows(
         "SELECT r.id, r.body, group_concat(n.name, '\n') AS files FROM records r "
         "LEFT JOIN record_entities re ON re.record_id = r.id "
@@ -236,8 +282,58 @@ async def _enrich_stub(tx: Transaction, entry: Entry, project_id: str, session_i
             observed = str(stub["body"]).removesuffix(STUB_NOTE_FIX).removesuffix(STUB_NOTE)
             body = f"{entry.body}\n\nObserved: {observed.rstrip()}"[:2000]
             await tx.update_body(stub["id"], body, " ".join(entry.keywords))
-            return True
-    return False
+            return str(stub["id"])
+    return None
+
+
+def _entities(item: dict[str, Any], files: list[str]) -> tuple[list[tuple[str, str]], int]:
+    """The code entities an entry names (its ``entities``, a bugfix's ``files`` as files), checked
+    and normalized, and how many were dropped (at most :data:`ENTITIES_MAX` named ones count)."""
+    named = item.get("entities")
+    raw: list[Any] = []
+    dropped = 0
+    if isinstance(named, list):
+        raw = named[:ENTITIES_MAX]
+        dropped = len(named) - len(raw)
+    elif named is not None:
+        dropped = 1
+    raw += [{"kind": "file", "name": name} for name in files]
+    kept: list[tuple[str, str]] = []
+    for value in raw:
+        entity = _entity(value)
+        if entity is None:
+            dropped += 1
+        elif entity not in kept:
+            kept.append(entity)
+    return kept, dropped
+
+
+def _entity(value: Any) -> tuple[str, str] | None:
+    """One checked entity (kind, name), or None: the write rule's check, no secret, no ``..``."""
+    if not isinstance(value, dict):
+        return None
+    kind, name = value.get("kind"), value.get("name")
+    if not isinstance(name, str):
+        return None
+    name = name.strip()
+    if entity_problem(kind, name) is not None or redact(name) != name:
+        return None
+    if kind == "file" and not os.path.isabs(name):
+        name = posixpath.normpath(name.replace("\\", "/"))
+        if name == ".." or name.startswith("../") or name == ".":
+            return None
+    return str(kind), name
+
+
+def _under_root(name: str, root: str | None) -> str:
+    """A file's name as capture stores it: relative to the project root when it lies inside it."""
+    if root is None or not os.path.isabs(name):
+        return name
+    try:
+        rel = os.path.relpath(os.path.normpath(name), root)
+    except ValueError:  # another drive on Windows
+        return name
+    return name if rel == ".." or rel.startswith(".." + os.sep) else rel
 
 
 # -- one maker per output field ---------------------------------------------------------------------

@@ -9,7 +9,8 @@ The transcript text is cut to fit by tokens estimated locally (:mod:`agentctx.co
   that merges the chunk results.
 
 The output schema follows the seed's ADR-009 (decisions, preferences, conventions, active work,
-gotchas, ``flush_ok``) plus bugfixes, so that the PostToolUse stubs of a session can be explained.
+gotchas, ``flush_ok``) plus bugfixes, so that the PostToolUse stubs of a session can be explained,
+and ``entities``: the files, modules, packages and symbols an entry is about (the graph's nodes).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
+from agentctx.core.writes import ENTITY_NAME_MAX, ENTITY_RELS
 
 WHOLE_MAX = 15_000
 HEAD_TAIL_MAX = 50_000
@@ -34,6 +36,21 @@ _KEYWORDS = {
     "description": "Up to 8 words a developer would type to find this (identifiers, tools, topics).",
 }
 _CONFIDENCE = {"type": "string", "enum": ["explicit", "inferred"]}
+#: The kinds of code entity an entry may name (apply.py drops any other, and any name too long).
+ENTITY_KINDS = tuple(ENTITY_RELS)
+ENTITIES_MAX = 5
+_ENTITIES = {
+    "type": "array",
+    "maxItems": ENTITIES_MAX,
+    "items": {
+        "type": "object",
+        "properties": {
+            "kind": {"type": "string", "enum": list(ENTITY_KINDS)},
+            "name": {"type": "string", "maxLength": ENTITY_NAME_MAX},
+        },
+        "required": ["kind", "name"],
+    },
+}
 
 #: The categories a preference may name (the schema's enum; apply.py drops any other).
 PREFERENCE_CATEGORIES = ("style", "tooling", "process", "naming")
@@ -53,6 +70,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     },
                     "confidence": _CONFIDENCE,
                     "keywords": _KEYWORDS,
+                    "entities": _ENTITIES,
                 },
                 "required": ["what", "confidence"],
             },
@@ -85,6 +103,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "confidence": _CONFIDENCE,
                     "supersedes": {"type": ["string", "null"]},
                     "keywords": _KEYWORDS,
+                    "entities": _ENTITIES,
                 },
                 "required": ["convention", "confidence"],
             },
@@ -98,6 +117,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "fix": {"type": "string"},
                     "files": {"type": "array", "items": {"type": "string"}},
                     "keywords": _KEYWORDS,
+                    "entities": _ENTITIES,
                 },
                 "required": ["problem", "fix"],
             },
@@ -110,6 +130,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "pattern": {"type": "string"},
                     "why_it_matters": {"type": "string"},
                     "keywords": _KEYWORDS,
+                    "entities": _ENTITIES,
                 },
                 "required": ["pattern", "why_it_matters"],
             },
@@ -166,6 +187,9 @@ Leave it empty when the session finished its work.
 - handover_done: true only when an open handover from an earlier session is named below and this \
 session finished that work, with nothing of it left open. Work merely not mentioned is not done.
 - keywords: the words a developer would search for: identifiers, tool names, error names.
+- entities: the code an entry is about, only as named in the transcript: a convention that applies \
+to a module or file, a decision scoped to a package, the symbol a bugfix touched. Files as paths \
+relative to the project root. Leave it out when the entry is about the project as a whole.
 - Text marked [REDACTED:…] is a removed secret; never try to reconstruct it.
 - If the session holds nothing worth keeping (a trivial exchange), set flush_ok to true and \
 leave every list empty.
@@ -176,9 +200,11 @@ and typed contracts", "supersedes": null, "confidence": "explicit", "keywords": 
 - preference: {"category": "tooling", "rule": "Use pnpm, never npm", "confidence": "explicit", \
 "scope": "global", "keywords": ["pnpm", "npm"]}
 - convention: {"scope": "module", "convention": "Handlers in api/ return Result objects, never \
-raise", "confidence": "inferred", "keywords": ["handlers", "result"]}
+raise", "confidence": "inferred", "keywords": ["handlers", "result"], "entities": [{"kind": \
+"module", "name": "api"}]}
 - bugfix: {"problem": "useAuthStore kept a stale token after a 401", "fix": "refresh the token \
-in the 401 interceptor", "files": ["src/auth/store.ts"], "keywords": ["useAuthStore", "401"]}
+in the 401 interceptor", "files": ["src/auth/store.ts"], "keywords": ["useAuthStore", "401"], \
+"entities": [{"kind": "symbol", "name": "useAuthStore"}]}
 - gotcha: {"pattern": "The test database is shared between workers", "why_it_matters": "tests \
 that truncate tables fail at random under -n auto", "keywords": ["pytest-xdist", "database"]}
 - active_work: {"current_task": "Migrating the billing service to gRPC", "blockers": ["proto \

@@ -1,10 +1,10 @@
 """The MCP server's graph reads: a file path to its node names, the records around a file.
 
-``ctx_related`` walks the store's graph (``record_entities`` and ``edges``) from a file's node, and
-the ``file`` filter of ``ctx_search`` keeps the records linked to a file. No public ``Store`` method
-runs this SQL, and the store's connection is private, so the functions here take a plain read-only
-connection (``Store.read_sync`` runs them in a worker thread; a WAL reader never blocks the
-writer).
+``ctx_related`` walks the store's graph (``record_entities`` and ``edges``) from a file's node, or
+from a module, package or symbol named as extraction stored it, and the ``file`` filter of
+``ctx_search`` keeps the records linked to a file. No public ``Store`` method runs this SQL, and the
+store's connection is private, so the functions here take a plain read-only connection
+(``Store.read_sync`` runs them in a worker thread; a WAL reader never blocks the writer).
 """
 
 from __future__ import annotations
@@ -47,21 +47,39 @@ def file_names(project_dir: str, root: str, path: str) -> list[str]:
     return names
 
 
-def _anchor_sql(names: list[str]) -> str:
+def _anchor_sql(names: list[str], entity: bool = False) -> str:
+    """The node ids of a file (one of its ``names``); with ``entity``, or of the module, package
+    or symbol named by the last parameter."""
     marks = ", ".join("?" * len(names))
-    return f"SELECT id FROM nodes WHERE project_id = ? AND kind = 'file' AND name IN ({marks})"
+    files = f"kind = 'file' AND name IN ({marks})"
+    if entity:
+        files = f"({files} OR kind IN ('module', 'package', 'symbol') AND name = ?)"
+    return f"SELECT id FROM nodes WHERE project_id = ? AND {files}"
+
+
+def anchor_kinds(conn: Any, project_id: str, names: list[str], entity: str) -> list[str]:
+    """The kinds of the nodes ``ctx_related`` starts from (files first; empty: unknown)."""
+    found = conn.execute(
+        f"SELECT DISTINCT kind FROM nodes WHERE id IN ({_anchor_sql(names, True)})",
+        (project_id, *names, entity),
+    ).fetchall()
+    return sorted((str(row[0]) for row in found), key=lambda kind: kind != "file")
 
 
 def related_rows(
-    conn: Any, project_id: str, allowed: tuple[str, ...], names: list[str]
+    conn: Any, project_id: str, allowed: tuple[str, ...], names: list[str], entity: str = ""
 ) -> tuple[bool, list[Any]]:
-    """Whether the file is known, and the current records within RELATED_HOPS links of it (``hops``).
+    """Whether the start is known, and the current records within RELATED_HOPS links (``hops``).
 
-    The walk goes both ways along ``record_entities`` and ``edges`` (so through sessions and through
-    superseded versions too); ``UNION`` drops repeated (id, hops) pairs and the depth guard ends it.
+    The start is the file stored under one of ``names``, and the module, package or symbol named
+    ``entity`` (the name as given) when there is one. The walk goes both ways along
+    ``record_entities`` and ``edges`` (so through sessions, through superseded versions, and along
+    the ``applies_to``/``scoped_to`` edges extraction writes); ``UNION`` drops repeated (id, hops)
+    pairs and the depth guard ends it.
     """
-    anchor = _anchor_sql(names)
-    if conn.execute(anchor, (project_id, *names)).fetchone() is None:
+    anchor = _anchor_sql(names, True)
+    start = (project_id, *names, entity)
+    if conn.execute(anchor, start).fetchone() is None:
         return False, []
     step = "SELECT {col}, w.hops + 1 FROM walk w JOIN {table} ON {on} = w.id WHERE w.hops < ?"
     sql = f"""
@@ -77,7 +95,7 @@ def related_rows(
         WHERE r.superseded_at IS NULL AND r.project_id IN ({", ".join("?" * len(allowed))})
         GROUP BY r.id
     """
-    params = (project_id, *names, *[RELATED_HOPS] * 4, *allowed)
+    params = (*start, *[RELATED_HOPS] * 4, *allowed)
     return True, list(conn.execute(sql, params).fetchall())
 
 

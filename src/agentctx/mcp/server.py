@@ -246,10 +246,17 @@ async def ctx_project(ctx: ServerContext) -> ProjectOverview:
 
 async def ctx_related(
     ctx: ServerContext,
-    file: Annotated[str, Field(description="A path relative to the project root (or absolute).")],
+    file: Annotated[
+        str,
+        Field(
+            description="A path relative to the project root (or absolute), or the name of a "
+            "module, package or symbol."
+        ),
+    ],
 ) -> RelatedRecords:
-    """Current records linked to a file through the store's graph (its entities and edges, up to
-    3 links away), nearest first. Use before editing a file; read bodies with ctx_get."""
+    """Current records linked to a file (or a module, package or symbol) through the store's graph
+    (its entities and edges, up to 3 links away), nearest first. Use before editing a file; read
+    bodies with ctx_get."""
     return await (await _backend(ctx)).related(file)
 
 

@@ -373,19 +373,24 @@ class Backend:
 
     @_translated
     async def related(self, file: str) -> RelatedRecords:
-        """``ctx_related``: current records within ``graph.RELATED_HOPS`` links of a file."""
+        """``ctx_related``: current records within ``graph.RELATED_HOPS`` links of a file (or of a
+        module, package or symbol of that name)."""
         store = self.require_store()
         names = graph.file_names(self.project_dir, self.project.root, file)
+        entity = file.strip()
         pid = self.project.project_id
         allowed = scope_projects(pid, "all")
-        known, rows = await store.read_sync(
-            lambda conn: graph.related_rows(conn, pid, allowed, names)
-        )
+
+        def read(conn: Any) -> tuple[list[str], bool, list[Any]]:
+            kinds = graph.anchor_kinds(conn, pid, names, entity)
+            return (kinds, *graph.related_rows(conn, pid, allowed, names, entity))
+
+        kinds, known, rows = await store.read_sync(read)
         found = [(Record.from_row(row), int(row["hops"])) for row in rows]
         found.sort(key=lambda item: item[0].valid_from, reverse=True)
         found.sort(key=lambda item: (item[1], -TYPE_WEIGHT.get(item[0].type, 1.0)))
         return RelatedRecords(
-            file=names[0],
+            file=names[0] if not kinds or kinds[0] == "file" else entity,
             known=known,
             results=[
                 RelatedEntry(

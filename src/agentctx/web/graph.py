@@ -5,11 +5,13 @@ either end a record, a node or a session id) and ``record_entities`` (a record l
 it is about). :func:`load` reads one project's slice of them as plain data for a drawing:
 
 * **nodes** — the project's records (current and superseded; the cold archive is left out), its
-  ``file`` and ``branch`` nodes, and the sessions that ``observed_in`` edges point at (a file or
-  branch is observed *in* a session, so the session is the other end of the edge);
-* **edges** — ``supersedes`` (new record → old), ``applies_to`` (record → file; a
-  ``record_entities`` link is drawn as one, as are stored ``applies_to`` edges) and ``observed_in``
-  (file or branch → session). Edges whose other end is not in the graph are dropped.
+  ``file``, ``module``, ``package``, ``symbol`` and ``branch`` nodes, and the sessions that
+  ``observed_in`` edges point at (a file or branch is observed *in* a session, so the session is
+  the other end of the edge);
+* **edges** — ``supersedes`` (new record → old), ``applies_to`` (record → file, module or symbol;
+  a ``record_entities`` link is drawn as one, as are stored ``applies_to`` edges), ``scoped_to``
+  (record → package) and ``observed_in`` (file or branch → session). Edges whose other end is not
+  in the graph are dropped.
 
 The newest records come first when the graph is cut at ``limit`` nodes, then the nodes they link to.
 Reads only, through the store's connection (P-8: the MCP server's graph reads are the precedent).
@@ -23,15 +25,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentctx.store import Store
 
-#: The edge kinds drawn; ``derives_from``/``scoped_to`` are bookkeeping, not shown.
-REL_TYPES = ("supersedes", "applies_to", "observed_in")
-NODE_KINDS = ("record", "file", "branch", "session")
+#: The edge kinds drawn; ``derives_from`` is bookkeeping, not shown.
+REL_TYPES = ("supersedes", "applies_to", "scoped_to", "observed_in")
+#: The graph node kinds of the store drawn (every one), then records and sessions.
+ENTITY_KINDS = ("file", "module", "package", "symbol", "branch")
+NODE_KINDS = ("record", *ENTITY_KINDS, "session")
 LIMIT = 2000
 
 
 @dataclass(frozen=True, slots=True)
 class GraphNode:
-    """One node: ``kind`` is record, file, branch or session; ``type`` is a record's type."""
+    """One node: ``kind`` is one of :data:`NODE_KINDS`; ``type`` is a record's type."""
 
     id: str
     kind: str
@@ -76,8 +80,9 @@ async def load(store: Store, project_id: str | None = None, *, limit: int = LIMI
         "ORDER BY recorded_at DESC, id DESC",
         params,
     )
+    kinds = ", ".join(f"'{k}'" for k in ENTITY_KINDS)
     entities = await store.rows(
-        "SELECT id, project_id, kind, name FROM nodes WHERE kind IN ('file', 'branch') "
+        f"SELECT id, project_id, kind, name FROM nodes WHERE kind IN ({kinds}) "
         + ("" if project_id is None else "AND project_id = ? ")
         + "ORDER BY kind, name",
         params,
@@ -156,10 +161,13 @@ def _cut(nodes: dict[str, GraphNode], edges: list[GraphEdge], limit: int) -> Gra
 
 
 async def entities(store: Store, record_id: str) -> list[dict[str, str]]:
-    """The nodes a record is linked to (``record_entities``): id, kind and name, sorted."""
+    """The nodes a record is linked to (``record_entities``, and its ``applies_to``/``scoped_to``
+    edges): id, kind and name, sorted."""
     rows = await store.rows(
-        "SELECT n.id, n.kind, n.name, n.project_id FROM record_entities l "
-        "JOIN nodes n ON n.id = l.entity_id WHERE l.record_id = ? ORDER BY n.kind, n.name",
-        (record_id,),
+        "SELECT n.id, n.kind, n.name, n.project_id FROM nodes n WHERE n.id IN ("
+        "SELECT entity_id FROM record_entities WHERE record_id = ? UNION "
+        "SELECT to_id FROM edges WHERE from_id = ? AND rel_type IN ('applies_to', 'scoped_to')) "
+        "ORDER BY n.kind, n.name",
+        (record_id, record_id),
     )
     return [dict(row) for row in rows]

@@ -1,4 +1,4 @@
-"""Graph: records, files, branches and sessions drawn as SVG at server-computed positions.
+"""Graph: records, code entities, branches and sessions drawn as SVG at server-computed positions.
 
 The layout arrives with the page (:mod:`agentctx.web.forcelayout`), so the browser only pans and
 zooms (``graph.js`` moves the ``viewBox``). Record nodes are links to their record's page. Labels
@@ -43,6 +43,13 @@ def _shape(node: GraphNode, x: float, y: float) -> Safe:
         return tag("rect", x=f"{x - 5:.1f}", y=f"{y - 5:.1f}", width=10, height=10, rx=2)
     if node.kind == "branch":
         points = f"{x:.1f},{y - 7:.1f} {x + 7:.1f},{y:.1f} {x:.1f},{y + 7:.1f} {x - 7:.1f},{y:.1f}"
+        return tag("polygon", points=points)
+    if node.kind == "module":
+        return tag("rect", x=f"{x - 7:.1f}", y=f"{y - 5:.1f}", width=14, height=10, rx=5)
+    if node.kind == "package":
+        return tag("rect", x=f"{x - 7:.1f}", y=f"{y - 7:.1f}", width=14, height=14, rx=1)
+    if node.kind == "symbol":
+        points = f"{x:.1f},{y - 6:.1f} {x + 6:.1f},{y + 5:.1f} {x - 6:.1f},{y + 5:.1f}"
         return tag("polygon", points=points)
     return tag("circle", cx=f"{x:.1f}", cy=f"{y:.1f}", r=4)
 
@@ -90,10 +97,14 @@ def _legend() -> Safe:
         item("handover", dot, "record t-handover"),
         item("superseded", dot, "record old"),
         item("file", tag("rect", x=-5, y=-5, width=10, height=10, rx=2), "file"),
+        item("module", tag("rect", x=-7, y=-5, width=14, height=10, rx=5), "module"),
+        item("package", tag("rect", x=-7, y=-7, width=14, height=14, rx=1), "package"),
+        item("symbol", tag("polygon", points="0,-6 6,5 -6,5"), "symbol"),
         item("branch", tag("polygon", points="0,-7 7,0 0,7 -7,0"), "branch"),
         item("session", tag("circle", cx=0, cy=0, r=4), "session"),
         tag("li", tag("span", class_="swatch rel-supersedes"), "supersedes"),
         tag("li", tag("span", class_="swatch rel-applies_to"), "applies to"),
+        tag("li", tag("span", class_="swatch rel-scoped_to"), "scoped to"),
         tag("li", tag("span", class_="swatch rel-observed_in"), "observed in"),
         class_="legend",
     )

@@ -282,7 +282,7 @@ def render_detail(
             class_="entities",
         )
         if entities
-        else empty("No files or branches linked.")
+        else empty("No code linked (files, modules, packages, symbols).")
     )
     graph_link = urlencode({"project": record.project_id, "focus": record.id})
     return page(
