@@ -414,3 +414,33 @@ def test_huge_output_and_long_text_are_capped(repo: Path) -> None:
     post(repo, "pytest -q", noise + "=" * 30 + " 3 passed in 9.1s " + "=" * 30 + "\n")
     (body,) = query("SELECT body FROM records WHERE title = 'Tests passed: pytest -q'")[0]
     assert body.endswith("Latest result: 3 passed in 9.1s\n(Captured by the PostToolUse hook.)")
+
+
+def test_a_locked_store_spools_the_new_kinds_and_the_next_hook_applies_them(repo: Path) -> None:
+    holder = sqlean.connect(home.db_path(), isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        post(repo, "pytest -q tests/test_auth.py", PYTEST_FAIL, failed=True)
+        post(repo, "pytest -q tests/test_auth.py", PYTEST_PASS)
+        post(repo, "git commit -m 'Fix auth'", "[main 1a2b3c4] Fix auth\n 1 file changed\n")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert [n for n in os.listdir(home.sub("spool")) if n.endswith(".json")]
+    assert query("SELECT count(*) FROM records") == [(0,)]
+    write = payload(
+        "PostToolUse",
+        SID,
+        repo,
+        tool_name="Write",
+        tool_input={"file_path": str(repo / "x.py"), "content": ""},
+    )
+    assert run_hook("post-tool-use", write, cwd=repo).returncode == 0  # drains, oldest first
+    assert not [n for n in os.listdir(home.sub("spool")) if n.endswith(".json")]
+    rows = query("SELECT title, superseded_at IS NULL FROM records ORDER BY seq")
+    assert rows == [
+        ("Test failure: pytest -q tests/test_auth.py", 0),
+        ("Test failure fixed: pytest -q tests/test_auth.py", 1),
+        ("Tests passed: pytest -q tests/test_auth.py", 1),
+        ("Git activity on main", 1),
+    ]

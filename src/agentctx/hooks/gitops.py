@@ -67,7 +67,7 @@ def operations(
                 _git(base, op, item, sha, None if branch == "detached HEAD" else branch, files)
             )
         for op in ("merge", "pull"):
-            if op not in ops or _COMMIT_LINE.search(output):
+            if op not in ops:
                 continue
             conflicts = [_relative(ctx, f.strip()) for f in _CONFLICT.findall(output)]
             ref = _first_argument(ops[op])
