@@ -182,6 +182,8 @@ def test_green_runs_of_each_runner_are_passes_not_failures(
         ("echo 'pytest -q'", "pytest -q\n3 passed\n"),
         ("pytest --collect-only -q", "tests/test_auth.py::test_a\n\n1 test collected in 0.01s\n"),
         ("pytest -q", ""),
+        ("npx jest 2>&1 | head -3", "PASS src/a.test.ts\nPASS src/b.test.ts\n"),
+        ("pytest -q | grep passed", "3 passed in 0.01s\n"),
     ],
 )
 def test_commands_that_only_look_like_a_green_run_record_nothing(

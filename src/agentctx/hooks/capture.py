@@ -74,6 +74,8 @@ _PREFIX_WORDS = frozenset((
     "php", "bash", "sh", "zsh", "ruby", "node", "stdbuf", "nohup", "npm", "pnpm", "yarn", "bun",
 ))  # fmt: skip
 _PREFIX_WORD = re.compile(r"\w+=\S*|-\S*|\d+[smh]?|python[\d.]*|\S*/activate")
+#: Output cut or filtered before the summary: a pass line in it proves nothing.
+_FILTERED = re.compile(r"\|\s*(?:head|grep|egrep|rg|sed|awk|cut)\b")
 _SEGMENTS = re.compile(r"&&|\|\||[;|&\n(){}`]|\$\(")
 _FAILING_FILE = [
     re.compile(r"(?m)^(?:FAILED|ERROR)\s+([\w./\\-]+\.py)(?:::|\s|$)"),
@@ -131,7 +133,7 @@ def tool_use(ctx: HookContext) -> list[Observation]:
     if tool in EDIT_TOOLS:
         path = tool_input.get("file_path") or tool_input.get("notebook_path")
         if isinstance(path, str) and path:
-            return [{**base, "kind": "file", "name": _relative(ctx, path)}]
+            return [{**base, "kind": "file", "name": relative(ctx, path)}]
         return []
     if tool != "Bash":
         return []
@@ -163,7 +165,7 @@ def tool_use(ctx: HookContext) -> list[Observation]:
                 + f"\n{STUB_NOTE_FIX}"
             )
             found.append(_stub(base, f"Test failure: {short}", body, files, "test failure"))
-        elif _TEST_PASSED.search(output):
+        elif _TEST_PASSED.search(output) and not _FILTERED.search(scan):
             summary = _last_line(output, _TEST_PASSED)
             found.append({**base, "kind": "test_pass", "command": short, "summary": summary})
     elif _HARD_ERROR.search(output) and (failed or "Traceback" in output or "panic:" in output):
@@ -202,12 +204,12 @@ def pre_compact(ctx: HookContext) -> list[Observation]:
     trigger = ctx.text("trigger") or "auto"
     lines = [f"Snapshot of the working state before a {trigger} compaction."]
     if request:
-        lines.append(f"Current request: {_clip(request, 900)}")
+        lines.append(f"Current request: {clip(request, 900)}")
     if files:
-        lines.append("Files touched: " + ", ".join(_relative(ctx, f) for f in files))
+        lines.append("Files touched: " + ", ".join(relative(ctx, f) for f in files))
     if note:
-        lines.append(f"Last assistant note: {_clip(note, 400)}")
-    title = "Handover: " + _clip(" ".join((request or "work in progress").split()), 100)
+        lines.append(f"Last assistant note: {clip(note, 400)}")
+    title = "Handover: " + clip(" ".join((request or "work in progress").split()), 100)
     return [
         {
             **_base(ctx),
@@ -215,7 +217,7 @@ def pre_compact(ctx: HookContext) -> list[Observation]:
             "checkout": ctx.project.checkout,
             "title": redact(title),
             "body": redact("\n".join(lines)),
-            "files": [_relative(ctx, f) for f in files],
+            "files": [relative(ctx, f) for f in files],
         }
     ]
 
@@ -259,24 +261,26 @@ def _tool_output(ctx: HookContext) -> str:
 
 def _short_command(command: str) -> str:
     first = " ".join(command.strip().splitlines()[0].split()) if command.strip() else ""
-    return _clip(redact(first), 90)
+    return clip(redact(first), 90)
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` - 1 characters and an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _first_lines(output: str, pattern: re.Pattern[str], limit: int = 6) -> str:
     lines = [line.rstrip() for line in output.splitlines() if pattern.search(line)]
-    return _clip("\n".join(lines[:limit]), 600)
+    return clip("\n".join(lines[:limit]), 600)
 
 
 def _last_line(output: str, pattern: re.Pattern[str]) -> str:
     lines = [line.strip(" =") for line in output.splitlines() if pattern.search(line)]
-    return _clip(redact(lines[-1]), 200) if lines else ""
+    return clip(redact(lines[-1]), 200) if lines else ""
 
 
-def _relative(ctx: HookContext, path: str) -> str:
+def relative(ctx: HookContext, path: str) -> str:
+    """A path as capture names files: relative to the project root when inside it."""
     root = ctx.project.root
     full = path if os.path.isabs(path) else os.path.join(ctx.cwd, path)
     full = os.path.normpath(full)
@@ -291,7 +295,7 @@ def _failing_files(ctx: HookContext, output: str) -> list[str]:
     for pattern in _FAILING_FILE:
         found = list(dict.fromkeys(m.group(1) for m in pattern.finditer(output)))
         if found:
-            return [_relative(ctx, f) for f in found[:5]]
+            return [relative(ctx, f) for f in found[:5]]
     return []
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from agentctx.core.project import head_branch
-from agentctx.hooks.capture import _clip, _relative
+from agentctx.hooks.capture import clip, relative
 from agentctx.redact import redact
 
 TYPE_CHECKING = False
@@ -59,9 +59,9 @@ def operations(
             branch, sha, subject = match.groups()
             op = next((o for o in ("cherry-pick", "revert") if o in ops), "commit")
             stat = _STAT_LINE.search(output, match.end())
-            files = paths or [_relative(ctx, f) for f in _MODE_LINE.findall(output)]
-            item = f'{op} {sha} "{_clip(redact(subject.strip()), 100)}"' + (
-                f" ({_clip(stat.group(1).strip(), 80)})" if stat else ""
+            files = paths or [relative(ctx, f) for f in _MODE_LINE.findall(output)]
+            item = f'{op} {sha} "{clip(redact(subject.strip()), 100)}"' + (
+                f" ({clip(stat.group(1).strip(), 80)})" if stat else ""
             )
             found.append(
                 _git(base, op, item, sha, None if branch == "detached HEAD" else branch, files)
@@ -69,7 +69,7 @@ def operations(
         for op in ("merge", "pull"):
             if op not in ops:
                 continue
-            conflicts = [_relative(ctx, f.strip()) for f in _CONFLICT.findall(output)]
+            conflicts = [relative(ctx, f.strip()) for f in _CONFLICT.findall(output)]
             ref = _first_argument(ops[op])
             what = op + (f" of {ref}" if ref and op == "merge" else f" from {ref}" if ref else "")
             if conflicts:
@@ -79,7 +79,7 @@ def operations(
                 item = what + ff
             else:
                 continue
-            files = conflicts or [_relative(ctx, f.strip()) for f in _DIFFSTAT.findall(output)]
+            files = conflicts or [relative(ctx, f.strip()) for f in _DIFFSTAT.findall(output)]
             found.append(_git(base, op, item, "", head_branch(ctx.cwd), files))
         if "rebase" in ops or ("pull" in ops and "--rebase" in ops["pull"]):
             rebased = _REBASED.search(output)
@@ -89,8 +89,8 @@ def operations(
                 item = "rebase" + (f" onto {upstream}" if upstream else "")
                 found.append(_git(base, "rebase", item, "", rebased.group(1), []))
             elif stopped:
-                conflicts = [_relative(ctx, f.strip()) for f in _CONFLICT.findall(output)]
-                subject = _clip(redact(stopped.group(2).strip()), 100)
+                conflicts = [relative(ctx, f.strip()) for f in _CONFLICT.findall(output)]
+                subject = clip(redact(stopped.group(2).strip()), 100)
                 item = f'rebase stopped on conflicts at {stopped.group(1)} "{subject}"'
                 found.append(_git(base, "rebase", item, "", head_branch(ctx.cwd), conflicts))
     pr = _GH_PR.search(command)
@@ -99,11 +99,11 @@ def operations(
         args = pr.group(1)
         title_match = _PR_TITLE.search(args)
         title = next((g for g in title_match.groups() if g), "") if title_match else ""
-        title = _clip(" ".join(redact(title).split()), 90)
+        title = clip(" ".join(redact(title).split()), 90)
         source = _PR_FOR.search(output)
         head = _PR_HEAD.search(args)
         branch = source.group(1) if source else head.group(1) if head else head_branch(ctx.cwd)
-        link = _clip(url.group(1), 200)
+        link = clip(url.group(1), 200)
         item = f"PR opened: {link}" + (f' "{title}"' if title else "")
         if source:
             item += f" into {source.group(2)}"
@@ -123,7 +123,7 @@ def _git(
         "op": op,
         "item": item,
         "ref": ref,
-        "branch": _clip(branch, 90) if branch else None,
+        "branch": clip(branch, 90) if branch else None,
         "files": files[:FILES_MAX],
         "session_files": op == "commit",
     }
@@ -139,7 +139,7 @@ def _first_argument(args: str) -> str:
         elif word in ("-m", "-s", "-X", "--strategy", "--onto", "-F"):
             skip = True
         elif not word.startswith("-") and not word.startswith(("'", '"', "$")):
-            return _clip(word, 80)
+            return clip(word, 80)
     return ""
 
 
@@ -155,5 +155,5 @@ def _command_paths(ctx: HookContext, command: str) -> list[str]:
     for word in words:
         word = word.strip("'\"")
         if word and not word.startswith("-") and not word.endswith(("/", ".")) and "*" not in word:
-            paths.append(_relative(ctx, word))
+            paths.append(relative(ctx, word))
     return list(dict.fromkeys(paths))[:FILES_MAX]
