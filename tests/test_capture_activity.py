@@ -330,7 +330,7 @@ def test_merge_rebase_and_conflicts_are_captured(repo: Path) -> None:
     )
     assert "Merge made by" in result.stdout
     record_id, body, _ = activity("main")
-    assert "merge of feature" in body
+    assert "merge of feature — files: feature.py" in body
     assert ("file", "feature.py") in linked(record_id)
 
     # a conflicting merge: a failure event; the conflicted file is linked

@@ -41,6 +41,7 @@ _PR_URL = re.compile(r"(?m)^(https?://[^\s/]+/\S+/pull/\d+)\s*$")
 _PR_FOR = re.compile(r"Creating pull request for (\S+) into (\S+) in \S+")
 _PR_TITLE = re.compile(r"""(?:--title|-t)(?:\s+|=)(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([^\s;&|]+))""")
 _PR_HEAD = re.compile(r"(?:--head|-H)(?:\s+|=)([^\s;&|'\"]+)")
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
 #: How many commits one Bash call may record (a chain of commits in one command).
 COMMITS_MAX = 3
 #: How many files one operation names.
@@ -67,7 +68,7 @@ def operations(
                 _git(base, op, item, sha, None if branch == "detached HEAD" else branch, files)
             )
         for op in ("merge", "pull"):
-            if op not in ops:
+            if op not in ops or (op == "pull" and "--rebase" in ops[op]):  # a rebase: below
                 continue
             conflicts = [relative(ctx, f.strip()) for f in _CONFLICT.findall(output)]
             ref = _first_argument(ops[op])
@@ -130,15 +131,14 @@ def _git(
 
 
 def _first_argument(args: str) -> str:
-    """The first word of git arguments that is not an option (a ref), or ""."""
-    words = args.split()
+    """The first word of git arguments that is not an option or its value (a ref), or ""."""
     skip = False
-    for word in words:
+    for word in _QUOTED.sub(" \x00 ", args).split():  # a quoted message is one word, never a ref
         if skip:
             skip = False
         elif word in ("-m", "-s", "-X", "--strategy", "--onto", "-F"):
             skip = True
-        elif not word.startswith("-") and not word.startswith(("'", '"', "$")):
+        elif word != "\x00" and not word.startswith(("-", "$", "'", '"')):
             return clip(word, 80)
     return ""
 
