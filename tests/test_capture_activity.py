@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import sqlean
+from mcp import Client
 
 from agentctx.core import home
+from agentctx.mcp.server import create_server
 from tests.helpers import payload, run_hook, seed
 
 if TYPE_CHECKING:
@@ -446,3 +448,26 @@ def test_a_locked_store_spools_the_new_kinds_and_the_next_hook_applies_them(repo
         ("Tests passed: pytest -q tests/test_auth.py", 1),
         ("Git activity on main", 1),
     ]
+
+
+@pytest.mark.anyio
+async def test_ctx_related_on_a_committed_file_finds_the_commit_and_the_closed_failure(
+    repo: Path,
+) -> None:
+    post(repo, "pytest -q tests/test_auth.py", PYTEST_FAIL, failed=True)
+    post(repo, "pytest -q tests/test_auth.py", PYTEST_PASS)
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_auth.py").write_text("def test_refresh_on_401(): ...\n")
+    git(repo, "add", "tests/test_auth.py")
+    command = "git add tests/test_auth.py && git commit -m 'Refresh the token on 401'"
+    run_and_post(repo, command, "commit", "-m", "Refresh the token on 401")
+
+    async with Client(create_server(str(repo)), raise_exceptions=True) as client:
+        result = await client.call_tool("ctx_related", {"file": "tests/test_auth.py"})
+    assert not result.is_error and result.structured_content is not None
+    titles = {entry["title"] for entry in result.structured_content["results"]}
+    assert {
+        "Git activity on main",
+        "Test failure fixed: pytest -q tests/test_auth.py",
+    } <= titles
+    assert "Test failure: pytest -q tests/test_auth.py" not in titles  # superseded: not current
