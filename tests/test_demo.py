@@ -68,7 +68,9 @@ def test_demo_shows_the_whole_loop_and_leaves_nothing(tmp_path: Path, agentctx_h
     assert sorted(part) == [1, 2, 3, 4, 5, 6]
     # the hooks ran and captured the test failure without an LLM
     assert "SessionStart" in part[1] and "PostToolUse Bash pytest tests/test_totals.py" in part[1]
-    assert 'a bugfix stub "Test failure: pytest tests/test_totals.py"' in part[1]
+    # the failure, closed by the passing run with its evidence, and the green run itself
+    assert 'a bugfix stub "Test failure fixed: pytest tests/test_totals.py"' in part[1]
+    assert 'a test pass "Tests passed: pytest tests/test_totals.py"' in part[1]
     # extraction went to the stand-in, which says what it is
     assert LABEL in part[2] and "not Claude" in part[2] and "http://127.0.0.1:" in part[2]
     assert "sent: 1 request" in part[2]
@@ -78,6 +80,7 @@ def test_demo_shows_the_whole_loop_and_leaves_nothing(tmp_path: Path, agentctx_h
     assert "# agentctx: context for invoice-service" in part[4] and DECISION in part[4]
     assert "Relevant records from the agentctx context store" in part[5]
     assert BUGFIX_BODY in part[5] and DECISION not in part[5]
+    assert "Fixed: `pytest tests/test_totals.py` passed at " in part[5]
     # ctx_search ranks the decision first
     hits = [line for line in part[6].splitlines() if re.match(r"  [0-9A-Z]{26}  ", line)]
     assert hits and "decision" in hits[0] and DECISION in hits[0]

@@ -441,15 +441,18 @@ def test_failing_test_run_records_one_bugfix_stub(project_dir: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("command", "output"),
+    ("command", "output", "recorded"),
     [
-        ("pytest -q", "...\n3 passed in 0.01s\n"),
-        ("ls -la", "total 0\n"),
-        ("npm test", "Tests: 4 passed, 4 total\n"),
-        ("grep -r foo .", ""),
+        ("pytest -q", "...\n3 passed in 0.01s\n", [("discovery", "Tests passed: pytest -q")]),
+        ("ls -la", "total 0\n", []),
+        ("npm test", "Tests: 4 passed, 4 total\n", [("discovery", "Tests passed: npm test")]),
+        ("grep -r foo .", "", []),
     ],
 )
-def test_clean_runs_record_nothing(command: str, output: str, project_dir: Path) -> None:
+def test_clean_runs_record_no_failure(
+    command: str, output: str, recorded: list[tuple[str, str]], project_dir: Path
+) -> None:
+    """A clean run is no stub; a green test run is its pass (tests/test_capture_activity.py)."""
     seed(project_dir, [])
     _post(
         project_dir,
@@ -457,7 +460,7 @@ def test_clean_runs_record_nothing(command: str, output: str, project_dir: Path)
         {"command": command},
         tool_response={"stdout": output, "stderr": "", "interrupted": False},
     )
-    assert query("SELECT count(*) FROM records")[0][0] == 0
+    assert query("SELECT type, title FROM records") == recorded
 
 
 @pytest.mark.parametrize(

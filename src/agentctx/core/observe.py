@@ -12,6 +12,8 @@ the spool when the database is busy or missing); :func:`apply` writes them. Kind
   top-level, the record's ``key``) that supersedes that checkout's current one and the legacy (key
   NULL) one; other worktrees' handovers are left alone. An observation spooled without a checkout
   writes a legacy handover.
+* ``test_pass`` and ``git``: a green test run and a git operation, folded so that repeats do not
+  flood (:mod:`agentctx.core.activity`): :func:`_apply_activity`.
 """
 
 from __future__ import annotations
@@ -70,8 +72,24 @@ def _apply_one(conn: sqlean.Connection, obs: Observation, changed: set[str]) -> 
             run(conn, writes.link_entity(record_id, node_id))
         if session_id and kind == "stub" and new["title"].startswith(TEST_FAILURE):
             run(conn, writes.link_session_files(record_id, project_id, session_id, at))
+    elif kind in ("test_pass", "git"):
+        _apply_activity(conn, obs, project_id, session_id, at)
+        changed.add(project_id)
     else:
         raise ValueError(f"unknown observation kind {kind!r}")
+
+
+def _apply_activity(
+    conn: sqlean.Connection, obs: Observation, project_id: str, session_id: str | None, at: str
+) -> None:
+    """A green test run or a git operation (:mod:`agentctx.core.activity`, loaded when needed)."""
+    from agentctx.core import activity
+
+    if obs["kind"] == "test_pass":
+        command, summary = str(obs["command"]), str(obs.get("summary") or "")
+        run(conn, activity.test_pass(project_id, session_id, at, command, summary))
+    else:
+        run(conn, activity.git(project_id, session_id, at, obs))
 
 
 def record_of(obs: Observation, project_id: str, session_id: str | None, at: str) -> NewFields:

@@ -205,6 +205,22 @@ def find_git_dir(start: str) -> tuple[str, str] | None:
     return None if found is None else (found[0], found[2])
 
 
+def head_branch(start: str) -> str | None:
+    """The branch checked out in the worktree ``start`` is in (its ``HEAD`` file), or None.
+
+    None outside git and on a detached HEAD. A file read, no ``git`` process (the hook path).
+    """
+    try:
+        found = _locate(_real(start))
+    except (OSError, ValueError):
+        return None
+    if found is None:
+        return None
+    head = (_read_text(os.path.join(found[1], "HEAD")) or "").strip()
+    prefix = "ref: refs/heads/"
+    return (head[len(prefix) :] or None) if head.startswith(prefix) else None
+
+
 def _parse_value(raw: str) -> str:
     # git semantics: quotes toggle, backslash escapes, # or ; outside quotes starts a comment,
     # outer whitespace is dropped and inner whitespace kept

@@ -32,7 +32,9 @@ class Observation(TypedDict, total=False):
 
     Every kind has ``kind``, ``project_id``, ``session_id`` and ``at``; ``file`` and ``branch`` a
     ``name``; ``stub`` and ``handover`` a ``title``, ``body`` and ``files``; a stub its
-    ``keywords``, a handover its ``checkout``.
+    ``keywords``, a handover its ``checkout``. A ``test_pass`` has the ``command`` and its
+    ``summary`` line; a ``git`` operation its ``op``, ``item``, ``ref``, ``branch``, ``files``,
+    ``session_files`` and, for a pull request, ``title`` (:mod:`agentctx.core.activity`).
     """
 
     kind: str
@@ -45,6 +47,13 @@ class Observation(TypedDict, total=False):
     files: list[str]
     keywords: str
     checkout: str | None
+    command: str
+    summary: str
+    op: str
+    item: str
+    ref: str
+    branch: str | None
+    session_files: bool
 
 
 class NewFields(TypedDict, total=False):

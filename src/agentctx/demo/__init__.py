@@ -305,11 +305,12 @@ class _Demo:
             (project.project_id,),
         )
         files = [str(n["name"]) for n in nodes if n["kind"] == "file"]
-        stubs = await store.list_records(
-            project.project_id, types=("bugfix",), include_superseded=False
+        captured = await store.list_records(
+            project.project_id, types=("bugfix", "discovery"), include_superseded=False
         )
         parts = [f"{len(files)} files ({', '.join(files)})"] if files else []
-        parts += [f'a bugfix stub "{r.title}"' for r in stubs]
+        parts += [f'a {r.type} stub "{r.title}"' for r in captured if r.type == "bugfix"]
+        parts += [f'a test pass "{r.title}"' for r in captured if r.type == "discovery"]
         self.write(f"  captured without an LLM: {'; '.join(parts) or 'nothing'}")
 
     # -- what the SessionEnd worker does -----------------------------------------------------------

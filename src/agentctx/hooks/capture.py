@@ -4,7 +4,17 @@
 * ``git checkout -b``/``switch -c`` and branch switches (git's "Switched to … branch" line) → the branch.
 * A failing test run (pytest, jest, vitest, go test, cargo test, npm/pnpm/yarn/bun test, …) → an
   inferred bugfix stub "Test failure: <command>" linked to the failing file; other hard errors in Bash
-  output → "Error observed: <command>". Clean runs record nothing.
+  output → "Error observed: <command>".
+* A green test run (the output says so: "3 passed", "ok", "test result: ok", …) → a ``test_pass``
+  observation: it closes the command's open failure stub with the evidence and is folded into one
+  "Tests passed: <command>" record (:mod:`agentctx.core.activity`). A test command is one that runs
+  a test runner (its first words, after wrappers such as ``uv run`` or ``timeout 60``), not one
+  that merely names it (``cat pytest.ini``).
+* Git operations read from the command and git's own output lines: commits (``[main abc1234]
+  subject``, the files of ``git add``/``-- <paths>``/``create mode``), merges and pulls
+  (``Fast-forward``, ``Merge made by``, ``CONFLICT … in <file>``), rebases (``Successfully
+  rebased``, ``could not apply``) and ``gh pr create`` (the URL it prints) → ``git`` observations,
+  folded per branch. Other commands record nothing.
 * PreCompact → a handover snapshot of the working state (the newest real user request and the files
   touched, read from the transcript tail) that supersedes the previous handover of this checkout
   (worktree); the other worktrees of the project keep theirs.
@@ -20,7 +30,7 @@ import re
 from agentctx.core import jsonio, spool
 from agentctx.core.connect import busy_or, open_db
 from agentctx.core.files import read_tail
-from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX, apply
+from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX, TEST_FAILURE, apply
 from agentctx.redact import redact
 
 TYPE_CHECKING = False
@@ -45,11 +55,28 @@ _TEST_COMMAND = re.compile(
 )
 _TEST_FAILED = re.compile(
     r"""(?xm)
-    \b\d+\s+(?:failed|failing|failures?|errors?)\b | ^FAILED\b | ^FAIL\b | \bFAIL\s | ^---\sFAIL
+    \b[1-9]\d*\s+(?:failed|failing|failures?|errors?)\b | ^FAILED\b | ^FAIL\b | \bFAIL\s | ^---\sFAIL
     | test\sresult:\sFAILED | \bTests?:\s+\d+\s+failed | ^ERROR\b | \bAssertionError\b
     | ^\s*(?:✗|✕|×)\s | \bpanicked\sat\b
     """
 )
+_TEST_PASSED = re.compile(
+    r"""(?xm)
+    \b[1-9]\d*\s+(?:passed|passing)\b | ^OK(?:\s\(|\s*$) | ^ok\s+\S | ^PASS(?:\s|$)
+    | test\sresult:\sok\b | \b[1-9]\d*\s+examples?,\s+0\s+failures\b | \bcongratulations\s:\)
+    | \bSession\s\S+\swas\ssuccessful\b
+    """
+)
+#: What may come before the test runner in a command segment: wrappers, options, env, numbers.
+_PREFIX_WORDS = frozenset((
+    "time", "timeout", "nice", "env", "sudo", "command", "exec", "xvfb-run", "npx", "bunx", "pnpx",
+    "uv", "uvx", "run", "poetry", "pdm", "hatch", "pipenv", "rye", "coverage", "dotenv", "bundle",
+    "php", "bash", "sh", "zsh", "ruby", "node", "stdbuf", "nohup", "npm", "pnpm", "yarn", "bun",
+))  # fmt: skip
+_PREFIX_WORD = re.compile(r"\w+=\S*|-\S*|\d+[smh]?|python[\d.]*|\S*/activate")
+#: Output cut or filtered before the summary: a pass line in it proves nothing.
+_FILTERED = re.compile(r"\|\s*(?:head|grep|egrep|rg|sed|awk|cut)\b")
+_SEGMENTS = re.compile(r"&&|\|\||[;|&\n(){}`]|\$\(")
 _FAILING_FILE = [
     re.compile(r"(?m)^(?:FAILED|ERROR)\s+([\w./\\-]+\.py)(?:::|\s|$)"),
     re.compile(r"(?m)^\s*(?:FAIL|✗|×)\s+([\w./@-]+\.(?:[cm]?[jt]sx?))\b"),
@@ -66,6 +93,8 @@ _HARD_ERROR = re.compile(
     | \bCannot\sfind\smodule\b | \bPermission\sdenied\b | \bNo\ssuch\sfile\sor\sdirectory\b
     """
 )
+#: A here-document's body (a commit message, a PR body): text, not commands to look at.
+_HEREDOC = re.compile(r"""(?ms)<<-?\s*(['"]?)(\w+)\1([^\n]*)\n.*?^\s*\2\s*$""")
 _SWITCHED = re.compile(r"Switched to (?:a new )?branch '([^'\n]+)'|Already on '([^'\n]+)'")
 _NEW_BRANCH = re.compile(r"\bgit\s+(?:checkout\s+-[bB]|switch\s+(?:-[cC]|--create))\s+([^\s;&|]+)")
 
@@ -104,7 +133,7 @@ def tool_use(ctx: HookContext) -> list[Observation]:
     if tool in EDIT_TOOLS:
         path = tool_input.get("file_path") or tool_input.get("notebook_path")
         if isinstance(path, str) and path:
-            return [{**base, "kind": "file", "name": _relative(ctx, path)}]
+            return [{**base, "kind": "file", "name": relative(ctx, path)}]
         return []
     if tool != "Bash":
         return []
@@ -120,7 +149,12 @@ def tool_use(ctx: HookContext) -> list[Observation]:
         for match in _NEW_BRANCH.finditer(command):
             found.append({**base, "kind": "branch", "name": match.group(1)})
     short = _short_command(command)
-    if _TEST_COMMAND.search(command):
+    scan = _HEREDOC.sub(r"<<\1\2\1\3", command) if "<<" in command else command
+    if ("git " in scan or "gh pr" in scan) and output:
+        from agentctx.hooks import gitops  # its patterns compile only for a git or gh command
+
+        found.extend(gitops.operations(ctx, base, scan, output, failed))
+    if _runs_tests(scan):
         if failed or _TEST_FAILED.search(output):
             files = _failing_files(ctx, output)
             summary = _first_lines(output, _TEST_FAILED)
@@ -130,7 +164,10 @@ def tool_use(ctx: HookContext) -> list[Observation]:
                 + (f"\nOutput:\n{summary}" if summary else "")
                 + f"\n{STUB_NOTE_FIX}"
             )
-            found.append(_stub(base, f"Test failure: {short}", body, files, "test failure"))
+            found.append(_stub(base, TEST_FAILURE + short, body, files, "test failure"))
+        elif _TEST_PASSED.search(output) and not _FILTERED.search(scan):
+            summary = _last_line(output, _TEST_PASSED)
+            found.append({**base, "kind": "test_pass", "command": short, "summary": summary})
     elif _HARD_ERROR.search(output) and (failed or "Traceback" in output or "panic:" in output):
         summary = _first_lines(output, _HARD_ERROR)
         body = (
@@ -144,6 +181,21 @@ def tool_use(ctx: HookContext) -> list[Observation]:
     return found
 
 
+def _runs_tests(command: str) -> bool:
+    """Whether a command segment runs a test runner (after wrappers), not merely names one."""
+    if not _TEST_COMMAND.search(command):
+        return False
+    for segment in _SEGMENTS.split(command):
+        words = [w.strip("'\"") for w in segment.split()]
+        for i, word in enumerate(words):
+            name = os.path.basename(word) or word
+            if _TEST_COMMAND.match(" ".join([name, *words[i + 1 :]])):
+                return True
+            if name not in _PREFIX_WORDS and not _PREFIX_WORD.fullmatch(word):
+                break
+    return False
+
+
 def pre_compact(ctx: HookContext) -> list[Observation]:
     """A handover snapshot from the transcript tail, before compaction loses it."""
     request, files, note = _transcript_state(ctx.text("transcript_path"))
@@ -152,12 +204,12 @@ def pre_compact(ctx: HookContext) -> list[Observation]:
     trigger = ctx.text("trigger") or "auto"
     lines = [f"Snapshot of the working state before a {trigger} compaction."]
     if request:
-        lines.append(f"Current request: {_clip(request, 900)}")
+        lines.append(f"Current request: {clip(request, 900)}")
     if files:
-        lines.append("Files touched: " + ", ".join(_relative(ctx, f) for f in files))
+        lines.append("Files touched: " + ", ".join(relative(ctx, f) for f in files))
     if note:
-        lines.append(f"Last assistant note: {_clip(note, 400)}")
-    title = "Handover: " + _clip(" ".join((request or "work in progress").split()), 100)
+        lines.append(f"Last assistant note: {clip(note, 400)}")
+    title = "Handover: " + clip(" ".join((request or "work in progress").split()), 100)
     return [
         {
             **_base(ctx),
@@ -165,7 +217,7 @@ def pre_compact(ctx: HookContext) -> list[Observation]:
             "checkout": ctx.project.checkout,
             "title": redact(title),
             "body": redact("\n".join(lines)),
-            "files": [_relative(ctx, f) for f in files],
+            "files": [relative(ctx, f) for f in files],
         }
     ]
 
@@ -209,19 +261,26 @@ def _tool_output(ctx: HookContext) -> str:
 
 def _short_command(command: str) -> str:
     first = " ".join(command.strip().splitlines()[0].split()) if command.strip() else ""
-    return _clip(redact(first), 90)
+    return clip(redact(first), 90)
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` - 1 characters and an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _first_lines(output: str, pattern: re.Pattern[str], limit: int = 6) -> str:
     lines = [line.rstrip() for line in output.splitlines() if pattern.search(line)]
-    return _clip("\n".join(lines[:limit]), 600)
+    return clip("\n".join(lines[:limit]), 600)
 
 
-def _relative(ctx: HookContext, path: str) -> str:
+def _last_line(output: str, pattern: re.Pattern[str]) -> str:
+    lines = [line.strip(" =") for line in output.splitlines() if pattern.search(line)]
+    return clip(redact(lines[-1]), 200) if lines else ""
+
+
+def relative(ctx: HookContext, path: str) -> str:
+    """A path as capture names files: relative to the project root when inside it."""
     root = ctx.project.root
     full = path if os.path.isabs(path) else os.path.join(ctx.cwd, path)
     full = os.path.normpath(full)
@@ -236,7 +295,7 @@ def _failing_files(ctx: HookContext, output: str) -> list[str]:
     for pattern in _FAILING_FILE:
         found = list(dict.fromkeys(m.group(1) for m in pattern.finditer(output)))
         if found:
-            return [_relative(ctx, f) for f in found[:5]]
+            return [relative(ctx, f) for f in found[:5]]
     return []
 
 
