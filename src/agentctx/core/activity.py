@@ -1,6 +1,6 @@
 """Folded capture: test outcomes both ways and git operations, as records that do not flood.
 
-The capture hook (:mod:`agentctx.hooks.capture`) reads a green test run or a git operation out of
+The capture rules (:mod:`agentctx.core.capture`) read a green test run or a git operation out of
 a Bash call; :mod:`agentctx.core.observe` runs the plans here in its transaction. The rule, once:
 a **repeat of the same fact folds** into its current record in place (a counter, the latest time,
 the newest items: like ``reinforce_count``), and a **change of state is a new version** (the

@@ -14,12 +14,11 @@ import sys
 import time
 
 from agentctx.core import home, jsonio, nofollow
+from agentctx.core.event import Event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-    from agentctx.core.project import ProjectIdentity
 
 MAX_STDIN_BYTES = 32 * 1024 * 1024
 LOG_MAX_BYTES = 1024 * 1024
@@ -39,46 +38,14 @@ EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
 INJECTING = frozenset({"SessionStart", "UserPromptSubmit", "SubagentStart"})
 
 
-class HookContext:
-    """What a handler gets: the event, its payload, and lazily the project it runs in."""
+class HookContext(Event):
+    """What a handler gets: the event, its payload, lazily the project; notes go to the hooks log."""
 
-    __slots__ = ("_project", "event", "payload", "started")
+    __slots__ = ("started",)
 
     def __init__(self, event: str, payload: dict[str, Any]) -> None:
-        self.event = event
-        self.payload = payload
+        super().__init__(event, payload)
         self.started = time.monotonic()
-        self._project: ProjectIdentity | None = None
-
-    def text(self, key: str) -> str:
-        """A string field of the payload ('' when absent or not a string; NULs replaced).
-
-        These fields become paths, command lines and keys, where a NUL is refused (``ValueError:
-        embedded null byte``); Claude Code never sends one, so it is only ever damage.
-        """
-        value = self.payload.get(key)
-        if not isinstance(value, str):
-            return ""
-        return value.replace("\x00", "\ufffd") if "\x00" in value else value
-
-    @property
-    def session_id(self) -> str:
-        """The Claude Code session id ('' when absent)."""
-        return self.text("session_id")
-
-    @property
-    def cwd(self) -> str:
-        """The session's working directory (payload, else CLAUDE_PROJECT_DIR, else ours)."""
-        return self.text("cwd") or os.environ.get("CLAUDE_PROJECT_DIR", "") or os.getcwd()
-
-    @property
-    def project(self) -> ProjectIdentity:
-        """The project the session works in."""
-        if self._project is None:
-            from agentctx.core.project import identify
-
-            self._project = identify(self.cwd)
-        return self._project
 
     def log(self, message: str) -> None:
         """Append a line to the hooks log."""

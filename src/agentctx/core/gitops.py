@@ -1,4 +1,4 @@
-"""Git operations in a Bash call, for the capture hook (:mod:`agentctx.hooks.capture`).
+"""Git operations in a Bash call, for the capture hook (:mod:`agentctx.core.capture`).
 
 Loaded only when a command names ``git`` or ``gh pr``: its patterns cost a few milliseconds to
 compile. Commits, merges, pulls, rebases and ``gh pr create`` are read from the command and
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import re
 
+from agentctx.core.capture import clip, relative
 from agentctx.core.project import head_branch
-from agentctx.hooks.capture import clip, relative
-from agentctx.redact import redact
+from agentctx.core.redact import redact
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from agentctx.core.event import Event
     from agentctx.core.shapes import Observation
-    from agentctx.hooks.runner import HookContext
 
 #: A git (or gh) command at the start of a command segment, not one merely quoted or echoed.
 _AT_START = r"(?:^|&&|\|\||[;|&\n(]|\$\()\s*(?:\w+=\S*\s+)*"
@@ -49,7 +49,7 @@ FILES_MAX = 12
 
 
 def operations(
-    ctx: HookContext, base: Observation, command: str, output: str, failed: bool
+    ctx: Event, base: Observation, command: str, output: str, failed: bool
 ) -> list[Observation]:
     """Commits, merges, pulls, rebases and opened pull requests that git's output confirms."""
     found: list[Observation] = []
@@ -143,7 +143,7 @@ def _first_argument(args: str) -> str:
     return ""
 
 
-def _command_paths(ctx: HookContext, command: str) -> list[str]:
+def _command_paths(ctx: Event, command: str) -> list[str]:
     """The files a command stages or commits by name (``git add a b``, ``git commit -- a b``)."""
     words: list[str] = []
     for match in _GIT_ADD.finditer(command):
