@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -74,7 +75,7 @@ def post(
         cwd,
         tool_name="Bash",
         tool_input={"command": command, "description": "run"},
-        tool_use_id="toolu_01",
+        tool_use_id=f"toolu_{uuid.uuid4().hex}",  # unique per call, as Claude Code's ids are
         **extra,
     )
     result = run_hook("post-tool-use", data, cwd=cwd)

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -366,7 +367,7 @@ def _post(project_dir: Path, tool: str, tool_input: dict[str, Any], **extra: Any
         project_dir,
         tool_name=tool,
         tool_input=tool_input,
-        tool_use_id="toolu_01",
+        tool_use_id=f"toolu_{uuid.uuid4().hex}",  # unique per call, as Claude Code's ids are
         **extra,
     )
     result = run_hook("post-tool-use", data, cwd=project_dir)

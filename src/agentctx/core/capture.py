@@ -206,7 +206,15 @@ def pre_compact(ctx: Event) -> list[Observation]:
 def _base(ctx: Event) -> Observation:
     from agentctx.core import clock
 
-    return {"project_id": ctx.project.project_id, "session_id": ctx.session_id, "at": clock.now()}
+    base: Observation = {
+        "project_id": ctx.project.project_id,
+        "session_id": ctx.session_id,
+        "at": clock.now(),
+    }
+    call = ctx.text("tool_use_id")
+    if call:
+        base["call"] = call[:200]
+    return base
 
 
 def _stub(base: Observation, title: str, body: str, files: list[str], word: str) -> Observation:

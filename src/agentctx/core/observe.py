@@ -19,12 +19,13 @@ the spool when the database is busy or missing); :func:`apply` writes them. Kind
 from __future__ import annotations
 
 from agentctx.core import clock, digests, schema, writes
-from agentctx.core.plan import run
+from agentctx.core.plan import execute, run
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlean
 
+    from agentctx.core.plan import Plan
     from agentctx.core.shapes import NewFields, Observation
 
 #: The last line of a stub's body; extraction drops it when it explains the stub.
@@ -34,21 +35,45 @@ STUB_NOTE_FIX = "(Captured by the PostToolUse hook; extraction may add the cause
 TEST_FAILURE = "Test failure: "
 
 
-def apply(conn: sqlean.Connection, observations: list[Observation]) -> None:
-    """Write observations atomically (``BEGIN IMMEDIATE`` … ``COMMIT``)."""
+def apply(conn: sqlean.Connection, observations: list[Observation]) -> int:
+    """Write observations atomically (``BEGIN IMMEDIATE`` … ``COMMIT``); how many were written.
+
+    Each tool call is applied once: the observations of a call (``call``, its ``tool_use_id``)
+    that an earlier write already applied — the hook live, then ``extract --no-llm`` replaying the
+    transcript, or a spooled copy — are skipped (:func:`first_time`).
+    """
     if not observations:
-        return
+        return 0
     changed: set[str] = set()
+    written = 0
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute("PRAGMA defer_foreign_keys = ON")
+        fresh: set[str] = set()
         for obs in observations:
+            call = obs.get("call")
+            if call and call not in fresh:
+                if not run(conn, first_time(call, str(obs.get("session_id") or ""), obs)):
+                    continue
+                fresh.add(call)
             _apply_one(conn, obs, changed)
+            written += 1
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     digests.invalidate(changed)
+    return written
+
+
+def first_time(call: str, session_id: str, obs: Observation) -> Plan[bool]:
+    """Note a tool call as applied; False when it was already (``captured_calls``)."""
+    count = yield execute(
+        "INSERT INTO captured_calls(tool_use_id, session_id, at) VALUES (?, ?, ?) "
+        "ON CONFLICT(tool_use_id) DO NOTHING",
+        (call, session_id, str(obs.get("at") or clock.now())),
+    )
+    return bool(count)
 
 
 def _apply_one(conn: sqlean.Connection, obs: Observation, changed: set[str]) -> None:

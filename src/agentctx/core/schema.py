@@ -270,12 +270,23 @@ CREATE TABLE extraction_ledger (
 CREATE INDEX extraction_ledger_day ON extraction_ledger(day, backend, session_id);
 """
 
+#: Tool calls whose observations were applied (``tool_use_id``), so that each is applied once:
+#: live by the hook, replayed by ``extract --no-llm``, or from the spool (``core.observe.apply``).
+_CAPTURED_CALLS = """
+CREATE TABLE captured_calls (
+  tool_use_id TEXT PRIMARY KEY,
+  session_id  TEXT NOT NULL,
+  at          TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_extraction_state", _EXTRACTION_STATE),
     ("0003_consolidation", _CONSOLIDATION),
     ("0004_handover_per_checkout", _HANDOVER_PER_CHECKOUT),
     ("0005_extraction_ledger", _EXTRACTION_LEDGER),
+    ("0006_captured_calls", _CAPTURED_CALLS),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -35,6 +35,7 @@ class Observation(TypedDict, total=False):
     ``keywords``, a handover its ``checkout``. A ``test_pass`` has the ``command`` and its
     ``summary`` line; a ``git`` operation its ``op``, ``item``, ``ref``, ``branch``, ``files``,
     ``session_files`` and, for a pull request, ``title`` (:mod:`agentctx.core.activity`).
+    ``call``: the tool call's ``tool_use_id``, when the event had one (each call is applied once).
     """
 
     kind: str
@@ -54,6 +55,7 @@ class Observation(TypedDict, total=False):
     ref: str
     branch: str | None
     session_files: bool
+    call: str
 
 
 class NewFields(TypedDict, total=False):
