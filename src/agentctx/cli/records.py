@@ -156,7 +156,14 @@ async def _ranked(store: Store, query: SearchQuery) -> tuple[list[SearchHit], st
     else:
         from agentctx import embed
 
+        stored = (await embed.status(store)).model
+        configured = str(settings.get("embedding.model") or embed.DEFAULT_MODEL)
         try:
+            if stored is not None and stored != configured:
+                raise embed.ModelUnavailable(
+                    f"the stored vectors belong to {stored}, not the configured {configured}: "
+                    "re-embed pending (`agentctx model reembed`)"
+                )
             embedder = await anyio.to_thread.run_sync(embed.load_local, settings)
         except embed.ModelUnavailable as exc:
             why = f"{exc}; `agentctx model fetch` or `agentctx doctor`"
