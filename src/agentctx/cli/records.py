@@ -158,12 +158,14 @@ async def _ranked(store: Store, query: SearchQuery) -> tuple[list[SearchHit], st
 
         stored = (await embed.status(store)).model
         configured = str(settings.get("embedding.model") or embed.DEFAULT_MODEL)
+        if stored is not None and stored != configured:
+            why = (
+                f"the stored vectors belong to {stored}, not the configured {configured}: "
+                "re-embed pending (`agentctx model reembed`)"
+            )
+            result = await store.search(query)
+            return result.hits, result.degraded, why
         try:
-            if stored is not None and stored != configured:
-                raise embed.ModelUnavailable(
-                    f"the stored vectors belong to {stored}, not the configured {configured}: "
-                    "re-embed pending (`agentctx model reembed`)"
-                )
             embedder = await anyio.to_thread.run_sync(embed.load_local, settings)
         except embed.ModelUnavailable as exc:
             why = f"{exc}; `agentctx model fetch` or `agentctx doctor`"
