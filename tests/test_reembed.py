@@ -126,6 +126,9 @@ def test_the_second_models_are_other_spaces_with_minilms_cosines(
     # ... but not the same vectors: a rotated vector against MiniLM's is noise
     cross = np.einsum("ij,ij->i", rotated.embed_sync(texts), base)
     assert float(np.max(np.abs(cross))) < 0.5
+    # thresholds are per model name: MiniLM's cosine floor is not applied to another model
+    assert hybrid.floor_for({}, embedder.name).similarity == 0.32
+    assert hybrid.floor_for({}, wide.name).similarity is None
 
 
 # -- the dimension follows the model: 384 -> 768 and back ----------------------------------------
