@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from agentctx import embed
+from agentctx import embed, reembed
 from agentctx.core import db, plan, schema, vectors
 from agentctx.core.vectors import ModelMismatchError
 from agentctx.retrieval import hybrid
@@ -149,11 +149,11 @@ async def test_dimension_change_and_back(
     async with await Store.open(path) as store:
         assert embed.uses_vec(store) is vec
         ids = await _fill(store)
-        first = await embed.prepare(store, embedder)
+        first = await reembed.prepare(store, embedder)
         assert first.action == "adopted"  # a new store: nothing stored yet, same dimension
         assert await embed.embed_pending(store, embedder) == len(ids)
         before = await _ranking(store, embedder)
-        status = await embed.status(store)
+        status = await reembed.status(store)
         assert (status.model, status.dims, status.embedded, status.pending) == (
             minilm.NAME,
             384,
@@ -161,7 +161,7 @@ async def test_dimension_change_and_back(
             0,
         )
 
-        switched = await embed.prepare(store, wide)
+        switched = await reembed.prepare(store, wide)
         assert switched.to_dict() == {
             "action": "switched",
             "model": wide.name,
@@ -171,7 +171,7 @@ async def test_dimension_change_and_back(
         }
         if vec:
             assert "embedding float[768] distance_metric=cosine" in _vec_sql(path)
-        status = await embed.status(store)
+        status = await reembed.status(store)
         assert (status.model, status.dims, status.embedded, status.pending) == (
             wide.name,
             768,
@@ -186,18 +186,18 @@ async def test_dimension_change_and_back(
 
         # resumable: a few now, the rest later; each batch is committed with its vectors
         assert await embed.embed_pending(store, wide, limit=3) == 3
-        assert (await embed.status(store)).reembedded == 3
+        assert (await reembed.status(store)).reembedded == 3
         assert len(await _ranking(store, wide)) == 3
-        assert not await embed.finish(store)  # not done yet
+        assert not await reembed.finish(store)  # not done yet
         assert await embed.embed_pending(store, wide) == len(ids) - 3
-        assert await embed.finish(store)
+        assert await reembed.finish(store)
         after = await _ranking(store, wide)
         # every record has its new vector, and MiniLM's ranking stands (the same cosines)
         assert [rid for rid, _ in after] == [rid for rid, _ in before]
         assert np.allclose([s for _, s in after], [s for _, s in before], atol=2e-3)
-        assert (await embed.status(store)).to_dict()["reembed"] is None
+        assert (await reembed.status(store)).to_dict()["reembed"] is None
 
-        back = await embed.prepare(store, embedder)
+        back = await reembed.prepare(store, embedder)
         assert (back.action, back.before_model, back.before_dims) == ("switched", wide.name, 768)
         if vec:
             assert "embedding float[384] distance_metric=cosine" in _vec_sql(path)
@@ -215,18 +215,18 @@ async def test_same_dimension_model_change_never_mixes(
     store: Store, embedder: embed.Embedder, rotated: embed.Embedder
 ) -> None:
     ids = await _fill(store)
-    await embed.prepare(store, embedder)
+    await reembed.prepare(store, embedder)
     await embed.embed_pending(store, embedder)
     before = await _ranking(store, embedder)
 
-    assert (await embed.prepare(store, rotated)).action == "switched"
+    assert (await reembed.prepare(store, rotated)).action == "switched"
     # a process still holding MiniLM neither searches nor stores vectors now
     with pytest.raises(ModelMismatchError):
         await _ranking(store, embedder)
     await store.add(new_record(title="New note", body="Written meanwhile", project_id="p1"))
     with pytest.raises(ModelMismatchError):
         await embed.embed_pending(store, embedder)
-    assert (await embed.status(store)).embedded == 0  # nothing of MiniLM's was written
+    assert (await reembed.status(store)).embedded == 0  # nothing of MiniLM's was written
 
     # hybrid search meanwhile: a MiniLM query falls back to keywords and says why
     query = SearchQuery(text="gRPC internal services", project_id="p1", limit=5)
@@ -268,10 +268,10 @@ async def test_vectors_stored_before_the_model_was_recorded_are_adopted(
                         "UPDATE records SET pending_embedding = 0 WHERE id = ?", (record_id,)
                     )
     async with await Store.open(path) as store:  # migrates to 0006
-        status = await embed.status(store)
+        status = await reembed.status(store)
         assert (status.model, status.dims, status.embedded) == (None, 384, len(ids))
-        assert (await embed.prepare(store, embedder)).action == "adopted"
-        assert (await embed.status(store)).model == minilm.NAME
+        assert (await reembed.prepare(store, embedder)).action == "adopted"
+        assert (await reembed.status(store)).model == minilm.NAME
         assert await embed.embed_pending(store, embedder) == 0  # the old vectors were kept
         assert len(await _ranking(store, embedder)) == 5
 
@@ -282,7 +282,7 @@ async def test_vectors_stored_before_the_model_was_recorded_are_adopted(
             await tx.execute("UPDATE embedding_model SET model = NULL")
         with pytest.raises(ModelMismatchError):
             await embed.embed_pending(store, wide)  # neither adopted nor mixed
-        assert (await embed.prepare(store, wide)).action == "switched"
+        assert (await reembed.prepare(store, wide)).action == "switched"
 
 
 # -- consolidation ---------------------------------------------------------------------------------
@@ -296,7 +296,7 @@ async def test_consolidation_switches_and_resumes(
     from agentctx import consolidate as consolidation
 
     await _fill(store)
-    await embed.prepare(store, embedder)
+    await reembed.prepare(store, embedder)
     await embed.embed_pending(store, embedder)
     settings = {**config.load(), "llm": False, **_settings(minilm.derived_name(768), wide_dir)}
     first = await consolidation.consolidate(store, "p1", settings=settings, time_box=1e-9)
@@ -307,7 +307,7 @@ async def test_consolidation_switches_and_resumes(
     steps = [r.steps["embed"]["result"] for r in second if "embed" in r.steps]
     assert all(step["switched"] is None for step in steps)  # resumed, not switched again
     assert steps[-1]["pending"] == 0 and steps[-1]["dims"] == 768
-    status = await embed.status(store)
+    status = await reembed.status(store)
     assert (status.model, status.embedded, status.to_dict()["reembed"]) == (
         minilm.derived_name(768),
         len(TEXTS),
@@ -327,7 +327,7 @@ def _cli_json(*args: str, cwd: Path) -> Any:
 def _vectors_check(cwd: Path) -> dict[str, Any]:
     result = run_cli("doctor", "--json", cwd=cwd)
     (check,) = [c for c in json.loads(result.stdout) if c["name"] == "vectors"]
-    return dict(check)
+    return {**check, **check.pop("vectors")}
 
 
 def _use(name: str, folder: Path, cwd: Path) -> None:
@@ -341,15 +341,15 @@ def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: P
     first = _cli_json("model", "reembed", cwd=project_dir)
     assert first["embedded"] == len(TEXTS)
     check = _vectors_check(project_dir)
-    assert check["ok"] is True and check["reembed"] is None
-    assert check["vectors"]["model"] == minilm.NAME and check["vectors"]["dims"] == 384
+    assert check["ok"] is True and check["status"] == "current"
+    assert check["model"] == minilm.NAME and check["dims"] == 384
     assert run_cli("doctor", cwd=project_dir).stdout.count(f"{minilm.NAME} (384 dimensions)") == 1
 
     wide_name = minilm.derived_name(768)
     _use(wide_name, wide_dir, project_dir)
     check = _vectors_check(project_dir)
-    assert check["ok"] is None and check["reembed"] == "pending"
-    assert check["configured"] == wide_name and check["vectors"]["model"] == minilm.NAME
+    assert check["ok"] is None and check["status"] == "pending"
+    assert check["configured"] == wide_name and check["model"] == minilm.NAME
     assert "agentctx model reembed" in check["fix"]
     search = run_cli("search", "gRPC internal services", cwd=project_dir)
     assert search.returncode == 0 and "gRPC for internal services" in search.stdout
@@ -364,7 +364,7 @@ def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: P
         f"{len(TEXTS)} embedded now"
     )
     check = _vectors_check(project_dir)
-    assert check["ok"] is True and check["vectors"]["dims"] == 768
+    assert check["ok"] is True and check["dims"] == 768
     search = run_cli("search", QUERY, cwd=project_dir)
     assert search.returncode == 0 and "keyword-only" not in search.stderr  # hybrid again
     top = search.stdout.splitlines()[0]
@@ -391,10 +391,10 @@ def test_a_killed_reembed_resumes_where_it_stopped(project_dir: Path, wide_dir: 
     assert child.returncode == -signal.SIGKILL
 
     check = _vectors_check(project_dir)
-    assert check["reembed"] == "running" and check["ok"] is None
-    progress = check["vectors"]["reembed"]
+    assert check["status"] == "running" and check["ok"] is None
+    progress = check["reembed"]
     assert progress["total"] == count and 4 <= progress["done"] < count
-    assert check["vectors"]["embedded"] == progress["done"]  # only the new model's vectors
+    assert check["embedded"] == progress["done"]  # only the new model's vectors
     assert "re-embedding with agentctx-tests/minilm-projected-768" in check["detail"]
     # search goes on meanwhile: a record not re-embedded yet is found by its words (RRF gives
     # it the keyword half only, as to a record not embedded yet)
@@ -406,7 +406,7 @@ def test_a_killed_reembed_resumes_where_it_stopped(project_dir: Path, wide_dir: 
     assert resumed["embedded"] == count - progress["done"]
     assert resumed["vectors"]["embedded"] == count and resumed["vectors"]["pending"] == 0
     check = _vectors_check(project_dir)
-    assert check["ok"] is True and check["vectors"]["model"] == minilm.derived_name(768)
+    assert check["ok"] is True and check["model"] == minilm.derived_name(768)
     conn, _ = db.connect(os.environ["AGENTCTX_HOME"] + "/agentctx.db", readonly=True)
     with closing(conn):
         assert plan.run(conn, vectors.counts()) == (count, 0)

@@ -80,7 +80,7 @@ async def model_reembed(
     Example: ``agentctx config set embedding.model google/embeddinggemma-300m`` then
     ``agentctx model reembed``
     """
-    from agentctx import embed
+    from agentctx import embed, reembed
 
     if batch < 1:
         raise ValidationError(f"--batch takes a number of at least 1 (got {batch})")
@@ -98,7 +98,7 @@ async def model_reembed(
         raise AgentctxError(str(exc)) from None
 
     async def action(store: Store) -> int:
-        prepared = await embed.prepare(store, loaded)
+        prepared = await reembed.prepare(store, loaded)
         if prepared.action == "switched":
             was = prepared.before_model or "an unrecorded model"
             sys.stderr.write(
@@ -106,7 +106,7 @@ async def model_reembed(
                 f"re-embedding {prepared.flagged} records with {loaded.name} "
                 f"({loaded.dims} dimensions)\n"
             )
-        state = await embed.status(store)
+        state = await reembed.status(store)
         total = state.pending
         done = 0
         tty = sys.stderr.isatty()
@@ -120,8 +120,8 @@ async def model_reembed(
             sys.stderr.flush()
         if tty and done:
             sys.stderr.write("\n")
-        await embed.finish(store)
-        state = await embed.status(store)
+        await reembed.finish(store)
+        state = await reembed.status(store)
         if json:
             _json(
                 {

@@ -154,9 +154,9 @@ async def _ranked(store: Store, query: SearchQuery) -> tuple[list[SearchHit], st
     elif not await hybrid.has_vectors(store):
         why = "no record has a vector yet (consolidation embeds them: `agentctx consolidate`)"
     else:
-        from agentctx import embed
+        from agentctx import embed, reembed
 
-        stored = (await embed.status(store)).model
+        stored = (await reembed.status(store)).model
         configured = str(settings.get("embedding.model") or embed.DEFAULT_MODEL)
         if stored is not None and stored != configured:
             why = (

@@ -224,7 +224,7 @@ async def _project_root(store: Store, project_id: str) -> str | None:
 
 async def _embed(run: _Run) -> dict[str, Any]:
     """Embed pending records chunk by chunk until none are left or the time box expires."""
-    from agentctx import embed  # numpy and fastembed: only when a run embeds
+    from agentctx import embed, reembed  # numpy and fastembed: only when a run embeds
 
     if not run.model_tried:
         run.model_tried = True
@@ -237,7 +237,7 @@ async def _embed(run: _Run) -> dict[str, Any]:
     # A model change (the settings name another model than the stored vectors') starts the
     # re-embed here: the old vectors go, every record is pending, and the chunks below (this run
     # and the next ones) embed them again.
-    prepared = await embed.prepare(run.store, run.embedder)
+    prepared = await reembed.prepare(run.store, run.embedder)
     if prepared.action == "switched":
         run.log(
             f"embedding model changed to {prepared.model}: re-embedding {prepared.flagged} records"
@@ -250,7 +250,7 @@ async def _embed(run: _Run) -> dict[str, Any]:
             break
     pending = await _pending(run.store)
     if not pending:
-        await embed.finish(run.store)
+        await reembed.finish(run.store)
     return {
         "embedded": done,
         "pending": pending,
