@@ -9,7 +9,11 @@ Vectors live in the sqlite-vec table ``records_vec`` when the store's connection
 else as float32 BLOBs in ``records_vec_blob`` (created here on first use), searched with numpy. Both
 paths return the same neighbours. A record's ``pending_embedding`` flag is cleared only in the
 transaction that stores its vector, and only if its text has not changed since it was embedded, so a
-crash or a concurrent edit leaves it pending for the next run.
+crash or a concurrent edit leaves it pending for the next run. The stored vectors are one model's
+(:mod:`agentctx.core.vectors`): :func:`embed_pending` writes, and :func:`nearest` with ``model``
+searches, only the vectors of the model the store records; a change of model is
+:mod:`agentctx.reembed`. A model folder under a name fastembed does not list loads as a
+sentence-transformers ONNX export (:func:`register_local`).
 """
 
 from __future__ import annotations
@@ -395,13 +399,15 @@ def uses_vec(store: Store) -> bool:
 async def embed_pending(store: Store, embedder: Embedder, *, limit: int | None = None) -> int:
     """Embed every record flagged ``pending_embedding`` (at most ``limit``); return how many.
 
-    The stored vectors must be ``embedder``'s (:func:`prepare` makes them so): each batch checks
+    The stored vectors must be ``embedder``'s (:func:`agentctx.reembed.prepare` makes them so;
+    unrecorded vectors of its dimension it adopts here): each batch checks
     it in the transaction that stores the batch, and raises
     :class:`~agentctx.core.vectors.ModelMismatchError` when another model took over meanwhile.
     """
     vec = uses_vec(store)
     async with store.transaction() as tx:
         await tx.run(vectors.guard(embedder.name, embedder.dims))
+        # past the guard, settling only records the model of a store that had none (no switch)
         await tx.run(vectors.settle(embedder.name, embedder.dims, vec=vec, now=clock.now()))
         if not vec:
             await tx.execute(_CREATE_BLOB_TABLE)
