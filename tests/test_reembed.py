@@ -371,6 +371,7 @@ def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: P
     assert "gRPC for internal services" in top or "Internal RPC protocol" in top
 
 
+@pytest.mark.slow  # a kill -9 trial (nox -s slow)
 def test_a_killed_reembed_resumes_where_it_stopped(project_dir: Path, wide_dir: Path) -> None:
     count = 240
     notes = [{"type": "discovery", "title": f"Note {i}", "body": f"Fact {i}"} for i in range(count)]
