@@ -86,12 +86,9 @@ def rotated(rotated_dir: Path, offline_hub: None) -> embed.Embedder:
     return loaded
 
 
-async def _fill(store: Store, count: int | None = None) -> list[str]:
-    texts = (
-        TEXTS if count is None else [("discovery", f"Note {i}", f"Fact {i}") for i in range(count)]
-    )
+async def _fill(store: Store) -> list[str]:
     ids = []
-    for record_type, title, body in texts:
+    for record_type, title, body in TEXTS:
         record = await store.add(
             new_record(type=record_type, title=title, body=body, project_id="p1")
         )
