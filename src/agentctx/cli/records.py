@@ -154,8 +154,17 @@ async def _ranked(store: Store, query: SearchQuery) -> tuple[list[SearchHit], st
     elif not await hybrid.has_vectors(store):
         why = "no record has a vector yet (consolidation embeds them: `agentctx consolidate`)"
     else:
-        from agentctx import embed
+        from agentctx import embed, reembed
 
+        stored = (await reembed.status(store)).model
+        configured = str(settings.get("embedding.model") or embed.DEFAULT_MODEL)
+        if stored is not None and stored != configured:
+            why = (
+                f"the stored vectors belong to {stored}, not the configured {configured}: "
+                "re-embed pending (`agentctx model reembed`)"
+            )
+            result = await store.search(query)
+            return result.hits, result.degraded, why
         try:
             embedder = await anyio.to_thread.run_sync(embed.load_local, settings)
         except embed.ModelUnavailable as exc:

@@ -224,7 +224,7 @@ async def _project_root(store: Store, project_id: str) -> str | None:
 
 async def _embed(run: _Run) -> dict[str, Any]:
     """Embed pending records chunk by chunk until none are left or the time box expires."""
-    from agentctx import embed  # numpy and fastembed: only when a run embeds
+    from agentctx import embed, reembed  # numpy and fastembed: only when a run embeds
 
     if not run.model_tried:
         run.model_tried = True
@@ -234,6 +234,14 @@ async def _embed(run: _Run) -> dict[str, Any]:
     if run.embedder is None:
         pending = await _pending(run.store)
         return {"embedded": 0, "pending": pending, "model": None}
+    # A model change (the settings name another model than the stored vectors') starts the
+    # re-embed here: the old vectors go, every record is pending, and the chunks below (this run
+    # and the next ones) embed them again.
+    prepared = await reembed.prepare(run.store, run.embedder)
+    if prepared.action == "switched":
+        run.log(
+            f"embedding model changed to {prepared.model}: re-embedding {prepared.flagged} records"
+        )
     done = 0
     while not run.timebox.expired():
         count = await embed.embed_pending(run.store, run.embedder, limit=EMBED_CHUNK)
@@ -241,10 +249,14 @@ async def _embed(run: _Run) -> dict[str, Any]:
         if count < EMBED_CHUNK:
             break
     pending = await _pending(run.store)
+    if not pending:
+        await reembed.finish(run.store)
     return {
         "embedded": done,
         "pending": pending,
         "model": run.embedder.name,
+        "dims": run.embedder.dims,
+        "switched": prepared.to_dict() if prepared.action == "switched" else None,
         "unfinished": pending > 0,
     }
 

@@ -40,6 +40,8 @@ REL_TYPES = ("supersedes", "applies_to", "observed_in", "derives_from", "scoped_
 GLOBAL_PROJECT_ID = "global"
 TITLE_MAX = 120
 BODY_MAX = 2000
+#: The dimension of a new store's vector table (the default model's); once a model has stored
+#: vectors, ``embedding_model.dims`` is the table's dimension (:mod:`agentctx.core.vectors`).
 EMBEDDING_DIMS = 384
 RECORD_COLUMNS = (
     "id", "project_id", "type", "title", "body", "scope", "confidence", "source", "valid_from",
@@ -270,6 +272,21 @@ CREATE TABLE extraction_ledger (
 CREATE INDEX extraction_ledger_day ON extraction_ledger(day, backend, session_id);
 """
 
+#: The embedding model the stored vectors belong to (one row): its name (NULL for vectors stored
+#: before this was recorded) and dimension, which ``records_vec`` follows. ``reembed_total`` is the
+#: number of records a model change flagged for a re-embed (0 when none runs), ``switched_at`` when.
+#: The rules live in :mod:`agentctx.core.vectors`; hooks never read it.
+_EMBEDDING_MODEL = f"""
+CREATE TABLE embedding_model (
+  id            INTEGER PRIMARY KEY CHECK (id = 1),
+  model         TEXT,
+  dims          INTEGER NOT NULL CHECK (dims > 0),
+  reembed_total INTEGER NOT NULL DEFAULT 0,
+  switched_at   TEXT
+);
+INSERT INTO embedding_model(id, model, dims) VALUES (1, NULL, {EMBEDDING_DIMS});
+"""
+
 #: Tool calls whose observations were applied (``tool_use_id``), so that each is applied once:
 #: live by the hook, replayed by ``extract --no-llm``, or from the spool (``core.observe.apply``).
 _CAPTURED_CALLS = """
@@ -286,7 +303,8 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0003_consolidation", _CONSOLIDATION),
     ("0004_handover_per_checkout", _HANDOVER_PER_CHECKOUT),
     ("0005_extraction_ledger", _EXTRACTION_LEDGER),
-    ("0006_captured_calls", _CAPTURED_CALLS),
+    ("0006_embedding_model", _EMBEDDING_MODEL),
+    ("0007_captured_calls", _CAPTURED_CALLS),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -313,12 +331,18 @@ END;
 INSERT INTO records_fts(records_fts) VALUES ('rebuild');
 """
 
-VEC_OBJECTS = f"""
+
+def vec_objects(dims: int) -> str:
+    """The sqlite-vec table of ``dims``-dimensional vectors (cosine distance)."""
+    return f"""
 CREATE VIRTUAL TABLE records_vec USING vec0(
   record_id TEXT PRIMARY KEY,
-  embedding float[{EMBEDDING_DIMS}] distance_metric=cosine
+  embedding float[{int(dims)}] distance_metric=cosine
 );
 """
+
+
+VEC_OBJECTS = vec_objects(EMBEDDING_DIMS)
 
 
 def schema_version(conn: sqlean.Connection) -> int:
@@ -372,7 +396,7 @@ def migrate(conn: sqlean.Connection, caps: Capabilities, path: str) -> list[str]
             raise
     if caps.fts5 and _ensure(conn, "records_fts", FTS_OBJECTS):
         applied_now.append("records_fts")
-    if caps.vec_version and _ensure(conn, "records_vec", VEC_OBJECTS):
+    if caps.vec_version and _ensure(conn, "records_vec", vec_objects(_vector_dims(conn))):
         applied_now.append("records_vec")
     return applied_now
 
@@ -395,6 +419,14 @@ def _ensure(conn: sqlean.Connection, table: str, script: str) -> bool:
         conn.execute("ROLLBACK")
         raise
     return True
+
+
+def _vector_dims(conn: sqlean.Connection) -> int:
+    """The dimension ``records_vec`` must have: the stored vectors' model's."""
+    if not _table_exists(conn, "embedding_model"):  # only while older migrations are tested
+        return EMBEDDING_DIMS
+    row = conn.execute("SELECT dims FROM embedding_model WHERE id = 1").fetchone()
+    return int(row[0]) if row is not None else EMBEDDING_DIMS
 
 
 def _table_exists(conn: sqlean.Connection, table: str) -> bool:

@@ -188,12 +188,13 @@ async def has_vectors(store: Store) -> bool:
 
 
 async def vector_ranking(
-    store: Store, vector: Any, query: SearchQuery, depth: int
+    store: Store, vector: Any, query: SearchQuery, depth: int, *, model: str | None = None
 ) -> list[tuple[Record, float]]:
     """Up to ``depth`` records nearest to ``vector`` that pass ``query``'s filters, with similarity.
 
     The nearest neighbours come unfiltered, so the pool grows fourfold while too few of them pass
-    and more vectors are left (up to :data:`VECTOR_MAX`).
+    and more vectors are left (up to :data:`VECTOR_MAX`). ``model`` (the one that made ``vector``)
+    must own the stored vectors, else a ``ValueError`` (:func:`agentctx.embed.nearest`).
     """
     from agentctx import embed
 
@@ -212,7 +213,7 @@ async def vector_ranking(
     )
     pool = min(max(2 * depth, DEPTH), VECTOR_MAX)
     while True:
-        near = await embed.nearest(store, vector, pool)
+        near = await embed.nearest(store, vector, pool, model=model)
         if not near:
             return []
         ids = [record_id for record_id, _ in near]
@@ -253,7 +254,9 @@ async def hybrid_search(
     else:
         try:
             vector = await embedder.embed_query(query.text)
-            nearest = await vector_ranking(store, vector, query, min(depth, VECTOR_MAX))
+            nearest = await vector_ranking(
+                store, vector, query, min(depth, VECTOR_MAX), model=embedder.name
+            )
         except (sqlean.Error, ValueError) as exc:
             reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
             note = f"vector search failed ({reason}); keyword ranking only"
