@@ -124,8 +124,11 @@ def test_the_second_models_are_other_spaces_with_minilms_cosines(
     cross = np.einsum("ij,ij->i", rotated.embed_sync(texts), base)
     assert float(np.max(np.abs(cross))) < 0.5
     # thresholds are per model name: MiniLM's cosine floor is not applied to another model
-    assert hybrid.floor_for({}, embedder.name).similarity == 0.32
-    assert hybrid.floor_for({}, wide.name).similarity is None
+    minilm = hybrid.floor_for({}, embedder.name)
+    assert minilm.similarity == hybrid.SIMILARITY_FLOOR[embedder.name] is not None
+    assert minilm.strong_similarity is not None
+    other = hybrid.floor_for({}, wide.name)
+    assert other.similarity is None and other.strong_similarity is None
 
 
 # -- the dimension follows the model: 384 -> 768 and back ----------------------------------------
