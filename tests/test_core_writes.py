@@ -69,7 +69,7 @@ def snapshot(path: str) -> tuple[list[dict[str, Any]], set[tuple[str, str, str]]
 
 
 async def both_ways(
-    tmp_path: Path, hook: Callable[[sqlean.Connection], None], library: NewRecord
+    tmp_path: Path, hook: Callable[[sqlean.Connection], object], library: NewRecord
 ) -> None:
     """Run one case through the hook path and through ``Store.add``; the stores must agree."""
     hook_db, lib_db = str(tmp_path / "hook.db"), str(tmp_path / "lib.db")

@@ -127,8 +127,8 @@ def test_the_second_models_are_other_spaces_with_minilms_cosines(
     minilm = hybrid.floor_for({}, embedder.name)
     assert minilm.similarity == hybrid.SIMILARITY_FLOOR[embedder.name] is not None
     assert minilm.strong_similarity is not None
-    other = hybrid.floor_for({}, wide.name)
-    assert other.similarity is None and other.strong_similarity is None
+    unmeasured = hybrid.floor_for({}, wide.name)
+    assert unmeasured.similarity is None and unmeasured.strong_similarity is None
 
 
 # -- the dimension follows the model: 384 -> 768 and back ----------------------------------------

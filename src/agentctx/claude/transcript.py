@@ -473,6 +473,7 @@ class ToolCall:
     text>}``; ``failed`` is the result block's ``is_error``.
     """
 
+    id: str
     name: str
     input: dict[str, Any]
     response: dict[str, Any]
@@ -487,7 +488,7 @@ def tool_calls(path: str | os.PathLike[str]) -> list[ToolCall]:
     what is unusable is skipped). Subagents' own files are not read: their tool calls ran in the
     subagent's session."""
     data, _cut = files.read_tail(path, MAX_FILE_BYTES)
-    pending: dict[str, tuple[str, dict[str, Any]]] = {}
+    pending: dict[str, tuple[str, dict[str, Any]]] = {}  # tool_use id -> (name, input)
     calls: list[ToolCall] = []
     for chunk in _split(data)[0]:
         if len(chunk) > MAX_LINE_BYTES:
@@ -507,7 +508,8 @@ def tool_calls(path: str | os.PathLike[str]) -> list[ToolCall]:
                     args if isinstance(args, dict) else {},
                 )
             elif block.get("type") == "tool_result":
-                call = pending.pop(_text(block.get("tool_use_id")), None)
+                use_id = _text(block.get("tool_use_id"))
+                call = pending.pop(use_id, None)
                 if call is None:
                     continue
                 structured = entry.get("toolUseResult")
@@ -518,6 +520,7 @@ def tool_calls(path: str | os.PathLike[str]) -> list[ToolCall]:
                 )
                 calls.append(
                     ToolCall(
+                        id=use_id,
                         name=call[0],
                         input=call[1],
                         response=response,

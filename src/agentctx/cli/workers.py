@@ -7,6 +7,7 @@ from typing import Annotated
 from cyclopts import App, Parameter
 
 from agentctx.cli import Json, _json, _out, app
+from agentctx.core.errors import ValidationError
 from agentctx.store import Store
 
 worker_app = App(
@@ -33,15 +34,28 @@ async def extract(
             negative="", help="Show what would be sent (redacted) and its size; send nothing."
         ),
     ] = False,
+    no_llm: Annotated[
+        bool,
+        Parameter(
+            negative="",
+            help="Deterministic capture only, for this run: the transcript's tool calls through "
+            "the capture hook's rules (files, test outcomes, git operations); no model is called.",
+        ),
+    ] = False,
     json: Json = False,
 ) -> int:
     """Extract records from a session transcript with Claude Haiku (incremental, one at a time).
 
-    Example: ``agentctx extract --session-id 7f3c… --dry-run``.
+    Example: ``agentctx extract --session-id 7f3c… --dry-run``; ``agentctx extract --session-id
+    7f3c… --no-llm`` (no model).
     """
     from agentctx.extract import extract_session
     from agentctx.workers import log
 
+    if no_llm:
+        if dry_run:
+            raise ValidationError("--dry-run shows what a model would be sent; --no-llm sends none")
+        return await _replay(session_id, transcript, json)
     async with await Store.open() as store:
         report = await extract_session(
             store, session_id, transcript=transcript, dry_run=dry_run, log=log
@@ -62,6 +76,27 @@ async def extract(
         if report.error:
             _out(f"error: {report.error}")
     return 1 if report.status in ("failed", "no_transcript") else 0
+
+
+async def _replay(session_id: str, transcript: str | None, as_json: bool) -> int:
+    from agentctx.extract.replay import replay_session
+    from agentctx.workers import log
+
+    async with await Store.open() as store:
+        report = await replay_session(store, session_id, transcript=transcript, log=log)
+    if as_json:
+        _json(report.to_dict())
+    elif report.status == "no_transcript":
+        _out(f"no_transcript: {report.error}")
+    else:
+        seen = ", ".join(f"{n} {kind}" for kind, n in sorted(report.observed.items()))
+        _out(
+            f"replayed {report.tool_calls} tool call(s) without a model: "
+            f"{report.written} observation(s) written"
+            + (f" ({seen})" if seen else "")
+            + (f", {report.already_captured} already captured" if report.already_captured else "")
+        )
+    return 1 if report.status == "no_transcript" else 0
 
 
 @worker_app.command(name="session-end")

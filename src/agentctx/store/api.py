@@ -173,6 +173,22 @@ class Store:
 
         return await anyio.to_thread.run_sync(run)
 
+    async def write_sync(self, work: Callable[[Any], T]) -> T:
+        """Run sync ``work(conn)`` on a short writable connection to this store, in a worker thread.
+
+        For rules written against a plain SQLite connection that manage their own transaction
+        (capture's observations, :func:`agentctx.core.observe.apply`), shared with the hooks.
+        """
+
+        def run() -> T:
+            conn, _caps = db.connect(self.path, create=False, load_vec=False)
+            try:
+                return work(conn)
+            finally:
+                conn.close()
+
+        return await anyio.to_thread.run_sync(run)
+
     @property
     def has_fts(self) -> bool:
         """True when the FTS5 index exists on this store."""
