@@ -20,6 +20,8 @@ from agentctx.store import Store
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from mcp import StdioServerParameters
+
 FORBIDDEN = ("cyclopts", "anthropic", "mcp", "fastembed", "numpy", "pydantic")
 #: The project of :func:`new_record` when a test names none.
 PROJECT = "a" * 64
@@ -131,3 +133,32 @@ def seed(project_dir: Path, records: Iterable[dict[str, Any]]) -> list[str]:
 def fixtures_dir() -> Path:
     """The repository's test fixtures (``tests/fixtures``: real transcripts, with their provenance)."""
     return Path(__file__).resolve().parent / "fixtures"
+
+
+def query(sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+    """Every row of a read query on the store of the test's home (a plain connection)."""
+    import sqlean
+
+    from agentctx.core import home
+
+    conn = sqlean.connect(home.db_path())
+    try:
+        return list(conn.execute(sql, params).fetchall())
+    finally:
+        conn.close()
+
+
+def server_params(project_dir: Path, agentctx_home: Path) -> StdioServerParameters:
+    """The real MCP server over stdio (``python -m agentctx mcp``) for a project and home."""
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agentctx", "mcp"],
+        env={
+            "AGENTCTX_HOME": str(agentctx_home),
+            "CLAUDE_PROJECT_DIR": str(project_dir),
+            "HOME": os.environ["HOME"],
+            "PATH": os.environ.get("PATH", ""),
+        },
+    )

@@ -19,7 +19,7 @@ from mcp import Client
 
 from agentctx.core import home
 from agentctx.mcp.server import create_server
-from tests.helpers import payload, run_hook, seed
+from tests.helpers import payload, query, run_hook, seed
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -43,14 +43,6 @@ tests/test_auth.py ...                                                   [100%]
 
 ============================== 3 passed in 0.04s ===============================
 """
-
-
-def query(sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-    conn = sqlean.connect(home.db_path())
-    try:
-        return list(conn.execute(sql, params).fetchall())
-    finally:
-        conn.close()
 
 
 def post(

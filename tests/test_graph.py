@@ -9,22 +9,18 @@ Code starts it.
 from __future__ import annotations
 
 import json
-import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-import sqlean
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
-from agentctx.core import home
 from agentctx.core.errors import ValidationError
 from agentctx.core.project import identify
 from agentctx.extract import prompt
 from agentctx.store import Store
-from tests.helpers import fixtures_dir, payload, run_cli, run_hook, seed
+from tests.helpers import fixtures_dir, payload, query, run_cli, run_hook, seed, server_params
 from tests.messages_server import MessagesServer, Recorded, ToolUseReply
 
 if TYPE_CHECKING:
@@ -54,33 +50,12 @@ FAILED tests/test_billing.py::test_invoice_total - assert 8 == 7
 """
 
 
-def query(sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-    conn = sqlean.connect(home.db_path())
-    try:
-        return list(conn.execute(sql, params).fetchall())
-    finally:
-        conn.close()
-
-
 def post(project_dir: Path, tool: str, tool_input: dict[str, Any], **extra: Any) -> None:
     """One PostToolUse (or PostToolUseFailure) event through the real hook process."""
     event = extra.pop("event", "PostToolUse")
     data = payload(event, SID, project_dir, tool_name=tool, tool_input=tool_input, **extra)
     result = run_hook("post-tool-use", data, cwd=project_dir)
     assert result.returncode == 0 and result.stdout == b"", result.stderr
-
-
-def server_params(project_dir: Path, agentctx_home: Path) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "agentctx", "mcp"],
-        env={
-            "AGENTCTX_HOME": str(agentctx_home),
-            "CLAUDE_PROJECT_DIR": str(project_dir),
-            "HOME": os.environ["HOME"],
-            "PATH": os.environ.get("PATH", ""),
-        },
-    )
 
 
 def ok(result: CallToolResult) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import sqlean
 from agentctx.core import digests, home, ledger
 from agentctx.core.project import identify
 from agentctx.core.tokens import estimate_tokens
-from tests.helpers import FORBIDDEN, contract, payload, run_hook, seed
+from tests.helpers import FORBIDDEN, contract, payload, query, run_hook, seed
 
 SID = "5f0c9a61-9a2b-4c1e-8f3d-0123456789ab"
 EVENTS = {
@@ -30,14 +30,6 @@ EVENTS = {
     "cwd-changed": "CwdChanged",
     "subagent-start": "SubagentStart",
 }
-
-
-def query(sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-    conn = sqlean.connect(home.db_path())
-    try:
-        return list(conn.execute(sql, params).fetchall())
-    finally:
-        conn.close()
 
 
 DECISIONS = [

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, stdio_client
 from mcp.types import CallToolResult, TextContent
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -25,7 +25,7 @@ from agentctx.core import clock, db, schema
 from agentctx.core.project import identify
 from agentctx.mcp.server import IMPORT_LOG_ENV, INSTRUCTIONS, create_server
 from agentctx.mcp.tools import FILE_SEARCH_POOL
-from tests.helpers import new_record
+from tests.helpers import new_record, server_params
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -669,19 +669,6 @@ async def test_a_store_that_cannot_open_gives_tool_errors(project_dir: Path, sto
 
 
 # -- a real stdio subprocess, as Claude Code starts it ---------------------------------------------
-
-
-def server_params(project_dir: Path, agentctx_home: Path) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "agentctx", "mcp"],
-        env={
-            "AGENTCTX_HOME": str(agentctx_home),
-            "CLAUDE_PROJECT_DIR": str(project_dir),
-            "HOME": os.environ["HOME"],
-            "PATH": os.environ.get("PATH", ""),
-        },
-    )
 
 
 async def test_stdio_legacy_handshake(

@@ -13,10 +13,7 @@ import os
 import uuid
 from typing import TYPE_CHECKING, Any
 
-import sqlean
-
-from agentctx.core import home
-from tests.helpers import payload, run_cli, run_hook, seed
+from tests.helpers import payload, query, run_cli, run_hook, seed
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,14 +24,6 @@ FAIL = (
     "========================= 1 failed, 2 passed in 0.05s =========================="
 )
 PASS = "============================== 3 passed in 0.04s ==============================="
-
-
-def query(sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-    conn = sqlean.connect(home.db_path())
-    try:
-        return list(conn.execute(sql, params).fetchall())
-    finally:
-        conn.close()
 
 
 class Transcript:

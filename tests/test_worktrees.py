@@ -12,10 +12,9 @@ from agentctx.core import ledger
 from agentctx.core.project import checkout_key, identify
 from agentctx.extract import apply, extract_session
 from agentctx.store import Store, transfer
-from tests.helpers import contract, new_record, payload, run_cli, run_hook, seed
+from tests.helpers import contract, new_record, payload, query, run_cli, run_hook, seed
 from tests.messages_server import MessagesServer
 from tests.test_extract import Transcript, client, extraction, records
-from tests.test_hooks import query
 from tests.test_project import Git, make_repo
 
 if TYPE_CHECKING:

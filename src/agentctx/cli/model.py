@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 from cyclopts import App, Parameter
@@ -13,6 +13,7 @@ from agentctx.cli import Json, _json, _out, _with_store, app
 from agentctx.core.errors import AgentctxError, ValidationError
 
 if TYPE_CHECKING:
+    from agentctx.embed import Embedder
     from agentctx.store import Store
 
 model_app = App(
@@ -37,15 +38,7 @@ async def model_fetch(*, json: Json = False) -> int:
 
     settings = config.load()
     info = embed.model_info(settings)
-
-    def announce(info: embed.ModelInfo) -> None:
-        size = f"about {info.size_mb} MB" if info.size_mb else "size unknown"
-        sys.stderr.write(f"agentctx: fetching {info.name} ({size}) into {info.folder}\n")
-
-    try:
-        loaded = await anyio.to_thread.run_sync(embed.fetch, settings, announce)
-    except embed.ModelUnavailable as exc:
-        raise AgentctxError(str(exc)) from None
+    loaded = await _fetch(settings)
     if json:
         _json({**embed.model_info(settings).to_dict(), "dims": loaded.dims})
     else:
@@ -56,6 +49,20 @@ async def model_fetch(*, json: Json = False) -> int:
         )
         _out(f"{loaded.name} ready in {info.folder} ({loaded.dims} dimensions){note}")
     return 0
+
+
+async def _fetch(settings: dict[str, Any]) -> Embedder:
+    """The configured model, downloaded first when needed (saying so on stderr)."""
+    from agentctx import embed
+
+    def announce(info: embed.ModelInfo) -> None:
+        size = f"about {info.size_mb} MB" if info.size_mb else "size unknown"
+        sys.stderr.write(f"agentctx: fetching {info.name} ({size}) into {info.folder}\n")
+
+    try:
+        return await anyio.to_thread.run_sync(embed.fetch, settings, announce)
+    except embed.ModelUnavailable as exc:
+        raise AgentctxError(str(exc)) from None
 
 
 _BATCH_HELP = "Records embedded and committed together (a kill loses at most one batch's work)."
@@ -87,15 +94,7 @@ async def model_reembed(
     settings = config.load()
     if not settings["embeddings"]:
         raise AgentctxError("embeddings are off: `agentctx config set embeddings on` first")
-
-    def announce(info: embed.ModelInfo) -> None:
-        size = f"about {info.size_mb} MB" if info.size_mb else "size unknown"
-        sys.stderr.write(f"agentctx: fetching {info.name} ({size}) into {info.folder}\n")
-
-    try:
-        loaded = await anyio.to_thread.run_sync(embed.fetch, settings, announce)
-    except embed.ModelUnavailable as exc:
-        raise AgentctxError(str(exc)) from None
+    loaded = await _fetch(settings)
 
     async def action(store: Store) -> int:
         prepared = await reembed.prepare(store, loaded)

@@ -15,7 +15,7 @@ another machine), and a run of extraction that must not call a model.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -45,16 +45,7 @@ class ReplayReport:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "status": self.status,
-            "transcript": self.transcript,
-            "tool_calls": self.tool_calls,
-            "observed": self.observed,
-            "written": self.written,
-            "already_captured": self.already_captured,
-            "error": self.error,
-        }
+        return asdict(self)
 
 
 async def replay_session(
