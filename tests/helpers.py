@@ -162,3 +162,16 @@ def server_params(project_dir: Path, agentctx_home: Path) -> StdioServerParamete
             "PATH": os.environ.get("PATH", ""),
         },
     )
+
+
+async def add_texts(
+    store: Store, texts: Iterable[tuple[str, str, str]], project_id: str = "p1"
+) -> list[str]:
+    """Add a record per ``(type, title, body)``; their ids, in order."""
+    ids = []
+    for record_type, title, body in texts:
+        record = await store.add(
+            new_record(type=record_type, title=title, body=body, project_id=project_id)
+        )
+        ids.append(record.id)
+    return ids

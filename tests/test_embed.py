@@ -15,7 +15,7 @@ from agentctx import embed
 from agentctx.core import db
 from agentctx.store import Store
 from tests import minilm
-from tests.helpers import new_record
+from tests.helpers import add_texts, new_record
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,13 +39,7 @@ TEXTS = [
 
 
 async def _fill(store: Store, texts: list[tuple[str, str, str]] = TEXTS) -> list[str]:
-    ids = []
-    for record_type, title, body in texts:
-        record = await store.add(
-            new_record(type=record_type, title=title, body=body, project_id="p1")
-        )
-        ids.append(record.id)
-    return ids
+    return await add_texts(store, texts)
 
 
 async def _pending(store: Store) -> int:

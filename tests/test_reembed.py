@@ -26,7 +26,7 @@ from agentctx.core.vectors import ModelMismatchError
 from agentctx.retrieval import hybrid
 from agentctx.store import SearchQuery, Store
 from tests import minilm
-from tests.helpers import new_record, run_cli, seed
+from tests.helpers import add_texts, new_record, run_cli, seed
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -86,14 +86,8 @@ def rotated(rotated_dir: Path, offline_hub: None) -> embed.Embedder:
     return loaded
 
 
-async def _fill(store: Store) -> list[str]:
-    ids = []
-    for record_type, title, body in TEXTS:
-        record = await store.add(
-            new_record(type=record_type, title=title, body=body, project_id="p1")
-        )
-        ids.append(record.id)
-    return ids
+async def _fill(store: Store, texts: list[tuple[str, str, str]] = TEXTS) -> list[str]:
+    return await add_texts(store, texts)
 
 
 async def _ranking(store: Store, model: embed.Embedder) -> list[tuple[str, float]]:
