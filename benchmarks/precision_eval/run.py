@@ -436,22 +436,33 @@ def devbench_figures() -> dict[str, Any] | None:
 # -- the run ---------------------------------------------------------------------------------------
 
 
+async def build(
+    data: Dataset, work: Path
+) -> tuple[dict[str, str], dict[str, Path], dict[str, str]]:
+    """A home in ``work`` (this process's too), a git folder per project, the records written and
+    the capture stubs made by the real hook: the hooks' environment, the folders and record id ->
+    dataset key."""
+    home = work / "home"
+    home.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+    env |= {"AGENTCTX_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    os.environ["AGENTCTX_HOME"] = str(home)
+    folders: dict[str, Path] = {}
+    for name, project in data.projects.items():
+        folders[name] = work / "src" / name
+        folders[name].mkdir(parents=True)
+        make_project(folders[name], project.origin)
+    to_key = await write_records(data, folders)
+    to_key |= await stub_ids(capture_stubs(data, folders, env))
+    return env, folders, to_key
+
+
 async def evaluate(data: Dataset) -> tuple[dict[str, Outcome], dict[str, Any]]:
     """Build the store, run every prompt through the hook and the server; the outcomes."""
     with tempfile.TemporaryDirectory(prefix="agentctx-precision-") as tmp:
         work = Path(tmp)
         home = work / "home"
-        home.mkdir(mode=0o700)
-        env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
-        env |= {"AGENTCTX_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-        os.environ["AGENTCTX_HOME"] = str(home)
-        folders: dict[str, Path] = {}
-        for name, project in data.projects.items():
-            folders[name] = work / "src" / name
-            folders[name].mkdir(parents=True)
-            make_project(folders[name], project.origin)
-        to_key = await write_records(data, folders)
-        to_key |= await stub_ids(capture_stubs(data, folders, env))
+        env, folders, to_key = await build(data, work)
         outcomes = {p.id: Outcome() for p in data.prompts}
         for prompt in data.prompts:
             ids, text = hook_prompt(prompt, folders[prompt.project], env)

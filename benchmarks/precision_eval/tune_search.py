@@ -69,18 +69,7 @@ async def candidates(
 
 async def precision_tuning(work: Path, model: embed.Embedder) -> list[dict[str, Any]]:
     data = tuning_part(dataset.load())
-    home = work / "home"
-    home.mkdir(mode=0o700)
-    env = {k: v for k, v in os.environ.items() if k not in run.DROPPED_ENV}
-    env |= {"AGENTCTX_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    os.environ["AGENTCTX_HOME"] = str(home)
-    folders: dict[str, Path] = {}
-    for name, project in data.projects.items():
-        folders[name] = work / "src" / name
-        folders[name].mkdir(parents=True)
-        run.make_project(folders[name], project.origin)
-    to_key = await run.write_records(data, folders)
-    to_key |= await run.stub_ids(run.capture_stubs(data, folders, env))
+    _env, folders, to_key = await run.build(data, work)
     out = []
     async with await Store.open() as store:
         await embed.embed_pending(store, model)
