@@ -278,15 +278,17 @@ def doctor_line(cwd: Path, name: str) -> str:
     return line
 
 
-def test_the_fastembed_facts_of_the_default_model_are_fastembeds() -> None:
+@pytest.mark.parametrize(
+    "name", ["sentence-transformers/all-MiniLM-L6-v2", "BAAI/bge-small-en-v1.5"]
+)
+def test_the_fastembed_facts_of_the_known_models_are_fastembeds(name: str) -> None:
     from fastembed import TextEmbedding
 
     from agentctx import embed
 
-    (entry,) = [
-        m for m in TextEmbedding.list_supported_models() if m["model"] == embed.DEFAULT_MODEL
-    ]
-    repo, model_file, size_mb = embed.KNOWN_MODELS[embed.DEFAULT_MODEL]
+    assert embed.DEFAULT_MODEL in embed.KNOWN_MODELS
+    (entry,) = [m for m in TextEmbedding.list_supported_models() if m["model"] == name]
+    repo, model_file, size_mb = embed.KNOWN_MODELS[name]
     assert (repo, model_file) == (entry["sources"]["hf"], entry["model_file"])
     assert size_mb == round(entry["size_in_GB"] * 1000)
 
@@ -300,15 +302,15 @@ def test_init_says_which_model_where_and_when(
 
     (line,) = [line for line in text.splitlines() if line.startswith("model     ")]
     assert line == (
-        f"model     BAAI/bge-small-en-v1.5 (about 67 MB) will be downloaded into "
+        f"model     sentence-transformers/all-MiniLM-L6-v2 (about 90 MB) will be downloaded into "
         f"{agentctx_home / 'models'} at the first consolidation or hybrid search (search is "
         "keyword-only until then); `agentctx model fetch` downloads it now"
     )
     setup = json.loads(ok("init", "--no-mcp", "--json", cwd=project))
     assert setup["embedding_model"] == {
-        "name": "BAAI/bge-small-en-v1.5",
+        "name": "sentence-transformers/all-MiniLM-L6-v2",
         "enabled": True,
-        "size_mb": 67,
+        "size_mb": 90,
         "folder": str(agentctx_home / "models"),
         "local": False,
         "present": False,
@@ -324,7 +326,8 @@ def test_init_says_which_model_where_and_when(
 def test_model_fetch_offline_fails_in_one_line(tmp_path: Path, offline: None) -> None:
     message = one_line_error("model", "fetch", cwd=tmp_path)
     assert message == (
-        "agentctx: error: cannot download BAAI/bge-small-en-v1.5: huggingface.co cannot be "
+        "agentctx: error: cannot download sentence-transformers/all-MiniLM-L6-v2: huggingface.co "
+        "cannot be "
         "reached (offline?); search stays keyword-only: retry online, or set embedding.path to a "
         "local model folder"
     )
@@ -342,7 +345,9 @@ def test_doctor_checks_that_the_model_loads(
     tmp_path: Path, agentctx_home: Path, minilm_dir: Path, offline: None
 ) -> None:
     line = doctor_line(tmp_path, "model")
-    assert line.startswith("warn  model       BAAI/bge-small-en-v1.5 not downloaded yet (into ")
+    assert line.startswith(
+        "warn  model       sentence-transformers/all-MiniLM-L6-v2 not downloaded yet (into "
+    )
     assert line.endswith(
         ": search is keyword-only (no ranking by meaning) and consolidation "
         "merges only near-identical wording"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from agentctx import embed, reembed
+from agentctx import config, embed, reembed
 from agentctx.core import db, plan, schema, vectors
 from agentctx.core.vectors import ModelMismatchError
 from agentctx.retrieval import hybrid
@@ -240,7 +240,7 @@ async def test_same_dimension_model_change_never_mixes(
 
 
 @pytest.mark.anyio
-async def test_vectors_stored_before_the_model_was_recorded_are_adopted(
+async def test_vectors_stored_before_the_model_was_recorded_go_to_the_model_that_made_them(
     tmp_path: Path, embedder: embed.Embedder, wide: embed.Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = str(tmp_path / "old.db")
@@ -264,10 +264,27 @@ async def test_vectors_stored_before_the_model_was_recorded_are_adopted(
     async with await Store.open(path) as store:  # migrates to 0006
         status = await reembed.status(store)
         assert (status.model, status.dims, status.embedded) == (None, 384, len(ids))
+        # not settled yet: searches refuse vectors of a model nobody recorded
+        with pytest.raises(ModelMismatchError):
+            await embed.nearest(store, embedder.embed_sync(["queue"])[0], 3, model=embedder.name)
+        # they were made by the model the settings named then: here, this one
+        config.set_value("embedding.model", embedder.name)
+        assert reembed.unrecorded_owner() == embedder.name
         assert (await reembed.prepare(store, embedder)).action == "adopted"
         assert (await reembed.status(store)).model == minilm.NAME
         assert await embed.embed_pending(store, embedder) == 0  # the old vectors were kept
         assert len(await _ranking(store, embedder)) == 5
+
+    # a store whose settings named no model: its vectors are the old default's, so the new
+    # default (this model) does not take them for its own: it re-embeds
+    async with await Store.open(path) as store:
+        async with store.transaction() as tx:
+            await tx.execute("UPDATE embedding_model SET model = NULL")
+        config.set_value("embedding.model", vectors.UNRECORDED_DEFAULT)
+        assert reembed.unrecorded_owner() == vectors.UNRECORDED_DEFAULT
+        prepared = await reembed.prepare(store, embedder)
+        assert (prepared.action, prepared.flagged) == ("switched", len(ids))
+        assert await embed.embed_pending(store, embedder) == len(ids)
 
     async with await Store.open(path) as store:  # an unrecorded space of another dimension
         await store.write(vectors.switch(embedder.name, 384, vec=True, now="2026-01-01T00:00:00Z"))

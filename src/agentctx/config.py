@@ -52,7 +52,7 @@ SETTINGS: dict[str, tuple[str, Any, str]] = {
         "most extraction calls a day for one session through the claude-code backend",
     ),
     "embeddings": ("bool", True, "local embeddings for consolidation and hybrid search"),
-    "embedding.model": ("str", "BAAI/bge-small-en-v1.5", "fastembed model name"),
+    "embedding.model": ("str", "sentence-transformers/all-MiniLM-L6-v2", "fastembed model name"),
     "embedding.path": ("str", "", "a local model folder to load instead of downloading"),
     "reinforcement_threshold": (
         "int",

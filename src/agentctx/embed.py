@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentctx.embed")
 
-DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 #: What bge models expect before a search query (never before the passages themselves).
 BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
 BATCH_SIZE = 64
@@ -176,7 +176,8 @@ def _cached_or_downloaded(
 #: Hugging Face repository, model file and size (MB) for the default model, so that describing it
 #: does not import fastembed (tests/test_first_hour.py checks these against fastembed's own list).
 KNOWN_MODELS: dict[str, tuple[str, str, int]] = {
-    DEFAULT_MODEL: ("Qdrant/bge-small-en-v1.5-onnx-Q", "model_optimized.onnx", 67),
+    DEFAULT_MODEL: ("Qdrant/all-MiniLM-L6-v2-onnx", "model.onnx", 90),
+    "BAAI/bge-small-en-v1.5": ("Qdrant/bge-small-en-v1.5-onnx-Q", "model_optimized.onnx", 67),
 }
 
 

@@ -47,6 +47,22 @@ class Prepared:
         }
 
 
+def unrecorded_owner() -> str:
+    """The model that made vectors stored before the model was recorded: the one the settings
+    name (the config file or the environment), else the default of those releases."""
+    from agentctx import config
+    from agentctx.core.errors import ConfigError
+
+    try:
+        rows = config.explain()
+    except ConfigError:  # unreadable settings: the default of those releases
+        rows = []
+    for row in rows:
+        if row["key"] == "embedding.model" and row["source"] != "default" and row["value"]:
+            return str(row["value"])
+    return vectors.UNRECORDED_DEFAULT
+
+
 async def prepare(store: Store, embedder: Embedder) -> Prepared:
     """Make ``embedder`` the model of the stored vectors: a model change drops the old vectors,
     resizes the vector table and flags every record for the re-embed (one transaction).
@@ -58,7 +74,11 @@ async def prepare(store: Store, embedder: Embedder) -> Prepared:
     async with store.transaction() as tx:
         action, before = await tx.run(
             vectors.settle(
-                embedder.name, embedder.dims, vec=bool(store.capabilities.vec_version), now=now
+                embedder.name,
+                embedder.dims,
+                vec=bool(store.capabilities.vec_version),
+                now=now,
+                owner=unrecorded_owner(),
             )
         )
     flagged = 0

@@ -11,9 +11,12 @@ and no record is touched but its flag. Meanwhile a record not yet re-embedded is
 only, as a new record is. Every write of vectors and every vector search checks the model first
 (:func:`guard`), so a process still holding the old model neither stores nor searches vectors of it.
 
-Vectors stored before the model was recorded (schema 0005 and older) have model NULL: the first
-model that finds them at its own dimension adopts them (what every earlier agentctx assumed), a
-model of another dimension switches. Hooks never read any of this.
+Vectors stored before the model was recorded (schema 0005 and older) have model NULL. They were
+made by the model configured then: the one the config file named, else that release's default
+(:data:`UNRECORDED_DEFAULT`). That model adopts them (:func:`settle` with its ``owner``); any other
+switches, so a changed default never takes another model's vectors for its own. Until they are
+settled, vector searches and writes refuse them (:func:`guard`). A new store (no vector yet) is
+adopted by the first model. Hooks never read any of this.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ if TYPE_CHECKING:
     from agentctx.core.plan import Plan
 
 BLOB_TABLE = "records_vec_blob"
+#: The default embedding model of the releases that did not record the vectors' model.
+UNRECORDED_DEFAULT = "BAAI/bge-small-en-v1.5"
 
 
 class ModelMismatchError(AgentctxError, ValueError):
@@ -92,8 +97,8 @@ def guard(model: str, dims: int) -> Plan[None]:
     """Raise :class:`ModelMismatchError` unless the stored vectors are ``model``'s at ``dims``."""
     current = yield from space()
     if current is None or current.model is None:
-        if current is not None and current.dims == dims:
-            return  # unrecorded vectors of this dimension: the model adopts them (settle)
+        if current is not None and current.dims == dims and (yield from counts())[0] == 0:
+            return  # no vector stored yet: the first model adopts the space (settle)
         raise ModelMismatchError(
             f"the stored vectors have no recorded model; {model} must settle them first "
             "(`agentctx model reembed`)"
@@ -105,9 +110,13 @@ def guard(model: str, dims: int) -> Plan[None]:
         )
 
 
-def settle(model: str, dims: int, *, vec: bool, now: str) -> Plan[tuple[str, Space | None]]:
+def settle(
+    model: str, dims: int, *, vec: bool, now: str, owner: str | None = None
+) -> Plan[tuple[str, Space | None]]:
     """Make ``model`` the stored vectors' model (run inside a write transaction).
 
+    ``owner``: the model that made unrecorded vectors (None: ``model``, for a caller that has
+    checked :func:`guard`); unrecorded vectors of another owner are switched away, not adopted.
     Returns what was done (``same``, ``adopted`` or ``switched``) and the space before.
     """
     current = yield from space()
@@ -116,8 +125,10 @@ def settle(model: str, dims: int, *, vec: bool, now: str) -> Plan[tuple[str, Spa
     if current.model == model and current.dims == dims:
         return "same", current
     if current.model is None and current.dims == dims:
-        yield execute("UPDATE embedding_model SET model = ? WHERE id = 1", (model,))
-        return "adopted", current
+        mine = owner is None or owner == model or (yield from counts())[0] == 0
+        if mine:
+            yield execute("UPDATE embedding_model SET model = ? WHERE id = 1", (model,))
+            return "adopted", current
     yield from switch(model, dims, vec=vec, now=now)
     return "switched", current
 
