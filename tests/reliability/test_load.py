@@ -66,6 +66,7 @@ class Expected:
     branches: set[str] = field(default_factory=set)
     observed: set[tuple[str, str, str]] = field(default_factory=set)  # (kind, name, session)
     stubs: dict[str, set[str]] = field(default_factory=dict)  # title -> linked file names
+    # (a failure's own files and the files its session edited before it)
     handovers: int = 0
 
 
@@ -116,6 +117,7 @@ def _events(stream: int, project: Path, transcript: Path, want: Expected) -> lis
                      tool_response={"stdout": stdout, "stderr": "", "interrupted": False}, **extra)  # fmt: skip
 
     out = [event("SessionStart", source="startup")]
+    edited: set[str] = set()  # what the session edited so far: a test failure is linked to it too
     for cycle in range(6):
         topic = TOPICS[(stream + cycle) % len(TOPICS)]
         own = f"src/s{stream}_{cycle}.py"
@@ -146,7 +148,8 @@ def _events(stream: int, project: Path, transcript: Path, want: Expected) -> lis
         want.files |= {own, shared, test_file}
         want.branches.add(branch)
         want.observed |= {("file", own, sid), ("file", shared, sid), ("branch", branch, sid)}
-        want.stubs.setdefault(f"Test failure: {command}", set()).add(test_file)
+        edited |= {own, shared}
+        want.stubs.setdefault(f"Test failure: {command}", set()).update({test_file, *edited})
         if cycle % 2 == 0:
             want.handovers += 1
             want.files.add(f"src/handover_{stream}.py")
