@@ -159,6 +159,12 @@ def test_fifty_green_runs_are_one_observation(project_dir: Path) -> None:
         ("go test ./...", "ok  \texample.com/app/auth\t0.012s\n"),
         ("npx jest", "PASS src/auth.test.ts\nTests:       4 passed, 4 total\n"),
         ("python -m unittest", "....\n------\nRan 4 tests in 0.001s\n\nOK\n"),
+        ("cargo nextest run -p app", "     Summary [   0.3s] 4 tests run: 4 passed, 0 skipped\n"),
+        (
+            "pnpm --filter @atlas/ui exec vitest run",
+            " Test Files  1 passed (1)\n      Tests  4 passed (4)\n",
+        ),
+        ("pnpm --filter web test", " Test Files  2 passed (2)\n      Tests  9 passed (9)\n"),
     ],
 )
 def test_green_runs_of_each_runner_are_passes_not_failures(
@@ -173,6 +179,7 @@ def test_green_runs_of_each_runner_are_passes_not_failures(
     ("command", "output"),
     [
         ("cat pytest.ini", "[pytest]\naddopts = -q\n# 3 passed in 0.01s\n"),
+        ("pnpm --filter web build", "vite build\n3 passed checks\n"),
         ("grep -r 'passed' logs/pytest.log", "logs/pytest.log:=== 12 passed in 1.0s ===\n"),
         ("echo 'pytest -q'", "pytest -q\n3 passed\n"),
         ("pytest --collect-only -q", "tests/test_auth.py::test_a\n\n1 test collected in 0.01s\n"),

@@ -292,10 +292,11 @@ def step2_capture(scenario: Scenario, session_id: str) -> None:
     assert f"\nFailing: {TEST_FILE}.\n" in body and "1 failed" in body, body
     linked = scenario.query(
         "SELECT n.name FROM record_entities re JOIN nodes n ON n.id = re.entity_id "
-        "WHERE re.record_id = ?",
+        "WHERE re.record_id = ? ORDER BY n.name",
         (stub_id,),
     )
-    assert linked == [(TEST_FILE,)]
+    # the failing file, and the file the session edited before the failure (the suspect)
+    assert linked == sorted([(CLIENT_FILE,), (TEST_FILE,)])
 
 
 def step3_compaction(scenario: Scenario, session_id: str) -> None:

@@ -51,6 +51,7 @@ _TEST_COMMAND = re.compile(
     \b(?:pytest|py\.test|jest|vitest|mocha|ava|rspec|phpunit|ctest|tox|nox|nextest)\b
     | (?:-m\s+(?:pytest|unittest)\b)
     | \b(?:go|cargo|swift|dotnet|mvn|gradle|gradlew|mix|deno|bun|zig)\s+(?:[\w-]+\s+)?test\b
+    | \bcargo\s+nextest\b
     | \b(?:npm|pnpm|yarn)\s+(?:run\s+)?test\b | \bnpm\s+t\b
     | \bmake\s+(?:test|check)\b
     """
@@ -75,6 +76,8 @@ _PREFIX_WORDS = frozenset((
     "uv", "uvx", "run", "poetry", "pdm", "hatch", "pipenv", "rye", "coverage", "dotenv", "bundle",
     "php", "bash", "sh", "zsh", "ruby", "node", "stdbuf", "nohup", "npm", "pnpm", "yarn", "bun",
 ))  # fmt: skip
+_MANAGERS = frozenset(("npm", "pnpm", "yarn", "bun"))
+_MANAGER_TEST = re.compile(r"\b(?:npm|pnpm|yarn|bun)\b[^;&|\n]*\stest\b")
 _PREFIX_WORD = re.compile(r"\w+=\S*|-\S*|\d+[smh]?|python[\d.]*|\S*/activate")
 #: Output cut or filtered before the summary: a pass line in it proves nothing.
 _FILTERED = re.compile(r"\|\s*(?:head|grep|egrep|rg|sed|awk|cut)\b")
@@ -161,15 +164,24 @@ def tool_use(ctx: Event) -> list[Observation]:
 
 def _runs_tests(command: str) -> bool:
     """Whether a command segment runs a test runner (after wrappers), not merely names one."""
-    if not _TEST_COMMAND.search(command):
+    if not (_TEST_COMMAND.search(command) or _MANAGER_TEST.search(command)):
         return False
     for segment in _SEGMENTS.split(command):
         words = [w.strip("'\"") for w in segment.split()]
+        option_value = False  # the word after an option without "=" may be its value
+        manager = ""  # `pnpm --filter web test`: the package manager, for its own `test`
         for i, word in enumerate(words):
             name = os.path.basename(word) or word
-            if _TEST_COMMAND.match(" ".join([name, *words[i + 1 :]])):
+            rest = " ".join([name, *words[i + 1 :]])
+            if _TEST_COMMAND.match(rest) or (manager and _TEST_COMMAND.match(f"{manager} {rest}")):
                 return True
-            if name not in _PREFIX_WORDS and not _PREFIX_WORD.fullmatch(word):
+            if name in _MANAGERS:
+                manager = name
+            if name in _PREFIX_WORDS or _PREFIX_WORD.fullmatch(word):
+                option_value = word.startswith("-") and "=" not in word
+            elif option_value:  # `pnpm --filter web exec vitest`: "web" is --filter's
+                option_value = False
+            else:
                 break
     return False
 
