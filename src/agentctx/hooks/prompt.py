@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import pinned, plan, search
+from agentctx.core import plan, search
 from agentctx.core.connect import open_db, release
 from agentctx.core.inject import render, render_rules
 from agentctx.core.ledger import Ledger
@@ -74,6 +74,8 @@ def _inject(
             shown = shown | plan.run(conn, search.shown_before(ctx.session_id))
         text, ids = render(_search(ctx, conn, terms, shown))
     except Exception as exc:
+        from agentctx.core import pinned  # the last rung: loaded only when it is reached
+
         ctx.log(f"search unavailable ({type(exc).__name__}: {exc}); pinned records only")
         text, ids = render(pinned.fallback(conn, ctx.project.project_id, shown, ctx.log))
         return (f"{pinned.NOTE}\n{text}" if text else ""), ids
