@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import plan, search
+from agentctx.core import home, plan, search
 from agentctx.core.connect import open_db, release
 from agentctx.core.inject import render, render_rules
 from agentctx.core.ledger import Ledger
@@ -69,6 +69,8 @@ def _inject(
     (:mod:`agentctx.core.pinned`), under a note that says so."""
     try:
         if conn is None:
+            if not os.path.exists(home.db_path()):
+                return "", []  # no store yet (open_db said so): nothing can be pinned
             raise _Unsearchable("the store could not be opened")
         if ctx.session_id:
             shown = shown | plan.run(conn, search.shown_before(ctx.session_id))
