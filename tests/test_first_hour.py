@@ -531,3 +531,59 @@ def test_every_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
         if "Example" not in text:
             missing.append(" ".join(path) or "agentctx")
     assert missing == []
+
+
+def init_at_a_terminal(cwd: Path, answer: str) -> str:
+    """``agentctx init --no-mcp`` with a terminal for stdin and stdout (a pseudo-terminal), the
+    answer typed when it asks; everything it printed."""
+    import os
+    import pty
+    import select
+    import sys
+
+    main, child = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentctx", "init", "--no-mcp"],
+        cwd=cwd, stdin=child, stdout=child, stderr=child, close_fds=True,
+    )  # fmt: skip
+    os.close(child)
+    seen, typed = b"", False
+    while True:
+        ready, _, _ = select.select([main], [], [], 60)
+        if not ready:
+            process.kill()
+            raise AssertionError(f"init hung at a terminal: {seen!r}")
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+        if not typed and b"[y/N]" in seen:
+            os.write(main, answer.encode() + b"\n")
+            typed = True
+    os.close(main)
+    assert process.wait(timeout=60) == 0, seen
+    return seen.decode(errors="replace").replace("\r\n", "\n")
+
+
+def test_init_at_a_terminal_offers_to_download_the_model(tmp_path: Path, offline: None) -> None:
+    project = git_repo(tmp_path / "shop")
+
+    declined = init_at_a_terminal(project, "n")
+    assert "will be downloaded into" in declined and "Download it now? [y/N]" in declined
+    assert "model     not downloaded now: `agentctx model fetch` does it later" in declined
+
+    accepted = init_at_a_terminal(project, "y")
+    assert "Download it now? [y/N]" in accepted
+    # offline here: the download fails in one line and init goes on (exit 0, checked above)
+    assert "model     not downloaded: cannot download sentence-transformers/all-MiniLM-L6-v2" in (
+        accepted
+    )
+    assert "Traceback" not in accepted
+
+
+def test_init_without_a_terminal_asks_nothing(tmp_path: Path) -> None:
+    text = ok("init", "--no-mcp", cwd=git_repo(tmp_path / "shop"))
+    assert "[y/N]" not in text and "not downloaded" not in text

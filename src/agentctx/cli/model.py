@@ -38,7 +38,7 @@ async def model_fetch(*, json: Json = False) -> int:
 
     settings = config.load()
     info = embed.model_info(settings)
-    loaded = await _fetch(settings)
+    loaded = await fetch_model(settings)
     if json:
         _json({**embed.model_info(settings).to_dict(), "dims": loaded.dims})
     else:
@@ -51,7 +51,7 @@ async def model_fetch(*, json: Json = False) -> int:
     return 0
 
 
-async def _fetch(settings: dict[str, Any]) -> Embedder:
+async def fetch_model(settings: dict[str, Any]) -> Embedder:
     """The configured model, downloaded first when needed (saying so on stderr)."""
     from agentctx import embed
 
@@ -94,7 +94,7 @@ async def model_reembed(
     settings = config.load()
     if not settings["embeddings"]:
         raise AgentctxError("embeddings are off: `agentctx config set embeddings on` first")
-    loaded = await _fetch(settings)
+    loaded = await fetch_model(settings)
 
     async def action(store: Store) -> int:
         prepared = await reembed.prepare(store, loaded)

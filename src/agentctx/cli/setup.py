@@ -162,6 +162,8 @@ async def init(
             _out(f"team      team_export on: {team_note}")
         _out(f"llm       {extraction_note}")
         _out(f"model     {model_note}")
+        if model["enabled"] and not model["local"] and not model["present"]:
+            await _offer_fetch()
     if on_path is None:
         sys.stderr.write(
             "agentctx: warning: `agentctx` is not on PATH, but Claude Code runs `agentctx hook …` "
@@ -368,6 +370,29 @@ def _forget_created_if_empty(changes: list[install.Change]) -> None:
             path.unlink()
             created.discard(str(path))
     files.write_atomic(state_path, orjson.dumps({"created": sorted(created)}))
+
+
+async def _offer_fetch() -> None:
+    """At a terminal, offer to download the embedding model now (with the hub's progress bars);
+    a refusal or a failure leaves it to the first consolidation, and init goes on."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return
+    try:
+        answer = await anyio.to_thread.run_sync(input, "Download it now? [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        _out("model     not downloaded now: `agentctx model fetch` does it later")
+        return
+    from agentctx.cli.model import fetch_model
+    from agentctx.core.errors import AgentctxError
+
+    try:
+        loaded = await fetch_model(config.load())
+    except AgentctxError as exc:
+        _out(f"model     not downloaded: {exc}")
+        return
+    _out(f"model     {loaded.name} ready ({loaded.dims} dimensions)")
 
 
 def _model_note() -> tuple[dict[str, Any], str]:
