@@ -22,6 +22,17 @@ if TYPE_CHECKING:
 
     from mcp import StdioServerParameters
 
+#: The JSON-RPC ``initialize`` request a raw MCP client sends first.
+MCP_INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
 FORBIDDEN = ("cyclopts", "anthropic", "mcp", "fastembed", "numpy", "pydantic")
 #: The project of :func:`new_record` when a test names none.
 PROJECT = "a" * 64

@@ -25,7 +25,7 @@ from agentctx.core import clock, db, schema
 from agentctx.core.project import identify
 from agentctx.mcp.server import IMPORT_LOG_ENV, INSTRUCTIONS, create_server
 from agentctx.mcp.tools import FILE_SEARCH_POOL
-from tests.helpers import new_record, server_params
+from tests.helpers import MCP_INITIALIZE, new_record, server_params
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -721,16 +721,7 @@ async def test_stdout_carries_only_protocol(
 ) -> None:
     """Raw JSON-RPC over the pipes: every stdout line is a JSON-RPC message, errors included."""
     requests: list[dict[str, Any]] = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "0"},
-            },
-        },
+        MCP_INITIALIZE,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         {

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from agentctx import config
 from agentctx.core import home, ledger
 from agentctx.core.errors import ValidationError
+from agentctx.core.schema import RECORD_COLUMNS
 from agentctx.store import transfer
-from tests.helpers import PROJECT, new_record, run_cli, run_hook, seed
+from tests.helpers import MCP_INITIALIZE, PROJECT, new_record, run_cli, run_hook, seed
 
 if TYPE_CHECKING:
     from agentctx.store import Store
@@ -27,16 +28,7 @@ DEADLINE = 30
 
 # -- the MCP server: a reply to every line, and it keeps serving ------------------------------------
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "0"},
-    },
-}
+INIT = MCP_INITIALIZE
 
 
 def _call(request_id: int, name: str, arguments: dict[str, Any]) -> str:
@@ -310,33 +302,7 @@ _VALUES = st.one_of(
     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
     st.sampled_from([A, B, GOOD, "", AT, "decision", "global", "project"]),
 )
-_FIELDS = st.sampled_from(
-    [
-        "id",
-        "project_id",
-        "type",
-        "title",
-        "body",
-        "scope",
-        "confidence",
-        "source",
-        "valid_from",
-        "recorded_at",
-        "superseded_at",
-        "superseded_by",
-        "score",
-        "pinned",
-        "reinforce_count",
-        "access_count",
-        "keywords",
-        "key",
-        "rationale",
-        "last_accessed",
-        "claudemd_drift_score",
-        "pending_embedding",
-        "session_id",
-    ]
-)
+_FIELDS = st.sampled_from(RECORD_COLUMNS)  # every column of a record
 
 
 @pytest.mark.anyio

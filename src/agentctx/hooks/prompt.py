@@ -67,27 +67,26 @@ def _inject(
     """The text to inject and its record ids. When the store cannot be searched (no connection,
     or the search itself fails), the last rung: the pinned records not shown yet
     (:mod:`agentctx.core.pinned`), under a note that says so."""
-    try:
-        if conn is None:
-            if not os.path.exists(home.db_path()):
-                return "", []  # no store yet (open_db said so): nothing can be pinned
-            raise _Unsearchable("the store could not be opened")
-        if ctx.session_id:
-            shown = shown | plan.run(conn, search.shown_before(ctx.session_id))
-        text, ids = render(_search(ctx, conn, terms, shown))
-    except Exception as exc:
-        from agentctx.core import pinned  # the last rung: loaded only when it is reached
+    if conn is None:
+        if not os.path.exists(home.db_path()):
+            return "", []  # no store yet (open_db said so): nothing can be pinned
+        why = "the store could not be opened"
+    else:
+        try:
+            if ctx.session_id:
+                shown = shown | plan.run(conn, search.shown_before(ctx.session_id))
+            text, ids = render(_search(ctx, conn, terms, shown))
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {exc}"
+        else:
+            if os.environ.get(DEBUG_ENV):
+                _explain(ctx, conn, shown)
+            return text, ids
+    from agentctx.core import pinned  # the last rung: loaded only when it is reached
 
-        ctx.log(f"search unavailable ({type(exc).__name__}: {exc}); pinned records only")
-        text, ids = render(pinned.fallback(conn, ctx.project.project_id, shown, ctx.log))
-        return (f"{pinned.NOTE}\n{text}" if text else ""), ids
-    if os.environ.get(DEBUG_ENV):
-        _explain(ctx, conn, shown)
-    return text, ids
-
-
-class _Unsearchable(Exception):
-    """The store cannot be searched (the message says why): the prompt falls to the pinned rung."""
+    ctx.log(f"search unavailable ({why}); pinned records only")
+    text, ids = render(pinned.fallback(conn, ctx.project.project_id, shown, ctx.log))
+    return (f"{pinned.NOTE}\n{text}" if text else ""), ids
 
 
 def _search(
