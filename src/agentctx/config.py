@@ -79,8 +79,8 @@ SETTINGS: dict[str, tuple[str, Any, str]] = {
     "retrieval.min_similarity": (
         "float",
         0.0,
-        "cosine floor of ctx_search's vector hits (0 = the built-in value for the embedding "
-        "model, none for a model without one)",
+        "cosine floor of ctx_search's vector hits (0 = the embedding model's measured or "
+        "calibrated floor, none for a model with neither)",
     ),
 }
 

@@ -4,8 +4,10 @@ The rules are :mod:`agentctx.core.vectors` (plans); this is their async face for
 ``embed`` step, ``agentctx model reembed`` and ``doctor``: :func:`prepare` after loading the
 configured model (a change drops the old vectors and flags every record, one transaction), the
 re-embed itself is :func:`agentctx.embed.embed_pending` batch by batch (resumable: what is still
-pending), :func:`finish` once nothing is pending, :func:`status` for the progress. No numpy and no
-fastembed here: doctor and the CLI read the status without loading a model.
+pending), :func:`finish` once nothing is pending, :func:`status` for the progress; :func:`calibrate`
+gives a model without measured cosine thresholds its calibrated ones once
+(:mod:`agentctx.retrieval.calibrate`). No numpy and no fastembed imported here: doctor and the CLI
+read the status without loading a model.
 """
 
 from __future__ import annotations
@@ -103,6 +105,28 @@ async def prepare(store: Store, embedder: Embedder) -> Prepared:
         before.dims if before else None,
         flagged,
     )
+
+
+async def calibrate(embedder: Embedder) -> str | None:
+    """Calibrate ``embedder``'s cosine thresholds if it has neither measured nor stored ones
+    (:func:`agentctx.retrieval.calibrate.ensure`); a line saying what was done, None when nothing
+    was. A failure is logged and said, never raised: the defaults stay in use."""
+    from agentctx.retrieval import calibrate as calibration
+    from agentctx.retrieval import thresholds
+
+    if thresholds.measured(embedder.name):
+        return None
+    before = thresholds.stored_digest(embedder.name)
+    try:
+        found = await calibration.ensure(embedder)
+    except Exception as exc:  # a model or disk problem: thresholds stay the defaults
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        log.warning("calibrating the thresholds of %s failed: %s", embedder.name, reason)
+        return f"calibrating the thresholds of {embedder.name} failed ({reason}): defaults in use"
+    if found is None or before == thresholds.stored_digest(embedder.name):
+        return None
+    values = ", ".join(f"{k} {v:.2f}" for k, v in found.to_dict().items())
+    return f"calibrated the cosine thresholds of {embedder.name}: {values}"
 
 
 async def finish(store: Store) -> bool:

@@ -82,7 +82,8 @@ async def model_reembed(
     when run again; the next consolidation carries on too. Meanwhile search is hybrid over the
     records already re-embedded and keyword-only for the rest. With the model unchanged it only
     embeds the records still pending. The model is downloaded first if needed (as ``model
-    fetch``).
+    fetch``). A model without measured cosine thresholds gets them calibrated once, from the
+    calibration set shipped with agentctx (docs/retrieval.md, "Thresholds per model").
 
     Example: ``agentctx config set embedding.model google/embeddinggemma-300m`` then
     ``agentctx model reembed``
@@ -121,6 +122,9 @@ async def model_reembed(
             sys.stderr.write("\n")
         await reembed.finish(store)
         state = await reembed.status(store)
+        note = await reembed.calibrate(loaded)
+        if note:
+            sys.stderr.write(f"agentctx: {note}\n")
         if json:
             _json(
                 {

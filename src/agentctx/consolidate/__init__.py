@@ -76,6 +76,7 @@ class _Run:
     client: AsyncAnthropic | None
     embedder: Embedder | None = None
     model_tried: bool = False
+    calibrated: bool = False  # the model's thresholds calibrated (or found) in this run
 
 
 async def consolidate_many(
@@ -242,6 +243,11 @@ async def _embed(run: _Run) -> dict[str, Any]:
         run.log(
             f"embedding model changed to {prepared.model}: re-embedding {prepared.flagged} records"
         )
+    if not run.calibrated:
+        run.calibrated = True
+        note = await reembed.calibrate(run.embedder)
+        if note:
+            run.log(note)
     done = 0
     while not run.timebox.expired():
         count = await embed.embed_pending(run.store, run.embedder, limit=EMBED_CHUNK)

@@ -2,7 +2,9 @@
 
 **Candidates.** Within each type, the project's current records that have a stored vector
 (``pending_embedding = 0``) are compared by cosine similarity; pairs above :data:`SIMILARITY_MIN`
-(0.92) are candidates. ``handover`` and ``profile`` are left out: the store already keeps one current
+(0.92) are candidates. The bounds here (0.92, and 0.97 below) are measured for all-MiniLM-L6-v2;
+vectors of another model are compared at that model's calibrated bounds when it has a stored
+calibration (:func:`agentctx.retrieval.thresholds.merge_bounds`), else at these. ``handover`` and ``profile`` are left out: the store already keeps one current
 handover per project and one current profile record per key (partial unique indexes), and two
 profile records with different keys are different facts however alike they read, so a merge there
 could only break the keyed rule. The ``global`` namespace (developer preferences) is a project id
@@ -16,7 +18,9 @@ pair is judged anew). An API error leaves its pairs unjudged: nothing is written
 Without a client (llm off) only pairs at :data:`AUTO_MERGE_MIN` (0.97) or more merge, and only when
 both texts carry the same numbers and the same polarity words (not, never, always, disable, ...):
 MiniLM puts "retry three times" and "retry five times" at 0.989 and "Always use pnpm" and "Never
-use pnpm" at 0.979, and no model is there to notice. Nothing is recorded for the pairs left alone;
+use pnpm" at 0.979, and no model is there to notice (and a pair that differs in a word neither
+check sees, "a MEDIUM warehouse" and "a LARGE warehouse", at 0.988: the calibration set's one
+such pair, docs/consolidation.md). Nothing is recorded for the pairs left alone;
 they wait for a run with the LLM.
 
 **A merge** is one transaction: both records are re-read and must still be current and unchanged
@@ -55,11 +59,12 @@ import numpy as np
 
 from agentctx import embed
 from agentctx.consolidate import merge_check
-from agentctx.core import clock, schema, writes
+from agentctx.core import clock, schema, vectors, writes
 from agentctx.core.errors import ConflictError
 from agentctx.core.writes import normalize_keywords
 from agentctx.extract.llm import Usage
 from agentctx.records import COLUMNS, Record
+from agentctx.retrieval import thresholds
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -70,8 +75,9 @@ if TYPE_CHECKING:
     from agentctx.consolidate.timebox import TimeBox
     from agentctx.store import Store, Transaction
 
-SIMILARITY_MIN = 0.92
-AUTO_MERGE_MIN = 0.97
+#: Candidate and auto-merge cosines measured for all-MiniLM-L6-v2 (and used for any model that has
+#: neither measured nor calibrated bounds): :data:`agentctx.retrieval.thresholds.MERGE_DEFAULT`.
+SIMILARITY_MIN, AUTO_MERGE_MIN = thresholds.MERGE_DEFAULT
 DEDUPED_TYPES = ("decision", "convention", "preference", "discovery", "bugfix")
 BLOCK = 1024
 MAX_CANDIDATES = 20_000
@@ -137,7 +143,9 @@ async def merge_near_duplicates(
     if timebox.expired():
         run.report.unfinished = True
         return run.report
-    scan = await find_candidates(store, project_id)
+    space = await store.run(vectors.space())
+    merge_min, run.auto_merge = thresholds.merge_bounds(space.model if space else None)
+    scan = await find_candidates(store, project_id, threshold=merge_min)
     run.scan = scan
     run.report.pairs_scanned = scan.pairs_scanned
     run.report.candidates = len(scan.candidates)
@@ -302,6 +310,7 @@ class _Run:
         self.report = DedupeReport()
         self.usage = Usage()
         self.scan = Scan({}, [])
+        self.auto_merge = AUTO_MERGE_MIN  # the stored vectors' model's (merge_near_duplicates)
         self.gone: set[str] = set()  # merged away in this run
         self.changed: set[str] = set()  # merged text, vector stale until re-embedded
 
@@ -309,7 +318,8 @@ class _Run:
         return bool({candidate.a, candidate.b} & (self.gone | self.changed))
 
     async def without_llm(self, candidates: list[Candidate]) -> None:
-        """Merge the pairs at AUTO_MERGE_MIN or more that pass :func:`safe_without_llm`."""
+        """Merge the pairs at the auto-merge bound (:data:`AUTO_MERGE_MIN` for all-MiniLM-L6-v2) or
+        more that pass :func:`safe_without_llm`."""
         for index, candidate in enumerate(candidates):
             if self.timebox.expired():
                 self.report.unfinished = True
@@ -318,7 +328,7 @@ class _Run:
             a, b = self.scan.records[candidate.a], self.scan.records[candidate.b]
             if (
                 self._out(candidate)
-                or candidate.similarity < AUTO_MERGE_MIN
+                or candidate.similarity < self.auto_merge
                 or not safe_without_llm(a, b)
             ):
                 self.report.skipped += 1

@@ -13,6 +13,7 @@ Layout::
     sessions/       per-session hook state (dedup ledgers), removed at SessionEnd
     spool/          observations waiting for the database (busy, missing), applied by the next hook
     locks/          lock files of the background workers
+    state/          small state kept between runs (thresholds.json: calibrated cosine thresholds)
 """
 
 from __future__ import annotations

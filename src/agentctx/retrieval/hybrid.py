@@ -18,9 +18,11 @@ answer (issue 14, docs/retrieval.md). In keyword mode a hit is kept when its key
 (or a lower ``retrieval.min_relevance``; 0 keeps every hit). In hybrid mode a hit is kept when its
 cosine similarity to the query reaches the model's floor (:data:`SIMILARITY_FLOOR`, or
 ``retrieval.min_similarity``), or its keyword relevance reaches that same keyword floor (exact words
-that vectors blur: identifiers, error strings). A model without a measured floor gets none in
-hybrid mode: a cosine scale is the model's own. Searches of the past (``as_of``, superseded
-versions) and the LIKE fallback apply no floor.
+that vectors blur: identifiers, error strings). A cosine scale is the model's own: a model
+without a measured floor gets the one calibrated for it (:mod:`agentctx.retrieval.calibrate`,
+read through :mod:`agentctx.retrieval.thresholds`), and none in hybrid mode while it has no
+calibration. Searches of the past (``as_of``, superseded versions) and the LIKE fallback apply no
+floor.
 
 Every kept hit is labelled (:func:`strength`): ``strong`` when the signals say it is about what was
 asked, else ``weak`` (it shares words or a topic with the query). Strong: a query with enough
@@ -28,8 +30,8 @@ content (:func:`agentctx.core.search.content` ≥ ``MIN_CONTENT``, the hook's ow
 whose cosine reaches the model's :data:`STRONG_SIMILARITY`, or that holds all the query's
 distinctive words (keyword relevance ≥ :data:`STRONG_RELEVANCE`; a rare identifier carries most
 of that weight) without being far from it in meaning (cosine at the floor). A model without
-measured values is judged by keywords alone, as keyword mode is. The LIKE fallback labels nothing
-(no term weights). Calibration: benchmarks/results/precision_eval.md (tuning part), eval.md.
+measured or calibrated values is judged by keywords alone, as keyword mode is. The LIKE fallback
+labels nothing (no term weights). Calibration: benchmarks/results/precision_eval.md (tuning part), eval.md.
 
 :class:`QueryModel` is the server's lazily loaded model: nothing loads at start-up (the server must
 answer ``tools/list`` fast, and imports no numpy or fastembed); the first search that could use
@@ -51,6 +53,7 @@ import sqlean
 
 from agentctx.core import search as keyword
 from agentctx.records import COLUMNS, Record
+from agentctx.retrieval import thresholds
 from agentctx.store import SearchHit
 
 if TYPE_CHECKING:
@@ -76,12 +79,12 @@ _COLUMNS_SQL = ", ".join(f"r.{name}" for name in COLUMNS)
 
 
 #: Cosine floors of ``ctx_search``'s vector hits, by embedding model name (``Embedder.name``):
-#: measured on the tuning data (benchmarks/precision_eval/tune_search.py; the answers' similarity
-#: against the unanswerable queries' nearest records). A model not listed has no floor.
-SIMILARITY_FLOOR: dict[str, float] = {"sentence-transformers/all-MiniLM-L6-v2": 0.30}
+#: measured (:data:`agentctx.retrieval.thresholds.SIMILARITY_FLOOR`). A model not listed gets its
+#: calibrated floor (:mod:`agentctx.retrieval.calibrate`), else none.
+SIMILARITY_FLOOR = thresholds.SIMILARITY_FLOOR
 #: The cosine at which a hit is ``strong`` on its own, by model (measured as the floor is). A model
-#: not listed is labelled by its keyword relevance alone.
-STRONG_SIMILARITY: dict[str, float] = {"sentence-transformers/all-MiniLM-L6-v2": 0.55}
+#: not listed gets its calibrated value, else it is labelled by its keyword relevance alone.
+STRONG_SIMILARITY = thresholds.STRONG_SIMILARITY
 #: ``ctx_search``'s keyword floor: the relevance that keeps a hit (keyword mode) or a hit below the
 #: cosine floor (hybrid mode). Looser than the hook's ``retrieval.min_relevance`` (0.3): the
 #: labels, not the floor, tell an answer from a hit that shares a word.
@@ -116,15 +119,17 @@ class Floor:
 
 def floor_for(settings: Mapping[str, Any], model: str | None) -> Floor:
     """The floor of the settings (``retrieval.min_relevance`` can only lower
-    :data:`SEARCH_RELEVANCE`; ``retrieval.min_similarity`` replaces the model's cosine floor)."""
+    :data:`SEARCH_RELEVANCE`; ``retrieval.min_similarity`` replaces the model's cosine floor).
+
+    The model's cosines are its measured values, else its stored calibration
+    (:mod:`agentctx.retrieval.thresholds`), else none."""
     relevance = min(
         float(settings.get("retrieval.min_relevance", keyword.MIN_RELEVANCE)), SEARCH_RELEVANCE
     )
     similarity = float(settings.get("retrieval.min_similarity") or 0.0) or None
-    if similarity is None and model is not None:
-        similarity = SIMILARITY_FLOOR.get(model)
-    strong = STRONG_SIMILARITY.get(model) if model is not None else None
-    return Floor(relevance, similarity, relevance, strong)
+    if similarity is None:
+        similarity = thresholds.similarity_floor(model)
+    return Floor(relevance, similarity, relevance, thresholds.strong_similarity(model))
 
 
 def strength(

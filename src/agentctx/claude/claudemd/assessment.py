@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agentctx.core import search
+from agentctx.retrieval import thresholds
 from agentctx.retrieval.digest import DRIFT_THRESHOLD
 from agentctx.store import HISTORY_MAX_DEPTH
 
@@ -28,13 +29,12 @@ COVERED = 0.75
 #: Per model, ``(floor, covered)`` cosines between a record's ``title — body`` and a CLAUDE.md
 #: chunk: from ``covered`` up the record counts as covered, at ``floor`` or below the meaning signal
 #: gives no credit. Measured for all-MiniLM-L6-v2 (docs/consolidation.md): paraphrases 0.29-0.81,
-#: the best unrelated chunk of a 1,000-chunk document at most 0.47.
-SIMILAR_BOUNDS: dict[str, tuple[float, float]] = {
-    "sentence-transformers/all-MiniLM-L6-v2": (0.30, 0.60),
-}
-#: Models not measured here (the default bge-small-en-v1.5 among them, whose cosines run higher):
-#: strict bounds, after the bge authors' advice to filter similar pairs at 0.8 or above.
-SIMILAR_DEFAULT = (0.50, 0.80)
+#: the best unrelated chunk of a 1,000-chunk document at most 0.47
+#: (:data:`agentctx.retrieval.thresholds.DRIFT_BOUNDS`).
+SIMILAR_BOUNDS = thresholds.DRIFT_BOUNDS
+#: Models neither measured nor calibrated (:mod:`agentctx.retrieval.calibrate`): strict bounds,
+#: after the bge authors' advice to filter similar pairs at 0.8 or above.
+SIMILAR_DEFAULT = thresholds.DRIFT_DEFAULT
 #: The highest drift score of a covered record; missing ones score :data:`DRIFT_THRESHOLD` or more.
 COVERED_SCORE_MAX = 0.4
 #: The drift score of a record whose predecessor's text CLAUDE.md still contains.
@@ -239,8 +239,9 @@ def drift_score(coverage: float, meaning: float = 0.0) -> float:
 
 
 def similarity_bounds(model: str) -> tuple[float, float]:
-    """``(floor, covered)`` cosines for an embedding model (:data:`SIMILAR_BOUNDS`)."""
-    return SIMILAR_BOUNDS.get(model, SIMILAR_DEFAULT)
+    """``(floor, covered)`` cosines for an embedding model: measured (:data:`SIMILAR_BOUNDS`), else
+    its stored calibration, else :data:`SIMILAR_DEFAULT` (:func:`agentctx.retrieval.thresholds.drift_bounds`)."""
+    return thresholds.drift_bounds(model or None)
 
 
 def meaning(cosine: float, bounds: tuple[float, float]) -> float:
@@ -266,4 +267,4 @@ def method(model: str | None) -> str:
     """How records are judged: keywords alone (no ``model``), or keywords and meaning."""
     if model is None:
         return METHOD
-    return METHOD_SEMANTIC.format(bound=similarity_bounds(model)[1], model=model)
+    return METHOD_SEMANTIC.format(bound=round(similarity_bounds(model)[1], 2), model=model)
