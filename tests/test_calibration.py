@@ -359,6 +359,26 @@ async def test_a_model_with_measured_values_ignores_a_stored_calibration(
     assert claudemd.similarity_bounds(minilm.NAME) == (0.30, 0.60)
 
 
+@pytest.mark.anyio
+async def test_a_failed_calibration_is_said_and_leaves_the_defaults(
+    shifted: embed.Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Failing(embed.Embedder):  # a model that runs out of memory on a large batch
+        def embed_sync(self, texts: Any) -> Any:
+            if len(texts) > 1:
+                raise MemoryError("onnxruntime could not allocate 512 MB")
+            return super().embed_sync(texts)
+
+    failing = Failing(shifted.model, "agentctx-tests/failing")
+    note = await reembed.calibrate(failing)
+    assert note == (
+        "calibrating the thresholds of agentctx-tests/failing failed "
+        "(MemoryError: onnxruntime could not allocate 512 MB): defaults in use"
+    )
+    assert "calibrating the thresholds of agentctx-tests/failing failed" in caplog.text
+    assert thresholds.source(failing.name) == "default" and _state() is None
+
+
 @pytest.mark.parametrize(
     "content",
     [

@@ -114,16 +114,15 @@ async def calibrate(embedder: Embedder) -> str | None:
     from agentctx.retrieval import calibrate as calibration
     from agentctx.retrieval import thresholds
 
-    if thresholds.measured(embedder.name):
+    if thresholds.measured(embedder.name) or calibration.current(embedder.name):
         return None
-    before = thresholds.stored_digest(embedder.name)
     try:
         found = await calibration.ensure(embedder)
     except Exception as exc:  # a model or disk problem: thresholds stay the defaults
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         log.warning("calibrating the thresholds of %s failed: %s", embedder.name, reason)
         return f"calibrating the thresholds of {embedder.name} failed ({reason}): defaults in use"
-    if found is None or before == thresholds.stored_digest(embedder.name):
+    if found is None:
         return None
     values = ", ".join(f"{k} {v:.2f}" for k, v in found.to_dict().items())
     return f"calibrated the cosine thresholds of {embedder.name}: {values}"

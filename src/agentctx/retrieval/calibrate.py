@@ -226,16 +226,22 @@ def calibrate(embedder: Embedder) -> Thresholds:
     return derive(cosines(embedder))
 
 
+def current(model: str) -> bool:
+    """True when ``model`` has a stored calibration made from this version of the set."""
+    return (
+        thresholds.calibrated(model) is not None and thresholds.stored_digest(model) == set_digest()
+    )
+
+
 async def ensure(embedder: Embedder) -> Thresholds | None:
     """The model's stored calibration, computed and stored first if there is none (or it was made
     from another version of the set). None for a model with measured values: those are used."""
     if thresholds.measured(embedder.name):
         return None
-    digest = set_digest()
     stored = thresholds.calibrated(embedder.name)
-    if stored is not None and thresholds.stored_digest(embedder.name) == digest:
+    if stored is not None and current(embedder.name):
         return stored
     found = await anyio.to_thread.run_sync(calibrate, embedder)
-    thresholds.store(embedder.name, found, digest, at=clock.now())
+    thresholds.store(embedder.name, found, set_digest(), at=clock.now())
     log.info("calibrated the cosine thresholds of %s: %s", embedder.name, found.to_dict())
     return found
