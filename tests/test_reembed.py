@@ -23,7 +23,7 @@ import pytest
 from agentctx import config, embed, reembed
 from agentctx.core import db, plan, schema, vectors
 from agentctx.core.vectors import ModelMismatchError
-from agentctx.retrieval import hybrid
+from agentctx.retrieval import hybrid, thresholds
 from agentctx.store import SearchQuery, Store
 from tests import minilm
 from tests.helpers import add_texts, new_record, run_cli, seed
@@ -351,6 +351,9 @@ def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: P
     _use(minilm.NAME, minilm_dir, project_dir)
     first = _cli_json("model", "reembed", cwd=project_dir)
     assert first["embedded"] == len(TEXTS)
+    assert (
+        thresholds.source(minilm.NAME) == "measured" and thresholds.calibrated(minilm.NAME) is None
+    )
     check = _vectors_check(project_dir)
     assert check["ok"] is True and check["status"] == "current"
     assert check["model"] == minilm.NAME and check["dims"] == 384
@@ -370,6 +373,9 @@ def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: P
     assert result.returncode == 0, result.stderr
     assert f"vectors of {minilm.NAME} (384 dimensions) dropped" in result.stderr
     assert f"embedded {len(TEXTS)}/{len(TEXTS)} records" in result.stderr
+    # a model without measured thresholds is calibrated once, when it is loaded to re-embed
+    assert f"agentctx: calibrated the cosine thresholds of {wide_name}: " in result.stderr
+    assert thresholds.source(wide_name) == "calibrated"
     assert result.stdout.strip() == (
         f"{len(TEXTS)} records have vectors of {wide_name} (768 dimensions); "
         f"{len(TEXTS)} embedded now"

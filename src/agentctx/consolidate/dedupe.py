@@ -4,7 +4,8 @@
 (``pending_embedding = 0``) are compared by cosine similarity; pairs above :data:`SIMILARITY_MIN`
 (0.92) are candidates. The bounds here (0.92, and 0.97 below) are measured for all-MiniLM-L6-v2;
 vectors of another model are compared at that model's calibrated bounds when it has a stored
-calibration (:func:`agentctx.retrieval.thresholds.merge_bounds`), else at these. ``handover`` and ``profile`` are left out: the store already keeps one current
+calibration (:func:`agentctx.retrieval.thresholds.merge_bounds`), else at these. ``handover`` and
+``profile`` are left out: the store already keeps one current
 handover per project and one current profile record per key (partial unique indexes), and two
 profile records with different keys are different facts however alike they read, so a merge there
 could only break the keyed rule. The ``global`` namespace (developer preferences) is a project id

@@ -31,7 +31,8 @@ whose cosine reaches the model's :data:`STRONG_SIMILARITY`, or that holds all th
 distinctive words (keyword relevance ≥ :data:`STRONG_RELEVANCE`; a rare identifier carries most
 of that weight) without being far from it in meaning (cosine at the floor). A model without
 measured or calibrated values is judged by keywords alone, as keyword mode is. The LIKE fallback
-labels nothing (no term weights). Calibration: benchmarks/results/precision_eval.md (tuning part), eval.md.
+labels nothing (no term weights). How MiniLM's values were measured:
+benchmarks/results/precision_eval.md (tuning part), eval.md.
 
 :class:`QueryModel` is the server's lazily loaded model: nothing loads at start-up (the server must
 answer ``tools/list`` fast, and imports no numpy or fastembed); the first search that could use

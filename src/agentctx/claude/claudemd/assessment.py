@@ -240,7 +240,8 @@ def drift_score(coverage: float, meaning: float = 0.0) -> float:
 
 def similarity_bounds(model: str) -> tuple[float, float]:
     """``(floor, covered)`` cosines for an embedding model: measured (:data:`SIMILAR_BOUNDS`), else
-    its stored calibration, else :data:`SIMILAR_DEFAULT` (:func:`agentctx.retrieval.thresholds.drift_bounds`)."""
+    its stored calibration, else :data:`SIMILAR_DEFAULT`
+    (:func:`agentctx.retrieval.thresholds.drift_bounds`)."""
     return thresholds.drift_bounds(model or None)
 
 
