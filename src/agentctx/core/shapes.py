@@ -79,6 +79,7 @@ class NewFields(TypedDict, total=False):
     session_id: str | None
     valid_from: str | None
     supersedes: str | None
+    cues: str | list[str]
 
 
 class RecordRow(TypedDict):
@@ -107,6 +108,7 @@ class RecordRow(TypedDict):
     claudemd_drift_score: float
     session_id: str | None
     pending_embedding: bool
+    cues: str  #: one cue per line ('' for none); a :class:`~agentctx.records.Record` holds a tuple
 
 
 class DigestParts(TypedDict, total=False):
