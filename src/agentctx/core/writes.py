@@ -430,14 +430,21 @@ def update_body(record_id: str, body: str, keywords: Iterable[str] | str = "") -
     )
 
 
-def update_cues(record_id: str, cues: Iterable[str] | str) -> Plan[int]:
+def update_cues(
+    record_id: str, cues: Iterable[str] | str, *, only_if_none: bool = False
+) -> Plan[int]:
     """Set a record's retrieval cues (normalized, redacted); the rows changed (0 or 1).
 
     Cues are search text, not part of what is embedded (:func:`agentctx.embed.record_text`):
     the record's vector, and the flag that asks for a new one, are left as they are.
+    ``only_if_none``: only a current record that has no cues yet (consolidation's, which must
+    not overwrite what extraction wrote meanwhile).
     """
     clean = scrub({"cues": cues_text(normalize_cues(cues))})
-    changed = yield execute("UPDATE records SET cues = ? WHERE id = ?", (clean["cues"], record_id))
+    guard = " AND cues = '' AND superseded_at IS NULL" if only_if_none else ""
+    changed = yield execute(
+        f"UPDATE records SET cues = ? WHERE id = ?{guard}", (clean["cues"], record_id)
+    )
     return int(changed)
 
 
