@@ -13,7 +13,7 @@ import sqlean
 from agentctx.core import db, schema, writes
 from agentctx.core.errors import DatabaseError, SchemaVersionError
 from agentctx.store import SearchQuery, Store
-from tests.helpers import new_record
+from tests.helpers import COLUMNS_BEFORE_0008, INSERT_BEFORE_0008, new_record
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -481,17 +481,9 @@ def _legacy_handover(conn: sqlean.Connection, record_id: str, superseded: bool =
     insert_before_0008(conn, values)
 
 
-#: The record columns a store had before 0008 added ``cues``.
-COLUMNS_BEFORE_0008 = tuple(c for c in schema.RECORD_COLUMNS if c != "cues")
-
-
 def insert_before_0008(conn: sqlean.Connection, values: Mapping[str, object]) -> None:
     """Insert a record row into a store migrated to 0007 or earlier (no ``cues`` column)."""
-    marks = ", ".join("?" * len(COLUMNS_BEFORE_0008))
-    conn.execute(
-        f"INSERT INTO records({', '.join(COLUMNS_BEFORE_0008)}) VALUES ({marks})",
-        [values[n] for n in COLUMNS_BEFORE_0008],
-    )
+    conn.execute(INSERT_BEFORE_0008, [values[n] for n in COLUMNS_BEFORE_0008])
 
 
 @pytest.mark.anyio
