@@ -108,7 +108,8 @@ class RecordRow(TypedDict):
     claudemd_drift_score: float
     session_id: str | None
     pending_embedding: bool
-    cues: str  #: one cue per line ('' for none); a :class:`~agentctx.records.Record` holds a tuple
+    #: one cue per line ('' for none) as stored; a list in ``Record.to_dict`` (the JSON shape)
+    cues: str | list[str]
 
 
 class DigestParts(TypedDict, total=False):
