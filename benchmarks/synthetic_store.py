@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 
 from agentctx.core import clock, db, schema
 from agentctx.core.tokens import estimate_tokens
-from agentctx.records import COLUMNS, NewRecord, Record
+from agentctx.records import NewRecord, Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -356,7 +356,7 @@ def build(db_path: str, n: int, project_id: str, project_name: str, seed: int) -
             "VALUES (?, ?, NULL, NULL, ?, ?)",
             (project_id, project_name, rows[0].recorded_at if rows else "", clock.now()),
         )
-        conn.executemany(schema.INSERT_RECORD_SQL, ([getattr(r, c) for c in COLUMNS] for r in rows))
+        conn.executemany(schema.INSERT_RECORD_SQL, (r.to_values() for r in rows))
         conn.executemany(schema.INSERT_EDGE_SQL, edges)
         conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

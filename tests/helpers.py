@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agentctx.core.project import identify
+from agentctx.core.schema import RECORD_COLUMNS
 from agentctx.records import NewRecord
 from agentctx.store import Store
 
@@ -173,6 +174,15 @@ def server_params(project_dir: Path, agentctx_home: Path) -> StdioServerParamete
             "PATH": os.environ.get("PATH", ""),
         },
     )
+
+
+#: The record columns of a store before ``0008_record_cues`` (tests build such stores), and the
+#: insert of a row into one (values in that order).
+COLUMNS_BEFORE_0008 = tuple(c for c in RECORD_COLUMNS if c != "cues")
+INSERT_BEFORE_0008 = (
+    f"INSERT INTO records({', '.join(COLUMNS_BEFORE_0008)}) "
+    f"VALUES ({', '.join('?' * len(COLUMNS_BEFORE_0008))})"
+)
 
 
 async def add_texts(

@@ -15,7 +15,7 @@ from anthropic import AsyncAnthropic
 from agentctx.core import clock, home
 from agentctx.core.project import identify
 from agentctx.extract import extract_session, llm, prompt
-from agentctx.store import Store, inventory
+from agentctx.store import SearchQuery, Store, inventory
 from tests.helpers import new_record, payload, run_hook, seed
 from tests.messages_server import ErrorReply, MessagesServer, Recorded, TextReply, ToolUseReply
 
@@ -113,9 +113,10 @@ async def test_whole_tier_one_cached_forced_call(transcript: Transcript, project
     (request,) = server.messages_requests()
     body = request.body
     assert body["model"] == "claude-haiku-4-5"
-    # the shared prefix is below Haiku 4.5's minimum cacheable length: no breakpoint is claimed
-    assert llm.min_cacheable("claude-haiku-4-5") > llm.CACHE_PREFIX
-    assert "cache_control" not in body["system"][0]
+    # with the cues' schema the estimated shared prefix reaches Haiku 4.5's minimum cacheable
+    # length: a breakpoint is claimed (the API ignores it if the real prefix is shorter)
+    assert llm.min_cacheable("claude-haiku-4-5") <= llm.CACHE_PREFIX
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
     assert body["tool_choice"] == {"type": "tool", "name": prompt.TOOL_NAME}
     assert body["tools"][0]["input_schema"] == prompt.OUTPUT_SCHEMA
     assert "move internal services from REST to gRPC" in body["messages"][0]["content"]
@@ -527,3 +528,71 @@ def test_a_preference_outside_the_schemas_categories_is_dropped_and_counted() ->
     assert parsed.dropped == 1
     bodies = [e.body for e in parsed.entries]
     assert bodies == ["Use pnpm, never npm\n(category: tooling)", "Prefer small pull requests"]
+
+
+# -- retrieval cues (issue 14) ------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("api_key")
+async def test_entries_cues_go_with_their_records_and_find_them(
+    transcript: Transcript, project: Path
+) -> None:
+    pid = identify(str(project)).project_id
+    async with await Store.open() as store:
+        old = await store.add(new_record(type="convention", title="Queues are snake_case",
+                                        body="billing_events", project_id=pid))  # fmt: skip
+    transcript.add("user", "Services go gRPC; and queue names are kebab-case from now on.")
+    cued = {**DECISION, "cues": ["how do our services call each other", "  ", 7,
+                                 "HOW DO OUR SERVICES CALL EACH OTHER", "new endpoint: rpc?"]}  # fmt: skip
+    kebab = {"convention": "Queue names are kebab-case", "confidence": "explicit",
+             "supersedes": old.id, "cues": ["what do I name a broker topic"]}  # fmt: skip
+    gotcha = {"pattern": "The staging DB is shared", "why_it_matters": "migrations collide",
+              "cues": "not a list"}  # fmt: skip
+    output = extraction(decisions=[cued], conventions=[kebab], gotchas=[gotcha])
+    with MessagesServer(replies=[output]) as server:
+        report = await run(server, transcript)
+    assert report.superseded == 1
+    schema = server.messages_requests()[0].body["tools"][0]["input_schema"]
+    assert schema["properties"]["decisions"]["items"]["properties"]["cues"]["maxItems"] == 4
+    (decision,) = await records(type="decision")
+    assert decision.cues == ("how do our services call each other", "new endpoint: rpc?")
+    (convention,) = [r for r in await records(type="convention") if r.is_current]
+    assert convention.cues == ("what do I name a broker topic",)  # the superseding record's own
+    (discovery,) = await records(type="discovery")
+    assert discovery.cues == ()
+    async with await Store.open() as store:  # found by words only its cues hold
+        hits = (await store.search(SearchQuery("broker topic", project_id=pid))).hits
+        assert [hit.record.id for hit in hits] == [convention.id]
+        hits = (await store.search(SearchQuery("call each other", project_id=pid))).hits
+        assert [hit.record.id for hit in hits] == [decision.id]
+
+
+@pytest.mark.usefixtures("api_key")
+async def test_an_explained_stub_and_a_repeated_record_get_the_entrys_cues(
+    transcript: Transcript, project: Path
+) -> None:
+    from agentctx.core.connect import WRITE_BUSY_MS
+    from agentctx.core.observe import STUB_NOTE_FIX, apply
+
+    pid = identify(str(project)).project_id
+    async with await Store.open() as store:
+        known = await store.add(new_record(type="decision", title=DECISION["what"],
+                                          body="as before", project_id=pid))  # fmt: skip
+    from agentctx.core import db
+
+    conn, _ = db.connect(home.db_path(), busy_timeout_ms=WRITE_BUSY_MS)
+    apply(conn, [{"kind": "stub", "project_id": pid, "session_id": SID, "at": clock.now(),
+                  "title": "Test failure: pytest -q", "body": f"failed\n{STUB_NOTE_FIX}",
+                  "files": ["tests/test_auth.py"]}])  # fmt: skip
+    conn.close()
+    transcript.add("user", "The refresh test fails, fix the interceptor.")
+    fix = {"problem": "Token not refreshed on 401", "fix": "refresh in the interceptor",
+           "files": ["tests/test_auth.py"], "cues": ["why am I logged out after an hour"]}  # fmt: skip
+    again = {**DECISION, "cues": ["how do our services call each other"]}
+    with MessagesServer(replies=[extraction(bugfixes=[fix], decisions=[again])]) as server:
+        report = await run(server, transcript)
+    assert report.enriched == 1 and report.written == {} and report.reinforced == 1
+    (stub,) = await records(type="bugfix")
+    assert stub.cues == ("why am I logged out after an hour",)
+    (decision,) = await records(type="decision")
+    assert decision.id == known.id and decision.cues == ("how do our services call each other",)

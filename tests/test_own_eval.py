@@ -21,7 +21,7 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))  # own_
 
 from agentctx import embed
 from agentctx.claude.transcript import read_transcript, render
-from agentctx.consolidate import merge_check
+from agentctx.consolidate import cues, merge_check
 from agentctx.core.project import identify
 from agentctx.extract import prompt as extract_prompt
 from agentctx.redact import redact
@@ -31,7 +31,13 @@ from own_eval import figures as own_eval_figures
 from own_eval import run as own_eval
 from quality import check as check_quality
 from tests.helpers import new_record
-from tests.messages_server import ErrorReply, MessagesServer, Recorded, ToolUseReply
+from tests.messages_server import (
+    ErrorReply,
+    MessagesServer,
+    Recorded,
+    ToolUseReply,
+    forced_tool,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -357,6 +363,7 @@ async def test_the_eval_runs_on_the_first_three_sessions(
     served = meta["served"]
     assert [e["script"] for e in served["extractions"]] == [s.name for s in run.scripts]
     assert served["problems"] == []
+    assert served["cue_records"] > 0  # consolidation asked; the recorded answers hold no cues
     extraction = [s["extraction"] for s in run.sessions]
     assert [(e["status"], e["tier"], e["calls"]) for e in extraction] == [
         ("extracted", "whole", 1)
@@ -405,7 +412,13 @@ async def test_live_mode_captures_what_the_endpoint_answered(
         options = own_eval.Options(live=True, sessions=1, model_dir=minilm_dir)
         run, meta = await own_eval.evaluate(options)
     assert meta["mode"] == "live" and "served" not in meta
-    assert [r.body["model"] for r in server.messages_requests()] == ["claude-haiku-4-5"]
+    extraction = server.messages_requests(forced_tool(extract_prompt.TOOL_NAME))
+    assert [r.body["model"] for r in extraction] == ["claude-haiku-4-5"]
+    # the rest are consolidation's retrieval-cue requests (the replay gives no cues)
+    assert {r.tool_choice for r in server.messages_requests()} == {
+        extract_prompt.TOOL_NAME,
+        cues.TOOL_NAME,
+    }
     (captured,) = meta["captured"]["extractions"]
     recorded = replay.Answers.load(HERE / "answers.json").extractions[0]
     assert captured["script"] == recorded.script and captured["output"] == recorded.output

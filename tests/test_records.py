@@ -13,7 +13,7 @@ import pytest
 from agentctx.core import clock, db
 from agentctx.core.errors import ValidationError
 from agentctx.core.schema import BODY_MAX, RECORD_COLUMNS, TITLE_MAX
-from agentctx.core.writes import KEYWORDS_MAX, normalize_keywords
+from agentctx.core.writes import CUE_MAX, CUES_MAX, KEYWORDS_MAX, normalize_keywords
 from agentctx.records import COLUMNS, Record
 from tests.helpers import new_record
 
@@ -56,6 +56,8 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("blank profile key", {"type": "profile", "key": "  "}, "profile key"),
     ("NUL in title", {"title": "\x00"}, "title contains a NUL"),
     ("NUL in body", {"body": "a\x00b"}, "body contains a NUL"),
+    ("cue not a string", {"cues": ["ok", 3]}, "a cue must be a string, not int"),
+    ("cues not a list", {"cues": 7}, "cues must be a list of strings"),
 ]
 
 
@@ -152,6 +154,27 @@ def test_normalize_keywords_from_text() -> None:
     assert normalize_keywords([]) == ""
 
 
+def test_cues_are_normalized_and_capped() -> None:
+    long = "why does the nightly export job " + "really " * 30 + "stop"
+    given = ["  how do we  name\nqueues?  ", "", "HOW DO WE NAME QUEUES?", long, "a", "b", "c"]
+    cues = new_record(cues=given).validated().cues
+    assert cues[0] == "how do we name queues?"  # one line, whitespace collapsed
+    assert len(cues) == CUES_MAX  # the blank one and the repeat (any case) dropped, then cut
+    assert cues[1].startswith("why does the nightly") and len(cues[1]) <= CUE_MAX
+    assert cues[1].endswith("really")  # cut at a word
+    assert cues[2:] == ["a", "b"]
+
+
+@pytest.mark.anyio
+async def test_cues_are_stored_one_per_line_and_read_as_a_tuple(store: Store) -> None:
+    added = await store.add(new_record(cues=["which port does the api use", "api port?"]))
+    assert added.cues == ("which port does the api use", "api port?")
+    row = await store.row("SELECT cues FROM records WHERE id = ?", (added.id,))
+    assert row[0] == "which port does the api use\napi port?"
+    assert (await store.get(added.id)).cues == added.cues
+    assert (await store.add(new_record(title="none"))).cues == ()
+
+
 def test_record_round_trips_through_a_row() -> None:
     record = (
         new_record(
@@ -159,13 +182,16 @@ def test_record_round_trips_through_a_row() -> None:
             body=BODY,
             project_id=PROJECT,
             pinned=True,
+            cues=["how do services talk?"],
         )
         .validated()
         .to_record(clock.ulid(), clock.now())
     )
-    row = {name: getattr(record, name) for name in COLUMNS}
+    row = dict(record.to_row())
+    assert row["cues"] == "how do services talk?"
     row["pinned"], row["pending_embedding"] = 1, 0
     back = Record.from_row(row)
+    assert back.cues == ("how do services talk?",)
     assert back.pinned is True
     assert back.pending_embedding is False
     assert back.is_current

@@ -21,12 +21,19 @@ import numpy as np
 import pytest
 
 from agentctx import config, embed, reembed
-from agentctx.core import db, plan, schema, vectors
+from agentctx.core import clock, db, plan, schema, vectors
 from agentctx.core.vectors import ModelMismatchError
 from agentctx.retrieval import hybrid, thresholds
 from agentctx.store import SearchQuery, Store
 from tests import minilm
-from tests.helpers import add_texts, new_record, run_cli, seed
+from tests.helpers import (
+    COLUMNS_BEFORE_0008,
+    INSERT_BEFORE_0008,
+    add_texts,
+    new_record,
+    run_cli,
+    seed,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -248,18 +255,27 @@ async def test_vectors_stored_before_the_model_was_recorded_go_to_the_model_that
         patch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:5])
         patch.setattr(schema, "SCHEMA_VERSION", 5)
         async with await Store.open(path) as old:
-            ids = await _fill(old)
+            records = [
+                new_record(type=kind, title=title, body=body, project_id="p1")
+                .validated()
+                .to_record(clock.ulid(), clock.now())
+                for kind, title, body in TEXTS
+            ]
+            ids = [record.id for record in records]
+            async with old.transaction() as tx:  # rows of that schema (no cues column)
+                for record in records:
+                    row: dict[str, Any] = dict(record.to_row())
+                    await tx.execute(INSERT_BEFORE_0008, [row[c] for c in COLUMNS_BEFORE_0008])
             assert await old.run(vectors.space()) is None
-            for record_id in ids:  # vectors as the old embed_pending wrote them
-                record = await old.get(record_id)
+            for record in records:  # vectors as the old embed_pending wrote them
                 blob = embedder.embed_sync([embed.record_text(record)])[0].tobytes()
                 async with old.transaction() as tx:
                     await tx.execute(
                         "INSERT INTO records_vec(record_id, embedding) VALUES (?, ?)",
-                        (record_id, blob),
+                        (record.id, blob),
                     )
                     await tx.execute(
-                        "UPDATE records SET pending_embedding = 0 WHERE id = ?", (record_id,)
+                        "UPDATE records SET pending_embedding = 0 WHERE id = ?", (record.id,)
                     )
     async with await Store.open(path) as store:  # migrates to 0006
         status = await reembed.status(store)

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 import pytest
 import sqlean
 
-from agentctx.core import db, schema
+from agentctx.core import db, schema, writes
 from agentctx.core.errors import DatabaseError, SchemaVersionError
 from agentctx.store import SearchQuery, Store
-from tests.helpers import new_record
+from tests.helpers import COLUMNS_BEFORE_0008, INSERT_BEFORE_0008, new_record
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
     from pathlib import Path
 
 # (name, declared type, notnull, default as PRAGMA table_info reports it, pk position)
@@ -49,6 +49,8 @@ RECORD: list[Column] = [
     ("pending_embedding", "INTEGER", 1, "1", 0),
     ("low_score_since", "TEXT", 0, None, 0),
 ]
+#: Added by 0008 to both ``records`` and ``records_archive`` (so after their other columns).
+CUES: Column = ("cues", "TEXT", 1, "''", 0)
 #: The columns ``records_archive`` declares otherwise, the rest as in :data:`RECORD`: the id is its
 #: key (no seq), an archived version is always superseded, and it is written whole (no defaults
 #: meant for new records).
@@ -62,10 +64,16 @@ ARCHIVED: dict[str, Column] = {
 }
 
 EXPECTED_COLUMNS: dict[str, list[Column]] = {
-    "records": [("seq", "INTEGER", 0, None, 1), *RECORD, ("digest_rank", "INTEGER", 0, None, 0)],
+    "records": [
+        ("seq", "INTEGER", 0, None, 1),
+        *RECORD,
+        ("digest_rank", "INTEGER", 0, None, 0),
+        CUES,
+    ],
     "records_archive": [
         *(ARCHIVED.get(column[0], column) for column in RECORD),
         ("archived_at", "TEXT", 1, None, 0),
+        CUES,
     ],
     "merge_checks": [
         ("record_a", "TEXT", 1, None, 1),
@@ -289,7 +297,7 @@ def test_records_fts_is_external_content_fts5(db_path: str) -> None:
     assert "content='records'" in sql
     assert "content_rowid='seq'" in sql
     assert "tokenize='porter unicode61 remove_diacritics 2'" in sql
-    assert columns == ["title", "body", "keywords"]
+    assert columns == ["title", "body", "keywords", "cues"]
     # External content: FTS5 keeps no copy of the text (no records_fts_content shadow table).
     assert "records_fts_content" not in tables
     assert {"records_fts_data", "records_fts_idx", "records_fts_docsize"} <= tables
@@ -379,7 +387,7 @@ async def test_capability_objects_are_added_later_and_rebuilt(db_path: str) -> N
             .validated()
             .to_record("01ARZ3NDEKTSV4RRFFQ69G5FAV", "2026-01-01T00:00:00.000000Z")
         )
-        conn.execute(schema.INSERT_RECORD_SQL, [getattr(record, c) for c in schema.RECORD_COLUMNS])
+        conn.execute(schema.INSERT_RECORD_SQL, record.to_values())
         assert "records_fts" not in names(conn, "table")
     async with await Store.open(db_path) as store:
         assert store.has_fts
@@ -451,7 +459,7 @@ async def test_open_without_create_needs_an_existing_file(db_path: str) -> None:
 
 
 def test_sql_statement_splitter_keeps_trigger_bodies_whole() -> None:
-    statements = list(db.iter_sql_statements(schema.FTS_OBJECTS))
+    statements = list(db.iter_sql_statements(schema.fts_objects()))
     assert len(statements) == 5
     assert statements[1].startswith("CREATE TRIGGER records_fts_insert")
     assert statements[1].endswith("END;")
@@ -470,7 +478,12 @@ def _legacy_handover(conn: sqlean.Connection, record_id: str, superseded: bool =
         "claudemd_drift_score": 0.0, "pending_embedding": 1,
         "superseded_at": "2026-01-05T00:00:00Z" if superseded else None,
     }  # fmt: skip
-    conn.execute(schema.INSERT_RECORD_SQL, [values[n] for n in schema.RECORD_COLUMNS])
+    insert_before_0008(conn, values)
+
+
+def insert_before_0008(conn: sqlean.Connection, values: Mapping[str, object]) -> None:
+    """Insert a record row into a store migrated to 0007 or earlier (no ``cues`` column)."""
+    conn.execute(INSERT_BEFORE_0008, [values[n] for n in COLUMNS_BEFORE_0008])
 
 
 @pytest.mark.anyio
@@ -486,7 +499,8 @@ async def test_0004_keeps_legacy_handovers_until_a_keyed_one_supersedes_them(
         _legacy_handover(conn, "H1", superseded=True)
         _legacy_handover(conn, "H2")
 
-    assert migrated(db_path) == [name for name, _ in schema.MIGRATIONS[3:]]
+    # 0008 drops the FTS index for one with the cues column: it is made again after the migrations
+    assert migrated(db_path) == [*(name for name, _ in schema.MIGRATIONS[3:]), "records_fts"]
     conn, _ = db.connect(db_path)
     with closing(conn):
         assert schema.schema_version(conn) == schema.SCHEMA_VERSION
@@ -518,3 +532,59 @@ async def test_0004_keeps_legacy_handovers_until_a_keyed_one_supersedes_them(
             "UPDATE records SET superseded_at = NULL, superseded_by = NULL, key = '/wt/a' "
             "WHERE id = 'H2'"
         )
+
+
+# -- 0008: retrieval cues ------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_0008_adds_cues_keeps_every_record_and_indexes_the_cues(
+    db_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as patch:  # a store as 0007 left it
+        patch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:7])
+        migrated(db_path)
+    conn, _ = db.connect(db_path)
+    with closing(conn):
+        assert schema.schema_version(conn) == 7
+        fts = [r["name"] for r in conn.execute("PRAGMA table_info(records_fts)")]
+        assert fts == ["title", "body", "keywords"]
+        for n, title in enumerate(("Queue names are kebab-case", "Billing talks gRPC"), start=1):
+            values = {name: None for name in schema.RECORD_COLUMNS} | {
+                "id": f"R{n}", "project_id": "p" * 64, "type": "convention", "title": title,
+                "body": "as agreed", "scope": "project", "confidence": "explicit", "source": "cli",
+                "valid_from": "2026-01-01T00:00:00Z", "recorded_at": "2026-01-01T00:00:00Z",
+                "keywords": "", "pinned": 0, "reinforce_count": 0, "access_count": 0,
+                "score": 1.0, "claudemd_drift_score": 0.0, "pending_embedding": 0,
+            }  # fmt: skip
+            insert_before_0008(conn, values)
+        conn.execute(
+            "INSERT INTO records_archive(id, project_id, type, title, body, scope, confidence, "
+            "valid_from, recorded_at, superseded_at, source, archived_at) VALUES ('A1', ?, "
+            "'decision', 'Old choice', 'gone', 'project', 'explicit', '2025-01-01T00:00:00Z', "
+            "'2025-01-01T00:00:00Z', '2025-02-01T00:00:00Z', 'cli', '2025-06-01T00:00:00Z')",
+            ("p" * 64,),
+        )
+
+    assert migrated(db_path) == ["0008_record_cues", "records_fts"]
+    conn, _ = db.connect(db_path)
+    with closing(conn):
+        assert [r["name"] for r in conn.execute("PRAGMA table_info(records_fts)")] == [
+            "title", "body", "keywords", "cues",
+        ]  # fmt: skip
+        conn.execute("INSERT INTO records_fts(records_fts) VALUES ('integrity-check')")
+        rows = conn.execute("SELECT id, cues, pending_embedding FROM records ORDER BY id")
+        assert [tuple(r) for r in rows] == [("R1", "", 0), ("R2", "", 0)]
+        assert conn.execute("SELECT cues FROM records_archive").fetchall()[0][0] == ""
+    async with await Store.open(db_path) as store:
+        # the index was rebuilt from the records: they are found by their own words ...
+        found = await store.search(SearchQuery("kebab", project_id="p" * 64))
+        assert [hit.record.id for hit in found.hits] == ["R1"]
+        # ... and by a cue word once they have cues; the vector's flag is left alone
+        await store.write(writes.update_cues("R2", ["how do services call each other?"]))
+        found = await store.search(SearchQuery("services call", project_id="p" * 64))
+        assert [hit.record.id for hit in found.hits] == ["R2"]
+        record = await store.get("R2")
+        assert record.cues == ("how do services call each other?",)
+        assert record.pending_embedding is False
+        assert (await store.get("A1")).cues == ()

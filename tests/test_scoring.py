@@ -14,7 +14,7 @@ from agentctx.consolidate.reinforce import reinforce_preferences
 from agentctx.consolidate.scoring import rescore
 from agentctx.consolidate.timebox import TimeBox
 from agentctx.core import clock, db, digests
-from agentctx.core.schema import GLOBAL_PROJECT_ID, INSERT_RECORD_SQL, RECORD_COLUMNS
+from agentctx.core.schema import GLOBAL_PROJECT_ID, INSERT_RECORD_SQL
 from agentctx.core.search import CONFIDENCE_WEIGHT, HALF_LIFE_DAYS, TYPE_WEIGHT
 from agentctx.extract import apply
 from agentctx.retrieval import digest
@@ -159,7 +159,7 @@ async def test_ten_thousand_records_rescore_in_one_pass(store: Store) -> None:
             type=types[n % len(types)], title=f"Record {n}", valid_from=stamp
         ).validated()
         record = draft.to_record(clock.ulid(), now)
-        rows.append([getattr(record, name) for name in RECORD_COLUMNS])
+        rows.append(record.to_values())
     async with store.transaction() as tx:
         await tx.executemany(INSERT_RECORD_SQL, rows)
     written = await rescore(store, P, now=now)  # its speed: benchmarks/consolidate.py

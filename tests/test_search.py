@@ -382,7 +382,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlean.Connec
     texts = [(t, b) for t, b in FILLER] + [(t, b) for _, t, b in IDENTIFIERS]
     for n, (title, body) in enumerate(texts):
         record = new_record(title=title, body=body).validated().to_record(f"R{n:04d}", clock.now())
-        conn.execute(schema.INSERT_RECORD_SQL, [getattr(record, c) for c in schema.RECORD_COLUMNS])
+        conn.execute(schema.INSERT_RECORD_SQL, record.to_values())
     yield conn
     conn.close()
 

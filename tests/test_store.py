@@ -299,7 +299,7 @@ async def test_profile_records_with_the_same_key_supersede(store: Store) -> None
 
 async def test_unique_indexes_hold_against_a_raw_writer(store: Store) -> None:
     record = await store.add(new_record(type="handover", title="H", body="b"))
-    row = {**record.to_dict(), "id": clock.ulid()}
+    row = {**record.to_row(), "id": clock.ulid()}
     conn, _ = db.connect(store.path, load_vec=False)
     with closing(conn), pytest.raises(sqlean.IntegrityError, match="UNIQUE"):
         conn.execute(

@@ -212,7 +212,7 @@ async def test_record_text_is_escaped_everywhere(store: Store, tmp_path: Path) -
     root.mkdir()
     (root / "CLAUDE.md").write_text(f"# Notes\n\n{XSS}\n")
     await project(store, str(root), name=XSS)
-    old = await add(store, f"Title {XSS}", f"Body {XSS}", keywords="xss")
+    old = await add(store, f"Title {XSS}", f"Body {XSS}", keywords="xss", cues=[f"cue {XSS}"])
     _, record = await store.supersede(old.id, f"New body {XSS}", f"because {XSS}")
     await add(store, f"Pref {XSS}", XSS, type="preference", scope="global", project_id="global")
     async with store.transaction() as tx:
@@ -241,6 +241,7 @@ async def test_record_text_is_escaped_everywhere(store: Store, tmp_path: Path) -
         assert "<script>alert" not in text and "<img src=x" not in text, path
         assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in text, path
     assert f"src/{escape(XSS)}.py" in pages[f"/records/{record.id}"]
+    assert f"cue {escape(XSS)}" in pages[f"/records/{old.id}"]
 
 
 def test_html_builder_escapes_text_and_attributes() -> None:

@@ -11,7 +11,9 @@ one session's transcript; that fallback is reported as drift (the rendered trans
 the answers were written, e.g. after a change to ``agentctx.claude.transcript``). A ``supersedes`` value
 ``@title:<words>`` is resolved as the model would: the id of the first listed current record
 whose title contains those words (None when none does). A merge pair without a recorded verdict
-gets ``same: false`` and is reported.
+gets ``same: false`` and is reported. Consolidation's retrieval-cue requests (``write_cues``,
+issue 14) are answered with no cues: the recorded answers predate cues, so the eval's store has
+none but what the recorded extractions hold (none either); the records asked about are counted.
 
 **Capture.** In live mode :class:`Capture` is an httpx response hook on the client: it keeps each
 extraction request's transcript hash and the model's tool input, with ``supersedes`` ids turned back
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from tests.messages_server import ErrorReply, Recorded, Reply, ToolUseReply
 
-from agentctx.consolidate import merge_check
+from agentctx.consolidate import cues, merge_check
 from agentctx.extract import prompt as extract_prompt
 
 if TYPE_CHECKING:
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 TRANSCRIPT_MARK = "\n\nTranscript:\n"
 REF = "@title:"
 _LISTED = re.compile(r"^- (\S+) \[(\w+)\] (.*)$", re.M)
+_CUE_RECORD = re.compile(r'<record id="(r\d+)" type="')
 _PAIR = re.compile(
     r'<pair id="([^"]+)" type="([^"]+)">\n<record>\nTitle: ([^\n]*)\nBody: .*?\n</record>\n'
     r"<record>\nTitle: ([^\n]*)\n",
@@ -158,6 +161,7 @@ class Served:
 
     extractions: list[dict[str, Any]] = field(default_factory=list)
     merge_pairs: list[dict[str, Any]] = field(default_factory=list)
+    cue_records: int = 0  #: records consolidation asked cues for (answered with none)
     problems: list[str] = field(default_factory=list)
 
 
@@ -178,6 +182,12 @@ class Replay:
                 return self._extraction(text)
             if tool == merge_check.TOOL_NAME:
                 return self._merge(text)
+            if tool == cues.TOOL_NAME:
+                keys = _CUE_RECORD.findall(text)
+                self.served.cue_records += len(keys)
+                return ToolUseReply(
+                    cues.TOOL_NAME, {"records": [{"id": k, "cues": []} for k in keys]}
+                )
             self.served.problems.append(f"unexpected request for tool {tool!r}")
             return ErrorReply(400, f"no recorded answer for tool {tool!r}")
 

@@ -60,6 +60,8 @@ class Item:
     valid_from: str | None  # None for captured stubs: the hook stamps them with the run's time
     supersedes: str | None
     capture: Capture | None
+    #: Optional retrieval cues, written with the record as extraction writes them (issue 14).
+    cues: tuple[str, ...] = ()
 
     @property
     def is_global(self) -> bool:
@@ -70,7 +72,7 @@ class Item:
         """Everything of the record a search could match (for a capture: its command and output)."""
         if self.capture is not None:
             return f"{self.capture.command} {self.capture.output}"
-        return f"{self.title} {self.body} {' '.join(self.keywords)}"
+        return " ".join([self.title, self.body, *self.keywords, *self.cues])
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +166,8 @@ def _item(raw: dict[str, object], project: str, path: Path) -> Item:
         )
     keywords = raw.get("keywords", [])
     assert isinstance(keywords, list)
+    cues = raw.get("cues", [])
+    assert isinstance(cues, list)
     supersedes = raw.get("supersedes")
     return Item(
         key=key,
@@ -177,6 +181,7 @@ def _item(raw: dict[str, object], project: str, path: Path) -> Item:
         valid_from=_text(raw, "valid_from", path),
         supersedes=supersedes if isinstance(supersedes, str) else None,
         capture=None,
+        cues=tuple(str(c) for c in cues),
     )
 
 
@@ -226,6 +231,8 @@ def problems(data: Dataset) -> list[str]:
             found.append(f"{where}: valid_from {item.valid_from!r} is not a date")
         if len(item.title) > 120 or len(item.keywords) > 8:
             found.append(f"{where}: title over 120 characters (TITLE_MAX) or more than 8 keywords")
+        if len(item.cues) > 4 or any(len(c) > 120 for c in item.cues):
+            found.append(f"{where}: more than 4 cues or a cue over 120 characters (CUES_MAX)")
         if item.supersedes is not None:
             old = by_key.get(item.supersedes)
             if old is None:

@@ -146,6 +146,7 @@ async def write_records(data: Dataset, folders: dict[str, Path]) -> dict[str, st
                     confidence=item.confidence,
                     source=item.source,
                     keywords=list(item.keywords),
+                    cues=list(item.cues),
                     valid_from=when[item.key],
                     supersedes=ids[item.supersedes] if item.supersedes else None,
                 )

@@ -27,7 +27,11 @@ _FALSE = {"off", "false", "no", "0"}
 #: from this, so the meaning is the documentation: one line, no trailing period.
 SETTINGS: dict[str, tuple[str, Any, str]] = {
     "llm": ("bool", True, "LLM extraction of records from transcripts (Claude Haiku)"),
-    "llm.model": ("str", "claude-haiku-4-5", "model used for extraction and merge checks"),
+    "llm.model": (
+        "str",
+        "claude-haiku-4-5",
+        "model for extraction, merge checks and retrieval cues",
+    ),
     "extraction.backend": (
         "auto|api|claude-code|off",
         "auto",

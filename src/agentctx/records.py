@@ -56,6 +56,8 @@ class Record:
     claudemd_drift_score: float = 0.0
     session_id: str | None = None
     pending_embedding: bool = True
+    #: Retrieval cues: phrasings a developer would use to ask for this record (search text only).
+    cues: tuple[str, ...] = ()
 
     @property
     def is_current(self) -> bool:
@@ -63,8 +65,24 @@ class Record:
         return self.superseded_at is None
 
     def to_dict(self) -> RecordRow:
-        """The record as plain data keyed by column name (the ``--json`` and export shape)."""
-        return cast("RecordRow", asdict(self))
+        """The record as plain data keyed by column name (the ``--json`` and export shape).
+
+        ``cues`` is a list of strings here (JSON's array); :meth:`to_row` has the stored form.
+        """
+        data = asdict(self)
+        data["cues"] = list(self.cues)
+        return cast("RecordRow", data)
+
+    def to_row(self) -> RecordRow:
+        """The record as a ``records`` row: every column, the cues in their stored form."""
+        row = self.to_dict()
+        row["cues"] = writes.cues_text(self.cues)
+        return row
+
+    def to_values(self) -> list[Any]:
+        """The row's values in column order (``schema.RECORD_COLUMNS``), as an insert binds them."""
+        row: dict[str, Any] = dict(self.to_row())
+        return [row[name] for name in COLUMNS]
 
     @classmethod
     def from_row(cls, row: Any) -> Record:
@@ -72,6 +90,7 @@ class Record:
         data = {name: row[name] for name in COLUMNS}
         data["pinned"] = bool(data["pinned"])
         data["pending_embedding"] = bool(data["pending_embedding"])
+        data["cues"] = tuple(writes.normalize_cues(data["cues"]))
         return cls(**data)
 
 
@@ -99,6 +118,8 @@ class NewRecord:
     session_id: str | None = None
     valid_from: str | None = None
     supersedes: str | None = None
+    #: Up to four phrasings a developer would use to ask for the record (normalized by validation).
+    cues: list[str] | str = field(default_factory=list)
 
     def to_dict(self) -> NewFields:
         """The fields as plain data (what :mod:`agentctx.core.writes` takes)."""

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from agentctx.consolidate import cues
 from agentctx.core import inject
 from agentctx.core.project import identify
 from agentctx.extract.prompt import TOOL_NAME
@@ -59,8 +60,22 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 
-#: agentctx's Haiku extraction calls; every other request is Claude Code's.
+#: agentctx's Haiku calls: extractions, and consolidation's retrieval-cue calls (answered with no
+#: cues); every other request is Claude Code's.
 EXTRACTION = forced_tool(TOOL_NAME)
+CUES = forced_tool(cues.TOOL_NAME)
+
+
+def haiku_call(request: Recorded) -> bool:
+    """A request agentctx sent to Haiku: an extraction or a retrieval-cue call."""
+    return EXTRACTION(request) or CUES(request)
+
+
+def no_cues(request: Recorded) -> ToolUseReply:
+    """Consolidation's cue calls get no cues: this scenario checks extraction's records."""
+    return ToolUseReply(cues.TOOL_NAME, {"records": []})
+
+
 SUPERSEDE = "mcp__agentctx__ctx_supersede"
 CLAUDE_TIMEOUT_S = 120
 #: A worker loads the embedding model, calls "Haiku" and consolidates: seconds on an idle machine.
@@ -323,7 +338,7 @@ class Scenario(Machine):
         new = self.server.requests[requests:]
         return Run(
             output,
-            requests=[r for r in new if not EXTRACTION(r)],
+            requests=[r for r in new if not haiku_call(r)],
             extractions=[r for r in new if EXTRACTION(r)],
             worker_lines=self.log("workers.log")[lines:],
         )
@@ -351,7 +366,7 @@ class Scenario(Machine):
             parts.append(f"{name}:\n" + "\n".join(self.log(name)[-40:]))
         for request in self.server.messages_requests():
             last = request.body["messages"][-1] if request.body["messages"] else {}
-            kind = "haiku" if EXTRACTION(request) else "claude"
+            kind = "haiku" if haiku_call(request) else "claude"
             parts.append(f"{kind} request, last message: {json.dumps(last)[:600]}")
         return "\n".join(parts)
 
@@ -363,7 +378,7 @@ def scenario(
     """A git project with its own Claude settings, a user with settings of theirs, both models."""
     root = tmp_path_factory.mktemp("ms")  # short: Claude Code puts sockets under TMPDIR
     haiku = Haiku()
-    with MessagesServer(MainModel(), routes=[(EXTRACTION, haiku)]) as server:
+    with MessagesServer(MainModel(), routes=[(EXTRACTION, haiku), (CUES, no_cues)]) as server:
         scenario = Scenario(root, claude_code, server)
 
         def worker_waits() -> None:  # hold the Stop hook's extraction until the worker waits for it
@@ -570,8 +585,8 @@ def step3_only_the_newest_and_history(
 def step4_no_secret_in_haiku_or_store(scenario: Scenario) -> None:
     """The credentials of the CI log reached Claude Code's model, never Haiku nor agentctx's home."""
     requests = scenario.server.messages_requests()
-    main = [r for r in requests if not EXTRACTION(r)]
-    haiku = [r for r in requests if EXTRACTION(r)]
+    main = [r for r in requests if not haiku_call(r)]
+    haiku = [r for r in requests if haiku_call(r)]
     for secret in SECRETS:
         assert any(secret.encode() in r.raw for r in main), "the secret was not typed"
         assert not [r for r in haiku if secret.encode() in r.raw], secret

@@ -224,7 +224,7 @@ def connect() -> Any:
 def _stored_text(_home: Path) -> str:
     conn = connect()
     try:
-        rows = conn.execute("SELECT title, body, rationale, keywords FROM records").fetchall()
+        rows = conn.execute("SELECT title, body, rationale, keywords, cues FROM records").fetchall()
     finally:
         conn.close()
     return "\n".join(str(v) for row in rows for v in row)
@@ -238,6 +238,9 @@ async def test_store_writes_are_redacted(store: Store, agentctx_home: Path) -> N
     await store.add(new_record(title=LEAKY_TITLE + " v2", body=LEAKY_BODY, supersedes=first.id))
     async with store.transaction() as tx:  # extraction's enrichment of a stub
         await tx.update_body(first.id, LEAKY_BODY, f"sshpass {SECRET}")
+    await store.add(new_record(title="cued", cues=[f"how do I run sshpass -p '{SECRET}' here"]))
+    async with store.transaction() as tx:  # the cues consolidation writes later
+        await tx.update_cues(first.id, [f"where does curl -uadmin:{SECRET} go"])
     text = _stored_text(agentctx_home)
     assert SECRET not in text
     assert "[REDACTED:password]" in text
@@ -289,7 +292,9 @@ def test_no_other_module_writes_record_text() -> None:
     """The class, not the case: only core/writes.py inserts records or updates their text."""
     src = Path(__file__).resolve().parents[2] / "src" / "agentctx"
     insert = re.compile(r"INSERT\s+(?:OR\s+\w+\s+)?INTO\s+records\s*\(|INSERT_RECORD_SQL")
-    update = re.compile(r"UPDATE\s+records\s+SET\s+[^\"']*\b(?:title|body|rationale|keywords)\b")
+    update = re.compile(
+        r"UPDATE\s+records\s+SET\s+[^\"']*\b(?:title|body|rationale|keywords|cues)\b"
+    )
     allowed = {src / "core" / "writes.py", src / "core" / "schema.py"}
     offenders = [
         str(path.relative_to(src))

@@ -174,6 +174,8 @@ def _show(record: Record) -> None:
         _out(f"  key         {record.key}")
     if record.keywords:
         _out(f"  keywords    {record.keywords}")
+    for n, cue in enumerate(record.cues):  # search text: asked for by these, never injected
+        _out(f"  {'cues' if n == 0 else '':<12}{cue}")
     if record.rationale:
         _out(f"  rationale   {record.rationale}")
     if record.superseded_by:

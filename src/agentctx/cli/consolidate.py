@@ -31,7 +31,8 @@ async def consolidate(
     ] = 60.0,
     json: Json = False,
 ) -> int:
-    """Embed, merge near-duplicates, score, rank the digest, check CLAUDE.md drift, archive.
+    """Embed, merge near-duplicates, write retrieval cues, score, rank the digest, check CLAUDE.md
+    drift, archive.
 
     Prints one plain line per project (the global records first), e.g. ``shop: 3 records merged,
     digest rebuilt; CLAUDE.md: 2 decisions missing, 1 stale``; ``--json`` prints the raw reports.
@@ -97,6 +98,9 @@ def summary(report: Report, name: str) -> str:
     dedupe = steps.get("dedupe") or {}
     if dedupe.get("merged"):
         done.append(_count(dedupe["merged"], "record") + " merged")
+    cues = steps.get("cues") or {}
+    if cues.get("written"):
+        done.append(_count(cues["written"], "record") + " given retrieval cues")
     if steps.get("reinforce"):
         done.append(_count(steps["reinforce"], "preference") + " now reinforced")
     digest = steps.get("digest")

@@ -4,6 +4,8 @@
 
 1. **embed** every pending record (one model load per process; keyword-only when there is no model);
 2. **dedupe** near-duplicates within each type (``dedupe.py``; Haiku confirms when llm is on);
+   then **cues**: Haiku writes retrieval cues for up to 40 current records that have none
+   (``cues.py``; only when llm is on, within the time box);
 3. **score** the current records (``scoring.py``), then **reinforce** inferred preferences seen in
    enough sessions (``reinforce.py``);
 4. **drift**: how far each decision and convention is from the project's CLAUDE.md (``drift.py``);
@@ -161,6 +163,7 @@ async def _steps(run: _Run, project_id: str, report: Report) -> None:
     await _step(report, run, "embed", lambda: _embed(run))
     report.mode = "vectors" if run.embedder is not None else "keyword"
     await _step(report, run, "dedupe", lambda: _dedupe(run, project_id))
+    await _step(report, run, "cues", lambda: _cues(run, project_id))
     await _step(
         report, run, "scores", lambda: scoring.rescore(store, project_id, timebox=unlimited)
     )
@@ -272,6 +275,10 @@ async def _pending(store: Store) -> int:
     return int(row[0])
 
 
+def _llm_model(run: _Run) -> str:
+    return str(run.settings.get("llm.model") or "claude-haiku-4-5")
+
+
 async def _dedupe(run: _Run, project_id: str) -> Any:
     from agentctx.consolidate import dedupe  # it reads stored vectors: no model needed
 
@@ -279,7 +286,20 @@ async def _dedupe(run: _Run, project_id: str) -> Any:
         run.store,
         project_id,
         client=run.client,
-        model=str(run.settings.get("llm.model") or "claude-haiku-4-5"),
+        model=_llm_model(run),
+        timebox=run.timebox,
+        log=run.log,
+    )
+
+
+async def _cues(run: _Run, project_id: str) -> Any:
+    from agentctx.consolidate import cues
+
+    return await cues.write_cues(
+        run.store,
+        project_id,
+        client=run.client,
+        model=_llm_model(run),
         timebox=run.timebox,
         log=run.log,
     )

@@ -40,6 +40,9 @@ REL_TYPES = ("supersedes", "applies_to", "observed_in", "derives_from", "scoped_
 GLOBAL_PROJECT_ID = "global"
 TITLE_MAX = 120
 BODY_MAX = 2000
+#: Retrieval cues of a record (:mod:`agentctx.core.writes`): at most this many, each this long.
+CUES_MAX = 4
+CUE_MAX = 120
 #: The dimension of a new store's vector table (the default model's); once a model has stored
 #: vectors, ``embedding_model.dims`` is the table's dimension (:mod:`agentctx.core.vectors`).
 EMBEDDING_DIMS = 384
@@ -47,7 +50,7 @@ RECORD_COLUMNS = (
     "id", "project_id", "type", "title", "body", "scope", "confidence", "source", "valid_from",
     "recorded_at", "keywords", "key", "rationale", "pinned", "reinforce_count", "superseded_at",
     "superseded_by", "access_count", "last_accessed", "score", "claudemd_drift_score", "session_id",
-    "pending_embedding",
+    "pending_embedding", "cues",
 )  # fmt: skip
 #: Columns of ``records`` that consolidation keeps for itself; not part of a :class:`Record`.
 BOOKKEEPING_COLUMNS = ("low_score_since", "digest_rank")
@@ -297,6 +300,20 @@ CREATE TABLE captured_calls (
 ) WITHOUT ROWID;
 """
 
+#: Retrieval cues (issue 14): the phrasings a developer would use to ask for a record, written by
+#: extraction and by consolidation, newline-separated in one column ('' when none). They are search
+#: text only: indexed (the FTS index's 4th column), never embedded nor injected. The index is
+#: dropped here and recreated with the new column, and rebuilt from the records, by
+#: :func:`migrate` right after (:func:`fts_objects`); the archive keeps the column as it keeps the rest.
+_RECORD_CUES = """
+ALTER TABLE records ADD COLUMN cues TEXT NOT NULL DEFAULT '';
+ALTER TABLE records_archive ADD COLUMN cues TEXT NOT NULL DEFAULT '';
+DROP TRIGGER IF EXISTS records_fts_insert;
+DROP TRIGGER IF EXISTS records_fts_delete;
+DROP TRIGGER IF EXISTS records_fts_update;
+DROP TABLE IF EXISTS records_fts;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_extraction_state", _EXTRACTION_STATE),
@@ -305,28 +322,39 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0005_extraction_ledger", _EXTRACTION_LEDGER),
     ("0006_embedding_model", _EMBEDDING_MODEL),
     ("0007_captured_calls", _CAPTURED_CALLS),
+    ("0008_record_cues", _RECORD_CUES),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
-FTS_OBJECTS = """
+#: The indexed columns of ``records_fts`` (a store migrated only up to 0007, as tests build one,
+#: has no ``cues``: :func:`fts_objects` is told which columns the records table has).
+FTS_COLUMNS = ("title", "body", "keywords", "cues")
+
+
+def fts_objects(columns: tuple[str, ...] = FTS_COLUMNS) -> str:
+    """The external-content FTS5 index of ``columns`` of ``records``, its sync triggers, a rebuild."""
+    names = ", ".join(columns)
+    new = ", ".join(f"new.{c}" for c in columns)
+    old = ", ".join(f"old.{c}" for c in columns)
+    return f"""
 CREATE VIRTUAL TABLE records_fts USING fts5(
-  title, body, keywords,
+  {names},
   content='records', content_rowid='seq',
   tokenize='porter unicode61 remove_diacritics 2'
 );
 CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
-  INSERT INTO records_fts(rowid, title, body, keywords)
-  VALUES (new.seq, new.title, new.body, new.keywords);
+  INSERT INTO records_fts(rowid, {names})
+  VALUES (new.seq, {new});
 END;
 CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN
-  INSERT INTO records_fts(records_fts, rowid, title, body, keywords)
-  VALUES ('delete', old.seq, old.title, old.body, old.keywords);
+  INSERT INTO records_fts(records_fts, rowid, {names})
+  VALUES ('delete', old.seq, {old});
 END;
-CREATE TRIGGER records_fts_update AFTER UPDATE OF title, body, keywords ON records BEGIN
-  INSERT INTO records_fts(records_fts, rowid, title, body, keywords)
-  VALUES ('delete', old.seq, old.title, old.body, old.keywords);
-  INSERT INTO records_fts(rowid, title, body, keywords)
-  VALUES (new.seq, new.title, new.body, new.keywords);
+CREATE TRIGGER records_fts_update AFTER UPDATE OF {names} ON records BEGIN
+  INSERT INTO records_fts(records_fts, rowid, {names})
+  VALUES ('delete', old.seq, {old});
+  INSERT INTO records_fts(rowid, {names})
+  VALUES (new.seq, {new});
 END;
 INSERT INTO records_fts(records_fts) VALUES ('rebuild');
 """
@@ -394,7 +422,7 @@ def migrate(conn: sqlean.Connection, caps: Capabilities, path: str) -> list[str]
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-    if caps.fts5 and _ensure(conn, "records_fts", FTS_OBJECTS):
+    if caps.fts5 and _ensure(conn, "records_fts", fts_objects(_fts_columns(conn))):
         applied_now.append("records_fts")
     if caps.vec_version and _ensure(conn, "records_vec", vec_objects(_vector_dims(conn))):
         applied_now.append("records_vec")
@@ -427,6 +455,12 @@ def _vector_dims(conn: sqlean.Connection) -> int:
         return EMBEDDING_DIMS
     row = conn.execute("SELECT dims FROM embedding_model WHERE id = 1").fetchone()
     return int(row[0]) if row is not None else EMBEDDING_DIMS
+
+
+def _fts_columns(conn: sqlean.Connection) -> tuple[str, ...]:
+    """The columns ``records_fts`` indexes: :data:`FTS_COLUMNS` that ``records`` has."""
+    present = {str(row[1]) for row in conn.execute("PRAGMA table_info(records)")}
+    return tuple(c for c in FTS_COLUMNS if c in present)
 
 
 def _table_exists(conn: sqlean.Connection, table: str) -> bool:

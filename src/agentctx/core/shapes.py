@@ -79,6 +79,7 @@ class NewFields(TypedDict, total=False):
     session_id: str | None
     valid_from: str | None
     supersedes: str | None
+    cues: str | list[str]
 
 
 class RecordRow(TypedDict):
@@ -107,6 +108,8 @@ class RecordRow(TypedDict):
     claudemd_drift_score: float
     session_id: str | None
     pending_embedding: bool
+    #: one cue per line ('' for none) as stored; a list in ``Record.to_dict`` (the JSON shape)
+    cues: str | list[str]
 
 
 class DigestParts(TypedDict, total=False):

@@ -50,11 +50,16 @@ DEFAULTS: dict[str, Any] = {
     "session_id": None,
     "valid_from": None,
     "supersedes": None,
+    "cues": (),
 }
 _COLS = ", ".join(schema.RECORD_COLUMNS)
 #: The free-text columns of a record: redacted on every write.
-TEXT_COLUMNS = ("title", "body", "rationale", "keywords")
+TEXT_COLUMNS = ("title", "body", "rationale", "keywords", "cues")
 _LIMITS = {"title": schema.TITLE_MAX, "body": schema.BODY_MAX}
+#: A record's retrieval cues: at most this many phrasings, each at most this long (longer ones
+#: are cut at a word), one per line in the ``cues`` column.
+CUES_MAX = schema.CUES_MAX
+CUE_MAX = schema.CUE_MAX
 
 
 def scrub(row: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +73,10 @@ def scrub(row: dict[str, Any]) -> dict[str, Any]:
 
     for name in TEXT_COLUMNS:
         value = row.get(name)
+        if name == "cues":
+            if value:  # each cue on its own: a rule never reaches across two of them
+                row[name] = cues_text(normalize_cues([redact(c) for c in normalize_cues(value)]))
+            continue
         if isinstance(value, str) and value:
             clean = redact(value)
             limit = _LIMITS.get(name)
@@ -86,6 +95,38 @@ def normalize_keywords(keywords: Iterable[str] | str) -> str:
         if word and word not in seen:
             seen.append(word)
     return " ".join(seen[:KEYWORDS_MAX])
+
+
+def normalize_cues(cues: Iterable[str] | str | None) -> list[str]:
+    """Up to :data:`CUES_MAX` distinct retrieval cues, each one line of at most :data:`CUE_MAX`.
+
+    ``cues`` is a list of phrasings or their stored form (one per line). Whitespace is collapsed
+    (a cue is one line), empty ones are dropped, a repeat (ignoring case) is dropped, a long one
+    is cut at a word. :class:`ValidationError` when a cue is not a string.
+    """
+    if cues is None:
+        return []
+    items = cues.split("\n") if isinstance(cues, str) else list(cues)
+    kept: list[str] = []
+    seen: set[str] = set()
+    for item in items:
+        if not isinstance(item, str):
+            raise ValidationError(f"a cue must be a string, not {type(item).__name__}")
+        cue = " ".join(item.replace("\x00", " ").split())
+        if len(cue) > CUE_MAX:
+            cut = cue[: CUE_MAX + 1].rsplit(" ", 1)[0] if " " in cue[:CUE_MAX] else cue
+            cue = cut[:CUE_MAX].rstrip()
+        if cue and cue.casefold() not in seen:
+            seen.add(cue.casefold())
+            kept.append(cue)
+        if len(kept) == CUES_MAX:
+            break
+    return kept
+
+
+def cues_text(cues: Iterable[str]) -> str:
+    """The stored form of (normalized) cues: one per line, '' for none."""
+    return "\n".join(cues)
 
 
 def validate(new: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,6 +153,14 @@ def validate(new: Mapping[str, Any]) -> dict[str, Any]:
             problems.append(f"valid_from {fields['valid_from']!r} is not an ISO-8601 time")
     if record_type in ("profile", "handover") and key is not None and not key.strip():
         problems.append(f"a {record_type} key, when given, must not be blank")
+    cues: list[str] = []
+    if isinstance(fields["cues"], str | list | tuple):
+        try:
+            cues = normalize_cues(fields["cues"])
+        except ValidationError as exc:
+            problems.append(str(exc))
+    else:
+        problems.append("cues must be a list of strings")
     if problems:
         raise ValidationError("invalid record: " + "; ".join(problems))
     return {
@@ -125,6 +174,7 @@ def validate(new: Mapping[str, Any]) -> dict[str, Any]:
         "key": (key if record_type == "handover" else key.strip()) if key else None,
         "rationale": (fields["rationale"] or "").strip() or None,
         "valid_from": valid_from,
+        "cues": cues,
     }
 
 
@@ -172,6 +222,7 @@ def new_row(
         "claudemd_drift_score": 0.0,
         "session_id": valid["session_id"],
         "pending_embedding": True,
+        "cues": cues_text(normalize_cues(valid.get("cues"))),
     }
 
 
@@ -217,7 +268,9 @@ def store_row(row: Mapping[str, Any]) -> Plan[None]:
     The only ``INSERT INTO records``: :func:`insert` and the import (:mod:`agentctx.store.transfer`)
     both write through it. A ``dict`` row is redacted in place, so the caller sees what was stored.
     """
-    columns = scrub(row) if isinstance(row, dict) else scrub(dict(row))
+    columns = row if isinstance(row, dict) else dict(row)
+    columns["cues"] = cues_text(normalize_cues(columns.get("cues")))  # a Record's tuple too
+    scrub(columns)
     yield execute(schema.INSERT_RECORD_SQL, [columns[name] for name in schema.RECORD_COLUMNS])
 
 
@@ -375,6 +428,24 @@ def update_body(record_id: str, body: str, keywords: Iterable[str] | str = "") -
         "UPDATE records SET body = ?, keywords = ?, pending_embedding = 1 WHERE id = ?",
         (clean["body"], clean["keywords"], record_id),
     )
+
+
+def update_cues(
+    record_id: str, cues: Iterable[str] | str, *, only_if_none: bool = False
+) -> Plan[int]:
+    """Set a record's retrieval cues (normalized, redacted); the rows changed (0 or 1).
+
+    Cues are search text, not part of what is embedded (:func:`agentctx.embed.record_text`):
+    the record's vector, and the flag that asks for a new one, are left as they are.
+    ``only_if_none``: only a current record that has no cues yet (consolidation's, which must
+    not overwrite what extraction wrote meanwhile).
+    """
+    clean = scrub({"cues": cues_text(normalize_cues(cues))})
+    guard = " AND cues = '' AND superseded_at IS NULL" if only_if_none else ""
+    changed = yield execute(
+        f"UPDATE records SET cues = ? WHERE id = ?{guard}", (clean["cues"], record_id)
+    )
+    return int(changed)
 
 
 def absorb(survivor_id: str, fields: Mapping[str, Any], text_changed: bool) -> Plan[int]:

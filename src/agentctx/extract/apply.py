@@ -20,6 +20,11 @@ explains (a stub) a record already there. Names are untrusted: one of another ki
 length limit, with a control character, a secret in it, or a relative path out of the project is
 dropped and counted (``entities_dropped``), the entry kept. An absolute path inside the project's
 root is stored relative to it, as capture stores files.
+
+An entry's ``cues`` (issue 14: requests a developer would type when the entry is what they need)
+go with the record it writes, and to the stub it explains; an entry that repeats or reinforces a
+record gives that record its cues when it has none. The write path normalizes and redacts them
+(:func:`agentctx.core.writes.normalize_cues`); they are search text only, never injected.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from agentctx.core import clock
 from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX
 from agentctx.core.schema import BODY_MAX, CHECKOUT_HANDOVERS, GLOBAL_PROJECT_ID, TITLE_MAX
-from agentctx.core.writes import entity_problem, relate
+from agentctx.core.writes import CUES_MAX, entity_problem, relate
 from agentctx.extract.prompt import ENTITIES_MAX, PREFERENCE_CATEGORIES
 from agentctx.records import NewRecord
 from agentctx.redact import redact
@@ -55,6 +60,8 @@ class Entry:
     files: list[str] = field(default_factory=list)
     #: (kind, name) of the code entities the entry is about, checked (:func:`_entities`)
     entities: list[tuple[str, str]] = field(default_factory=list)
+    #: retrieval cues: what a developer would ask when this is what they need (search text only)
+    cues: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -119,6 +126,7 @@ def parse(output: Any) -> Parsed:
                 continue
             entry.entities, bad = _entities(item, entry.files)
             result.entities_dropped += bad
+            entry.cues = _cues(item)
             result.entries.append(entry)
     work = output.get("active_work")
     if isinstance(work, dict):
@@ -181,6 +189,8 @@ async def _write_entry(
     if entry.type != "handover":
         existing = await tx.find_current(target, entry.type, entry.title)
         if existing is not None:
+            if entry.cues and not existing.cues:  # the same fact, asked for in these words
+                await tx.update_cues(existing.id, entry.cues)
             # Once per session: each session that shows the record again counts one time.
             if existing.session_id == session_id or not await tx.mark_seen_in(
                 existing.id, session_id
@@ -195,6 +205,8 @@ async def _write_entry(
     if entry.type == "bugfix":
         stub_id = await _enrich_stub(tx, entry, project_id, session_id)
         if stub_id is not None:
+            if entry.cues:  # the explained stub is asked for as the entry is
+                await tx.update_cues(stub_id, entry.cues)
             applied.enriched += 1
             return stub_id
     supersedes = await _valid_supersedes(tx, entry, target)
@@ -210,6 +222,7 @@ async def _write_entry(
             confidence=entry.confidence,
             source="llm_extraction",
             keywords=entry.keywords,
+            cues=entry.cues,
             session_id=session_id,
             supersedes=supersedes,
             key=checkout if entry.type == "handover" else None,
@@ -360,6 +373,14 @@ def _keywords(item: dict[str, Any]) -> list[str]:
     if not isinstance(value, list):
         return []
     return [redact(k) for k in value if isinstance(k, str)][:8]
+
+
+def _cues(item: dict[str, Any]) -> list[str]:
+    """The entry's retrieval cues that are strings (the write path normalizes and redacts them)."""
+    value = item.get("cues")
+    if not isinstance(value, list):
+        return []
+    return [cue for cue in value if isinstance(cue, str)][: 2 * CUES_MAX]
 
 
 def _supersedes(item: dict[str, Any]) -> str | None:

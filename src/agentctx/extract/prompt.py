@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
-from agentctx.core.writes import ENTITY_NAME_MAX, ENTITY_RELS
+from agentctx.core.writes import CUES_MAX, ENTITY_NAME_MAX, ENTITY_RELS
 
 WHOLE_MAX = 15_000
 HEAD_TAIL_MAX = 50_000
@@ -34,6 +34,15 @@ _KEYWORDS = {
     "items": {"type": "string"},
     "maxItems": 8,
     "description": "Up to 8 words a developer would type to find this (identifiers, tools, topics).",
+}
+#: Retrieval cues (issue 14): indexed for keyword search with the record, never shown to a session.
+_CUES = {
+    "type": "array",
+    "items": {"type": "string"},
+    "maxItems": CUES_MAX,
+    "description": "Short requests a developer of this project would type in a later session when "
+    "this is what they need, in their everyday words, not only the entry's own; each answered by "
+    "the entry as it stands.",
 }
 _CONFIDENCE = {"type": "string", "enum": ["explicit", "inferred"]}
 #: The kinds of code entity an entry may name (apply.py drops any other, and any name too long).
@@ -70,6 +79,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     },
                     "confidence": _CONFIDENCE,
                     "keywords": _KEYWORDS,
+                    "cues": _CUES,
                     "entities": _ENTITIES,
                 },
                 "required": ["what", "confidence"],
@@ -89,6 +99,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                         "description": "global: how this developer works everywhere.",
                     },
                     "keywords": _KEYWORDS,
+                    "cues": _CUES,
                 },
                 "required": ["rule", "confidence", "scope"],
             },
@@ -103,6 +114,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "confidence": _CONFIDENCE,
                     "supersedes": {"type": ["string", "null"]},
                     "keywords": _KEYWORDS,
+                    "cues": _CUES,
                     "entities": _ENTITIES,
                 },
                 "required": ["convention", "confidence"],
@@ -117,6 +129,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "fix": {"type": "string"},
                     "files": {"type": "array", "items": {"type": "string"}},
                     "keywords": _KEYWORDS,
+                    "cues": _CUES,
                     "entities": _ENTITIES,
                 },
                 "required": ["problem", "fix"],
@@ -130,6 +143,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "pattern": {"type": "string"},
                     "why_it_matters": {"type": "string"},
                     "keywords": _KEYWORDS,
+                    "cues": _CUES,
                     "entities": _ENTITIES,
                 },
                 "required": ["pattern", "why_it_matters"],
@@ -187,6 +201,8 @@ Leave it empty when the session finished its work.
 - handover_done: true only when an open handover from an earlier session is named below and this \
 session finished that work, with nothing of it left open. Work merely not mentioned is not done.
 - keywords: the words a developer would search for: identifiers, tool names, error names.
+- cues: how the developer would ask for an entry later ("why are the dashboards behind"), \
+not a copy of its title.
 - entities: the code an entry is about, only as named in the transcript: a convention that applies \
 to a module or file, a decision scoped to a package, the symbol a bugfix touched. Files as paths \
 relative to the project root. Leave it out when the entry is about the project as a whole.

@@ -73,6 +73,10 @@ class RecordDetail(BaseModel):
     rationale: str | None
     key: str | None
     keywords: str
+    cues: list[str] = Field(
+        description="Requests a developer would type when this record is what they need "
+        "(search text only)."
+    )
     pinned: bool
     access_count: int
     last_accessed: str | None

@@ -484,6 +484,7 @@ async def record_detail(store: Store, record: Record) -> RecordDetail:
         rationale=record.rationale,
         key=record.key,
         keywords=record.keywords,
+        cues=list(record.cues),
         pinned=record.pinned,
         access_count=record.access_count,
         last_accessed=record.last_accessed,

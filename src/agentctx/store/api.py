@@ -504,6 +504,10 @@ class Transaction:
         await self.run(writes.update_body(record_id, body, keywords))
         await self._store._mark_changed(record_id)
 
+    async def update_cues(self, record_id: str, cues: Sequence[str]) -> None:
+        """Set a record's retrieval cues (search text only: its vector stays as it is)."""
+        await self.run(writes.update_cues(record_id, cues))
+
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement inside the transaction; return the affected row count."""
         cursor = await self._conn.execute(sql, params)

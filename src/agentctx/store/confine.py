@@ -31,7 +31,6 @@ import sqlean
 
 from agentctx.core import clock, schema, writes
 from agentctx.core.errors import ValidationError
-from agentctx.records import COLUMNS
 from agentctx.store.transfer import ImportReport, record_from_data
 
 if TYPE_CHECKING:
@@ -123,7 +122,7 @@ async def _apply(
         for record in records:
             action = plan[record.id]
             if action == "create":
-                await tx.run(writes.store_row({n: getattr(record, n) for n in COLUMNS}))
+                await tx.run(writes.store_row(record.to_row()))
                 report.added["records"] = report.added.get("records", 0) + 1
             else:
                 report.skipped["records"] = report.skipped.get("records", 0) + 1

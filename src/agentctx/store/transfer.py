@@ -229,7 +229,7 @@ async def _import_record(
             report.superseded_on_conflict.append(older.id)
             if lost:
                 break  # the record lost: the other rivals are not its to resolve
-    await tx.run(writes.store_row({n: getattr(record, n) for n in COLUMNS}))  # redacted
+    await tx.run(writes.store_row(record.to_row()))  # redacted
     tx.mark_project_changed(record.project_id)
     report.added["records"] = report.added.get("records", 0) + 1
 
@@ -267,6 +267,7 @@ _DEFAULTS: dict[str, Any] = {
     "score": 1.0,
     "claudemd_drift_score": 0.0,
     "pending_embedding": True,
+    "cues": "",
 }
 
 

@@ -153,6 +153,8 @@ def _provenance(record: Record, names: dict[str, str]) -> Safe:
     ]
     if record.keywords:
         rows.append(("keywords", record.keywords))
+    if record.cues:  # search text only (never injected): shown here to explain a search hit
+        rows.append(("cues", " · ".join(record.cues)))
     if record.key:
         rows.append(("key", tag("code", record.key)))
     if record.rationale:
