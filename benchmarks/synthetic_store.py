@@ -6,7 +6,8 @@ that topic's vocabulary, the rest from generic developer words and English glue,
 one topic matches a few percent of the store strongly and much of it weakly, as in a real store.
 Bodies are 50-300 tokens (agentctx's own estimate), types are mixed, about 10 % of the records are
 superseded (every handover but the last, older versions of keyed profile facts, and random older
-records), a few are pinned, inferred or flagged as CLAUDE.md drift.
+records), a few are pinned, inferred or flagged as CLAUDE.md drift. Every record but handovers and
+profile facts has 2-4 retrieval cues, as consolidation leaves a store.
 
 Rows are made by the library itself (``NewRecord(...).validated().to_record(...)``) so they satisfy
 every CHECK constraint, and inserted with ``schema.INSERT_RECORD_SQL`` in one transaction on a
@@ -254,6 +255,20 @@ class Generator:
             if tokens >= BODY_TOKENS[0]:
                 return body
 
+    def cues(self, kind: str, topic: _Topic) -> list[str]:
+        """2-4 retrieval cues of 5-10 words, as extraction or consolidation writes them (none for
+        handovers and profile facts, which consolidation does not cue)."""
+        if kind in ("handover", "profile"):
+            return []
+        rng = self.rng
+        made = []
+        for _ in range(rng.randint(2, 4)):
+            words = topic.words.draw(rng, rng.randint(2, 4)) + self.generic.draw(rng, 1)
+            words += self.glue.draw(rng, rng.randint(2, 4))
+            rng.shuffle(words)
+            made.append(" ".join(words))
+        return made
+
     def new_record(self, project_id: str, valid_from: str) -> NewRecord:
         rng = self.rng
         kind = rng.choices(self.types, cum_weights=self.type_cum)[0]
@@ -276,6 +291,7 @@ class Generator:
             source=source,
             pinned=rng.random() < 0.01,
             keywords=topic.words.draw(rng, rng.randint(2, 6)),
+            cues=self.cues(kind, topic),
             key=rng.choice(PROFILE_KEYS) if kind == "profile" else None,
             rationale="synthetic benchmark record" if kind == "decision" else None,
             session_id=f"bench-{rng.randrange(1 << 32):08x}" if source != "cli" else None,

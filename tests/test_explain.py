@@ -63,6 +63,16 @@ def test_a_floor_that_keeps_nothing_is_explained(project_dir: Path) -> None:
     assert contract(hook, "UserPromptSubmit") is None
 
 
+def test_the_raised_floor_of_a_record_with_cues_is_explained(project_dir: Path) -> None:
+    cued = {**RECORDS[-1], "cues": ["why do grpc calls through the gateway time out"]}
+    ids = seed(project_dir, [*RECORDS[:-1], cued])
+    assert run_cli("config", "set", "retrieval.min_relevance", "0.95").returncode == 0
+    report = json.loads(run_cli("search", "--explain", PROMPT, "--json", cwd=project_dir).stdout)
+    verdicts = {c["id"]: c["verdict"] for c in report["candidates"]}
+    assert "below the floor 1.05 (raised: it has retrieval cues)" in verdicts[ids[-1]]
+    assert all("raised" not in v for i, v in verdicts.items() if i != ids[-1])
+
+
 def test_a_prompt_with_too_little_content_is_explained(project_dir: Path) -> None:
     """ "do the same for the other handler": "handler" is in two records, yet nothing to go on."""
     seed(project_dir, RECORDS)

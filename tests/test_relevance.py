@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from agentctx import config
-from agentctx.core import plan, search
+from agentctx.core import plan, search, writes
 from agentctx.core.connect import open_db
 from agentctx.core.errors import ConfigError
 from agentctx.core.project import identify
@@ -354,3 +354,26 @@ def test_reading_the_config_does_not_import_json(agentctx_home: Path) -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == ["0.2", "False"]
+
+
+def test_a_record_with_cues_must_clear_a_raised_floor(project_dir: Path) -> None:
+    ids = seed(project_dir)
+    text = LONG_BUG_REPORT
+    _, scores = candidates(project_dir, text)
+    value = scores[ids["empty"]]
+    # A floor just under the record's relevance: injected while it has no cues.
+    config.set_value("retrieval.min_relevance", f"{value - search.CUED_FLOOR_RAISE / 2:.4f}")
+    out = injected(project_dir, text)
+    assert out is not None and MEMORY["empty"][1] in out
+
+    async def give_cues() -> None:  # words the prompt does not hold: its relevance stays the same
+        async with await Store.open() as store:
+            await store.write(writes.update_cues(ids["empty"], ["zebra quartet walrus"]))
+
+    anyio.run(give_cues)
+    assert candidates(project_dir, text)[1][ids["empty"]] == pytest.approx(value)
+    out = injected(project_dir, text)
+    assert out is None or MEMORY["empty"][1] not in out
+    assert search.record_floor(0.3, {"cues": "x"}) == pytest.approx(0.4)
+    assert search.record_floor(0.3, {"cues": ""}) == 0.3
+    assert search.record_floor(0.0, {"cues": "x"}) == 0.0  # no floor stays no floor

@@ -78,7 +78,8 @@ SETTINGS: dict[str, tuple[str, Any, str]] = {
         "float",
         0.3,
         "relevance floor of the prompt hook: the share of a prompt's term weight a record must "
-        "match (0 = no floor); ctx_search keeps from the lower of this and 0.2 and labels its hits",
+        "match (0.1 more for a record with retrieval cues; 0 = no floor); ctx_search keeps from "
+        "the lower of this and 0.2 and labels its hits",
     ),
     "retrieval.min_similarity": (
         "float",

@@ -217,8 +217,12 @@ def explain(
                 f"left out: the prompt has too little to search on (content "
                 f"{result['content']:g} < {search.MIN_CONTENT:g})"
             )
-        elif exact[record_id] < floor:
-            verdict = f"left out: relevance {exact[record_id]:.2f} is below the floor {floor:g}"
+        elif exact[record_id] < search.record_floor(floor, row):
+            level = search.record_floor(floor, row)
+            cued = " (raised: it has retrieval cues)" if level != floor else ""
+            verdict = (
+                f"left out: relevance {exact[record_id]:.2f} is below the floor {level:g}{cued}"
+            )
         elif exact[record_id] < search.RELATIVE_FLOOR * best:
             verdict = (
                 f"left out: relevance {exact[record_id]:.2f} is below "

@@ -35,7 +35,8 @@ code: :func:`is_identifier`) carries at least :data:`IDENTIFIER_SHARE` of the we
 common to be searched (:func:`select_terms` dropped them) count on neither side.
 
 With a floor (``retrieval.min_relevance``; the prompt hook and ``ctx_search``), a candidate must
-reach it and :data:`RELATIVE_FLOOR` of the best candidate's relevance; the kept ones rank by
+reach it (:data:`CUED_FLOOR_RAISE` more when it has retrieval cues: :func:`record_floor`) and
+:data:`RELATIVE_FLOOR` of the best candidate's relevance; the kept ones rank by
 relevance first (bands of :data:`RELEVANCE_BAND`), the score above orders a band. The prompt hook
 also finds nothing for a prompt with too little to search on (:func:`content` below
 :data:`MIN_CONTENT`). The calibration: benchmarks/results/precision_eval.md (tuned on its tuning
@@ -453,6 +454,14 @@ MIN_CONTENT = 1.0
 #: error code that a record holds is the strongest evidence a prompt gives.
 IDENTIFIER_MAX_RECORDS = 3
 IDENTIFIER_SHARE = 0.9
+#: A record with retrieval cues must clear the floor by this much more: its cues are more text for
+#: a prompt's words to land on, in earnest and by chance (docs/retrieval.md, "Cues and the floor").
+CUED_FLOOR_RAISE = 0.1
+
+
+def record_floor(level: float, row: Any) -> float:
+    """The relevance floor ``level`` as it applies to the record ``row`` (raised when it has cues)."""
+    return level + CUED_FLOOR_RAISE if level > 0 and row["cues"] else level
 
 
 def specificity(term: str) -> float:
@@ -652,8 +661,11 @@ def keyword_search(
                     return Found(relevance=dict.fromkeys(ids, highest), considered=len(ranked))
                 scores = yield from judge(chosen, weights, denominator, ids, matches=matched)
                 best = max(scores.values(), default=0.0)
-                level = max(level, RELATIVE_FLOOR * best)
-                kept = [(row, score) for row, score in ranked if scores[row["id"]] >= level]
+                kept = [
+                    (row, score)
+                    for row, score in ranked
+                    if scores[row["id"]] >= max(record_floor(level, row), RELATIVE_FLOOR * best)
+                ]
                 # Relevance first, in bands of RELEVANCE_BAND; the score (type, recency,
                 # confidence, pin) orders a band: it breaks ties, it cannot bury an exact match.
                 kept.sort(key=lambda pair: -int(scores[pair[0]["id"]] / RELEVANCE_BAND))
