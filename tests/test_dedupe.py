@@ -22,7 +22,7 @@ from anthropic import AsyncAnthropic
 from agentctx import embed
 from agentctx.consolidate import dedupe, merge_check
 from agentctx.consolidate.timebox import TimeBox
-from agentctx.core import db, home
+from agentctx.core import db, home, search
 from agentctx.store import Store
 from tests.helpers import new_record
 from tests.messages_server import ErrorReply, MessagesServer, Recorded, ToolUseReply
@@ -59,6 +59,8 @@ RETRY_3 = ("Retry policy", "HTTP clients retry three times with exponential back
 RETRY_5 = ("Retry policy", "HTTP clients retry five times with exponential backoff")
 PNPM_ALWAYS = ("Package manager", "Always use pnpm for installing packages")
 PNPM_NEVER = ("Package manager", "Never use pnpm for installing packages")
+WAREHOUSE_M = ("Warehouse size", "The nightly load runs on a MEDIUM warehouse")
+WAREHOUSE_L = ("Warehouse size", "The nightly load runs on a LARGE warehouse")
 PG_ANALYTICS = (
     "Postgres for analytics",
     "Analytics events are stored in Postgres, not in Elasticsearch",
@@ -323,6 +325,21 @@ async def test_without_llm_only_097_and_safe_pairs_merge(
     assert await checks(store) == [(*pair_of(ruff_a, ruff_b), "same")]  # nothing else recorded
 
 
+async def test_without_llm_a_pair_differing_in_one_word_is_left_alone(
+    store: Store, embedder: embed.Embedder
+) -> None:
+    """The calibration set's MEDIUM / LARGE warehouse: 0.988, no number or polarity word."""
+    medium, large, ruff_a, ruff_b = await fill(
+        store, embedder, WAREHOUSE_M, WAREHOUSE_L, RUFF_A, RUFF_B
+    )
+    report = await dedupe_run(store)
+    assert (report.candidates, report.merged, report.skipped) == (2, 1, 1)
+    now = await current(store)
+    assert medium.id in now and large.id in now
+    assert len({ruff_a.id, ruff_b.id} & set(now)) == 1
+    assert await checks(store) == [(*pair_of(ruff_a, ruff_b), "same")]
+
+
 async def test_a_merge_carries_counts_entities_edges_and_history(
     store: Store, embedder: embed.Embedder
 ) -> None:
@@ -505,6 +522,70 @@ def test_what_merges_without_the_llm() -> None:
     assert not same(record("Always use pnpm"), record("Never use pnpm"))
     assert not same(record("Don't mock the database"), record("Do mock the database"))
     assert not same(record("Enable strict mode"), record("Disable strict mode"))
+    # one content word differs: no number or polarity word tells these apart (calibration set)
+    medium, large = (
+        record("The nightly load runs on a MEDIUM warehouse"),
+        record("The nightly load runs on a LARGE warehouse"),
+    )
+    assert dedupe.same_markers(medium, large) and not same(medium, large)
+    assert not same(record("Reads go to the replica"), record("Writes go to the replica"))
+    assert not same(
+        record("Strict mode is true by default"), record("Strict mode is false by default")
+    )
+    assert not same(record("Migrate before the deploy"), record("Migrate after the deploy"))
+    assert not same(record("Retry idempotent calls"), record("Retry calls"))  # a word more
+    assert not same(record("Загрузка на среднем складе"), record("Загрузка на большом складе"))
+    # pure rewordings: stop words, inflections, "every" / "each", case and punctuation
+    assert same(
+        record("Format Python code with ruff format before every commit"),
+        record("Format the Python code with Ruff format before each commit."),
+    )
+    assert same(
+        record("Tagged releases are deployed by the pipeline"),
+        record("The pipeline deploys tagged releases"),
+    )
+    assert same(record("Cache the policies"), record("Policies are cached"))
+
+
+def test_the_content_words_that_differ() -> None:
+    def record(title: str, body: str) -> Record:
+        return (
+            new_record(type="decision", title=title, body=body, project_id="p1")
+            .validated()
+            .to_record("01A", "2026-02-01T00:00:00.000000Z")
+        )
+
+    differ = dedupe.differing_words
+    base = record("Warehouse size", "The nightly load runs on a MEDIUM warehouse")
+    assert (
+        differ(base, record("Warehouse size", "Nightly loads run on a medium warehouse")) == set()
+    )
+    assert differ(base, record("Warehouse size", "The nightly load runs on a LARGE warehouse")) == {
+        "medium",
+        "larg",
+    }
+    assert differ(base, record("Warehouse sizes", "The nightly load runs on a warehouse")) == {
+        "medium"
+    }
+    # the title counts as much as the body
+    assert differ(base, record("Compute size", "The nightly load runs on a MEDIUM warehouse")) == {
+        "comput"
+    }
+    # uses/used/using are the stop word "use"; "self" and "return" (in more than a quarter of
+    # code documents) are syntax, below the bound; "true" is not
+    assert differ(record("t", "Handlers use self"), record("t", "Handlers used it")) == set()
+    assert differ(record("t", "Handlers return"), record("t", "Handlers")) == set()
+    assert differ(record("t", "Handlers true"), record("t", "Handlers")) == {"tru"}
+    assert search.specificity("true") >= dedupe.CONTENT_SPECIFICITY
+    assert search.specificity("return") < dedupe.CONTENT_SPECIFICITY
+    assert [dedupe.fold(w) for w in ("tags", "tagged", "tag", "policies", "string", "speed")] == [
+        "tag",
+        "tag",
+        "tag",
+        "policy",
+        "string",
+        "speed",
+    ]
 
 
 def test_merge_check_answers_are_parsed_pair_by_pair() -> None:

@@ -17,12 +17,14 @@ merged text. A "distinct" verdict is kept in ``merge_checks`` so the pair is not
 while its similarity stays what it was (an in-place edit re-embeds a record and changes it, and the
 pair is judged anew). An API error leaves its pairs unjudged: nothing is written, the next run asks.
 Without a client (llm off) only pairs at :data:`AUTO_MERGE_MIN` (0.97) or more merge, and only when
-both texts carry the same numbers and the same polarity words (not, never, always, disable, ...):
-MiniLM puts "retry three times" and "retry five times" at 0.989 and "Always use pnpm" and "Never
-use pnpm" at 0.979, and no model is there to notice (and a pair that differs in a word neither
-check sees, "a MEDIUM warehouse" and "a LARGE warehouse", at 0.988: the calibration set's one
-such pair, docs/consolidation.md). Nothing is recorded for the pairs left alone;
-they wait for a run with the LLM.
+both texts carry the same numbers and the same polarity words (not, never, always, disable, ...)
+and neither has a content word the other lacks (:func:`safe_without_llm`): MiniLM puts "retry
+three times" and "retry five times" at 0.989, "Always use pnpm" and "Never use pnpm" at 0.979 and
+"a MEDIUM warehouse" and "a LARGE warehouse" at 0.988, and no model is there to notice. The merge
+keeps the survivor's text, so anything only the other said would be lost. On the calibration set
+the check refuses every different-fact pair, and the one paraphrase pair at 0.97 too (it differs
+in "carry" / "block"): docs/consolidation.md. Nothing is recorded for the pairs left alone; they
+wait for a run with the LLM.
 
 **A merge** is one transaction: both records are re-read and must still be current and unchanged
 (else the pair is skipped); the survivor (:func:`choose_survivor`) keeps its id and takes the merged
@@ -51,6 +53,7 @@ candidates are kept per run (the most similar); the rest wait for the next run.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -60,7 +63,7 @@ import numpy as np
 
 from agentctx import embed
 from agentctx.consolidate import merge_check
-from agentctx.core import clock, schema, vectors, writes
+from agentctx.core import clock, schema, search, vectors, writes
 from agentctx.core.errors import ConflictError
 from agentctx.core.writes import normalize_keywords
 from agentctx.extract.llm import Usage
@@ -261,7 +264,7 @@ def choose_survivor(a: Record, b: Record) -> Record:
     )
 
 
-_WORD = re.compile(r"[a-z0-9]+(?:['’.][a-z0-9]+)*")
+_WORD = re.compile(r"[^\W_]+(?:['’.][^\W_]+)*")  # letters and digits of any script
 _NUMBER_WORDS = frozenset((
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
     "eleven", "twelve", "fifteen", "twenty", "thirty", "forty", "fifty", "sixty", "hundred",
@@ -275,16 +278,111 @@ _POLARITY = frozenset((
 ))  # fmt: skip
 
 
+#: Search's stop words that can be the one word two different facts differ in ("migrate *before*
+#: the deploy" / "*after*"): a content word here. ``no``, ``not``, ``only`` are polarity words.
+_FACT_STOPWORDS = frozenset((
+    "before", "after", "above", "below", "over", "under", "more", "most", "few", "off", "until",
+    "against", "once",
+))  # fmt: skip
+#: Words that only word a statement but are not search stop words ("before *every* commit" /
+#: "before *each* commit": ``each`` is one).
+_WORDING = frozenset(("every",))
+#: A word counts as content when at least this specific (:func:`agentctx.core.search.specificity`):
+#: any word in fewer than a quarter of the background's code documents (IDF ln 4). Only the code
+#: syntax at the top of the table falls below ("self", "return"): "true" / "false", "read" /
+#: "write", "sync" / "async", "min" / "max" are all common in code and each can be the one word
+#: that tells two facts apart, so the bound stays low (docs/consolidation.md).
+CONTENT_SPECIFICITY = (math.log(4) / search.SPECIFIC_IDF) ** 2
+
+
 def safe_without_llm(a: Record, b: Record) -> bool:
     """True when nothing but the wording differs as far as a cheap check can tell: the same
-    numbers and the same polarity words (an embedding barely sees either)."""
-    return _markers(a) == _markers(b)
+    numbers and the same polarity words (:func:`same_markers`, an embedding barely sees either)
+    and no content word in one text that the other lacks (:func:`differing_words`)."""
+    return same_markers(a, b) and not differing_words(a, b)
 
 
-def _markers(record: Record) -> tuple[frozenset[str], frozenset[str]]:
-    words = _WORD.findall(f"{record.title} {record.body}".lower().replace("’", "'"))
+def same_markers(a: Record, b: Record) -> bool:
+    """True when both texts carry the same numbers and the same polarity words (the calibration
+    set's ``markers`` label says they do not)."""
+    return _markers(_words(a)) == _markers(_words(b))
+
+
+def differing_words(a: Record, b: Record) -> set[str]:
+    """The content words of one title + body that the other lacks, folded (:func:`fold`).
+
+    A word counts when it is not a stop word of search (:data:`agentctx.core.search.STOPWORDS`,
+    less the :data:`_FACT_STOPWORDS`) nor a :data:`_WORDING` word nor an inflected form of one, and
+    one of its spellings in the text is at least :data:`CONTENT_SPECIFICITY` specific.
+    """
+    words_a, words_b = _content(_words(a)), _content(_words(b))
+    return {
+        stem
+        for mine, theirs in ((words_a, words_b), (words_b, words_a))
+        for stem, spellings in mine.items()
+        if stem not in theirs
+        and max(search.specificity(w) for w in spellings) >= CONTENT_SPECIFICITY
+    }
+
+
+def fold(word: str) -> str:
+    """A word with its inflection folded away, so that "tags", "tagged" and "tag" compare equal.
+
+    Simple suffix folding rather than the index's Porter stemmer (it need only be consistent: both
+    texts are folded alike): a final ``'s`` goes; ``ies`` / ``ied`` become ``y``; else one of
+    ``ing``, ``ed``, ``es``, ``s`` goes when two letters are left (not the ``s`` of ``ss``, ``us``,
+    ``is``; ``ing`` and ``ed`` only after a vowel and not after ``e``: "string", "speed"); then a
+    final ``e`` and one letter of a final double consonant (but ``ll``, ``ss``, ``zz``). "caches",
+    "cached", "caching", "cache" → "cach"; "policies" → "policy"; "tagged", "tags" → "tag".
+    """
+    word = word.removesuffix("'s")
+    if len(word) > 4 and word.endswith(("ies", "ied")):
+        return word[:-3] + "y"
+    for suffix in ("ing", "ed", "es", "s"):
+        stem = word[: -len(suffix)]
+        if not word.endswith(suffix) or len(stem) < 2:
+            continue
+        if suffix == "s" and word.endswith(("ss", "us", "is")):
+            break
+        if suffix in ("ing", "ed") and (stem.endswith("e") or not _VOWEL.search(stem)):
+            break  # "speed", "string", "bring" are not inflected
+        word = stem
+        break
+    if len(word) > 2 and word.endswith("e"):
+        word = word[:-1]
+    if len(word) > 2 and word[-1] == word[-2] and word[-1] not in "aeioulsz":
+        word = word[:-1]
+    return word
+
+
+_VOWEL = re.compile("[aeiouy]")
+_STOP = (search.STOPWORDS - _FACT_STOPWORDS) | _WORDING
+_STOP_FOLDED = frozenset(fold(w) for w in _STOP)
+
+
+def _words(record: Record) -> list[str]:
+    return _WORD.findall(f"{record.title} {record.body}".lower().replace("’", "'"))
+
+
+def _markers(words: list[str]) -> tuple[frozenset[str], frozenset[str]]:
     numbers = frozenset(w for w in words if w in _NUMBER_WORDS or any(ch.isdigit() for ch in w))
     return numbers, frozenset(w for w in words if w in _POLARITY)
+
+
+def _content(words: list[str]) -> dict[str, set[str]]:
+    """Folded form → the spellings of it in the text; stop and wording words and their inflected
+    forms ("uses", "needed") left out."""
+    found: dict[str, set[str]] = {}
+    for word in words:
+        stem = fold(word)
+        if (
+            len(word) < 2
+            or word in _STOP
+            or (word.endswith(("s", "ed", "ing")) and stem in _STOP_FOLDED)
+        ):
+            continue
+        found.setdefault(stem, set()).add(word)
+    return found
 
 
 # -- the pass ----------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ service):
 - ``duplicates`` (c): two phrasings of one fact (what dedupe should merge);
 - ``distinct`` (d): two different facts on one topic that must not merge; ``markers`` says the
   two differ in a number or a polarity word, which dedupe's merge without an LLM checks
-  (:func:`agentctx.consolidate.dedupe.safe_without_llm`) and an embedding barely sees;
+  (:func:`agentctx.consolidate.dedupe.same_markers`, besides a differing content word) and an
+  embedding barely sees;
 - ``drift`` (e): a decision, a CLAUDE.md line that states it in other words (``stated``) and one
   of the same file that does not (``unstated``).
 
