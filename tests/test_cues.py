@@ -93,3 +93,38 @@ async def test_ctx_search_leaves_cues_out_and_ctx_get_lists_them(project_dir: Pa
     assert all("cues" not in entry for entry in results)
     assert CUE not in json.dumps(found.structured_content)
     assert got.structured_content["records"][0]["cues"] == [CUE, "metrics lag behind"]
+
+
+def test_agentctx_record_takes_cues(project_dir: Path) -> None:
+    made = cli(
+        "record", "--type", "decision", "--title", "Exporter refresh is hourly", "--body",
+        "Hourly keeps it cheap.", "--cue", CUE, "--cue", "metrics lag behind", "--json",
+        cwd=project_dir,
+    )  # fmt: skip
+    record_id = json.loads(made)["id"]
+    assert json.loads(cli("show", record_id, "--json", cwd=project_dir))["cues"] == [
+        CUE,
+        "metrics lag behind",
+    ]
+    assert record_id in cli("search", "grafana tenants", cwd=project_dir)
+
+
+@pytest.mark.anyio
+async def test_ctx_record_takes_cues(project_dir: Path) -> None:
+    with anyio.fail_after(60):
+        async with Client(create_server(str(project_dir)), raise_exceptions=True) as client:
+            made = await client.call_tool(
+                "ctx_record",
+                {"type": "decision", "title": "Exporter refresh is hourly",
+                 "body": "Hourly keeps it cheap.", "cues": [CUE, "  ", CUE.upper()]},
+            )  # fmt: skip
+            plain = await client.call_tool(
+                "ctx_record",
+                {"type": "convention", "title": "Handlers return Result", "body": "Never raise."},
+            )
+            found = await client.call_tool("ctx_search", {"query": "grafana stale tenants"})
+    assert made.structured_content is not None and plain.structured_content is not None
+    assert made.structured_content["cues"] == [CUE]  # normalized: blanks and repeats dropped
+    assert plain.structured_content["cues"] == []
+    assert found.structured_content is not None
+    assert [e["id"] for e in found.structured_content["results"]] == [made.structured_content["id"]]

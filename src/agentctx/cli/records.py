@@ -37,6 +37,13 @@ async def record(
     supersedes: str | None = None,
     key: Annotated[str | None, Parameter(help=_KEY_HELP)] = None,
     keywords: Annotated[str, Parameter(help="Extra search words, space-separated (up to 8).")] = "",
+    cue: Annotated[
+        list[str] | None,
+        Parameter(
+            help="A retrieval cue: how you would ask for this later (repeat, up to 4; search text "
+            "only). Without one, consolidation writes them when the LLM is on."
+        ),
+    ] = None,
     json: Json = False,
 ) -> int:
     """Record a fact explicitly (source cli).
@@ -57,6 +64,7 @@ async def record(
         # handovers are per checkout: this worktree's, so the other worktrees keep theirs
         key=key if key is not None or type != "handover" else project.checkout,
         keywords=keywords,
+        cues=cue or [],
     )
 
     async def action(store: Store) -> int:

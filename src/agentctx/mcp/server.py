@@ -217,10 +217,17 @@ async def ctx_record(
             description="project (default), or global for the user's own cross-project preferences."
         ),
     ] = "project",
+    cues: Annotated[
+        list[str] | None,
+        Field(
+            description="Up to 4 short requests a developer would type later when this record is "
+            "what they need (search text only, never shown); leave out to have them written later."
+        ),
+    ] = None,
 ) -> RecordDetail:
     """Record a fact the user stated or agreed to (a decision, convention, preference, ...) as an
     explicit record; returns it. To change a recorded fact, prefer ctx_supersede."""
-    return await (await _backend(ctx)).record(type, title, body, supersedes, scope)
+    return await (await _backend(ctx)).record(type, title, body, supersedes, scope, cues or ())
 
 
 async def ctx_supersede(

@@ -55,7 +55,7 @@ from agentctx.retrieval import hybrid
 from agentctx.store import SearchHit, SearchQuery, Store, inventory
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 RELATED_MAX = 20
 #: ``ctx_search`` with ``file`` filters ranked hits: it ranks this many first, four times more
@@ -293,8 +293,9 @@ class Backend:
         body: str,
         supersedes: str | None,
         scope: Literal["project", "global"],
+        cues: Sequence[str] = (),
     ) -> RecordDetail:
-        """``ctx_record``: an explicit record of a stated fact."""
+        """``ctx_record``: an explicit record of a stated fact (with its retrieval cues, if any)."""
         store = self.require_store()
         created = await store.add(
             NewRecord(
@@ -307,6 +308,7 @@ class Backend:
                 source="mcp_tool",
                 supersedes=(supersedes or "").strip() or None,
                 key=self.project.checkout if type == "handover" else None,
+                cues=list(cues),
             )
         )
         await store.touch_project(self.project)
