@@ -70,7 +70,7 @@ INPUT_SCHEMA: dict[str, Any] = {
                     "cues": {
                         "type": "array",
                         "items": {"type": "string"},
-                        "description": f"Up to {CUES_MAX} cues, each under {CUE_MAX} characters.",
+                        "description": f"1 to {CUES_MAX} cues, each under {CUE_MAX} characters.",
                     },
                 },
                 "required": ["id", "cues"],
@@ -103,8 +103,8 @@ they are doing, the question they ask. Keep the names a developer would type (to
 names).
 - Each cue must be answered by the record as it stands. No cue about something the record does \
 not say.
-- Up to {CUES_MAX} cues per record, each under {CUE_MAX} characters, no two alike. A record that \
-nobody would ask for gets an empty list.
+- 1 to {CUES_MAX} cues per record, each under {CUE_MAX} characters, no two alike: every record gets \
+at least one (a record left without cues is sent again at the next consolidation).
 - Text marked [REDACTED:…] is a removed secret: never reconstruct it, and never put it in a cue.
 - Answer every record, by its id, through the tool."""
 
