@@ -652,7 +652,9 @@ FACTS = [
     ("Analytics", "Product analytics go to PostHog"),
 ]
 # Each fact three ways, all three pairs of a fact at 0.97 or more, no pair across facts above 0.92.
-VARIANTS = [(title, v) for title, body in FACTS for v in (body, f"{body}.", f"{body} (agreed)")]
+#: Three wordings of each fact that merge without the LLM (only punctuation and case differ: a
+#: different word, even "agreed", makes safe_without_llm wait for the LLM).
+VARIANTS = [(title, v) for title, body in FACTS for v in (body, f"{body}.", f"{body.lower()}!")]
 DEDUPE_SCRIPT = """
 import anyio
 from agentctx.consolidate.dedupe import merge_near_duplicates

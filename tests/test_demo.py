@@ -73,7 +73,8 @@ def test_demo_shows_the_whole_loop_and_leaves_nothing(tmp_path: Path, agentctx_h
     assert 'a test pass "Tests passed: pytest tests/test_totals.py"' in part[1]
     # extraction went to the stand-in, which says what it is
     assert LABEL in part[2] and "not Claude" in part[2] and "http://127.0.0.1:" in part[2]
-    assert "sent: 1 request" in part[2]
+    assert "sent: 1 request," in part[2]
+    assert "and consolidation 2 requests for retrieval cues" in part[2]  # no cues: none written
     assert "1 decision" in part[2] and "1 capture stub explained" in part[2]
     assert "keyword mode" in part[3]
     # the next session's digest carries the decision; the prompt gets the explained bugfix

@@ -352,6 +352,7 @@ class _Demo:
                         f"the demo's extraction ended {extraction.status}: "
                         f"{extraction.error or '; '.join(lines) or 'no detail'}"
                     )
+                sent = len(api.requests)
                 consolidation = await consolidate(
                     store,
                     project.project_id,
@@ -361,11 +362,16 @@ class _Demo:
                 )
             finally:
                 await client.close()
-            sent = len(api.requests)
+            asked = len(api.requests) - sent
         self.write(
             f"  sent: {sent} request{'s' * (sent != 1)}, the redacted transcript "
             f"(~{extraction.tokens_estimated} tokens) and the project's current records"
         )
+        if asked:
+            self.write(
+                f"  and consolidation {asked} request{'s' * (asked != 1)} for retrieval cues, which "
+                "the stand-in\n  does not answer (in real sessions Haiku writes them)"
+            )
         return extraction, consolidation
 
     def _show_extraction(self, report: ExtractionReport) -> None:
