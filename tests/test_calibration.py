@@ -28,12 +28,12 @@ from tests.helpers import new_record
 #: out at about 0.5 (MiniLM: about 0), same-domain non-answers at about 0.7, as with bge models.
 SHIFT = 6.0
 MEASURED = Thresholds(
-    similarity_floor=hybrid.SIMILARITY_FLOOR[minilm.NAME],
-    strong_similarity=hybrid.STRONG_SIMILARITY[minilm.NAME],
+    similarity_floor=thresholds.SIMILARITY_FLOOR[minilm.NAME],
+    strong_similarity=thresholds.STRONG_SIMILARITY[minilm.NAME],
     merge_min=dedupe.SIMILARITY_MIN,
     auto_merge=dedupe.AUTO_MERGE_MIN,
-    drift_floor=claudemd.SIMILAR_BOUNDS[minilm.NAME][0],
-    drift_covered=claudemd.SIMILAR_BOUNDS[minilm.NAME][1],
+    drift_floor=thresholds.DRIFT_BOUNDS[minilm.NAME][0],
+    drift_covered=thresholds.DRIFT_BOUNDS[minilm.NAME][1],
 )
 
 
@@ -337,7 +337,7 @@ def _state() -> Any:
 @pytest.mark.anyio
 async def test_the_calibration_is_stored_once_and_read_back(shifted: embed.Embedder) -> None:
     assert thresholds.source(shifted.name) == "default"
-    assert claudemd.similarity_bounds(shifted.name) == claudemd.SIMILAR_DEFAULT
+    assert claudemd.similarity_bounds(shifted.name) == thresholds.DRIFT_DEFAULT
     assert thresholds.merge_bounds(shifted.name) == (dedupe.SIMILARITY_MIN, dedupe.AUTO_MERGE_MIN)
     note = await reembed.calibrate(shifted)
     assert note is not None and note.startswith(

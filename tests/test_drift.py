@@ -19,7 +19,7 @@ from agentctx.consolidate.timebox import TimeBox
 from agentctx.core import db, home
 from agentctx.core.project import identify
 from agentctx.records import COLUMNS
-from agentctx.retrieval import digest
+from agentctx.retrieval import digest, thresholds
 from tests import minilm
 from tests.helpers import new_record
 
@@ -390,7 +390,7 @@ def test_drift_score_separates_missing_from_covered() -> None:
     assert claudemd.meaning(floor, (floor, bound)) == 0.0
     assert claudemd.meaning(bound, (floor, bound)) == covered
     assert claudemd.meaning(1.0, (floor, bound)) == 1.0
-    assert claudemd.similarity_bounds("BAAI/bge-small-en-v1.5") == claudemd.SIMILAR_DEFAULT
+    assert claudemd.similarity_bounds("BAAI/bge-small-en-v1.5") == thresholds.DRIFT_DEFAULT
 
 
 def test_chunks() -> None:

@@ -126,7 +126,7 @@ def test_the_second_models_are_other_spaces_with_minilms_cosines(
     assert float(np.max(np.abs(cross))) < 0.5
     # thresholds are per model name: MiniLM's cosine floor is not applied to another model
     minilm = hybrid.floor_for({}, embedder.name)
-    assert minilm.similarity == hybrid.SIMILARITY_FLOOR[embedder.name] is not None
+    assert minilm.similarity == thresholds.SIMILARITY_FLOOR[embedder.name] is not None
     assert minilm.strong_similarity is not None
     unmeasured = hybrid.floor_for({}, wide.name)
     assert unmeasured.similarity is None and unmeasured.strong_similarity is None

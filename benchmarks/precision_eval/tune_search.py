@@ -183,7 +183,7 @@ def figures(
     return {name: sum(values) / len(values) for name, values in out.items()}
 
 
-#: The chosen rule (hybrid.SIMILARITY_FLOOR, SEARCH_RELEVANCE, STRONG_SIMILARITY,
+#: The chosen rule (thresholds.SIMILARITY_FLOOR, hybrid.SEARCH_RELEVANCE, thresholds.STRONG_SIMILARITY,
 #: STRONG_RELEVANCE, core.search.MIN_CONTENT for all-MiniLM-L6-v2), then the grid it came from.
 CHOSEN = ((0.30, 0.20), (0.55, 0.99), 1.0)
 GRID = [

@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentctx.core import clock, vectors
+from agentctx.core import clock, errors, vectors
 
 if TYPE_CHECKING:
     from agentctx.embed import Embedder
@@ -119,7 +119,7 @@ async def calibrate(embedder: Embedder) -> str | None:
     try:
         found = await calibration.ensure(embedder)
     except Exception as exc:  # a model or disk problem: thresholds stay the defaults
-        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        reason = errors.one_line(exc)
         log.warning("calibrating the thresholds of %s failed: %s", embedder.name, reason)
         return f"calibrating the thresholds of {embedder.name} failed ({reason}): defaults in use"
     if found is None:

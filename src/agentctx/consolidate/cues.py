@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentctx.core import writes
+from agentctx.core import errors, writes
 from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX
 from agentctx.core.schema import CUE_MAX, CUES_MAX
 from agentctx.extract.llm import Usage, forced_tool
@@ -240,7 +240,7 @@ async def write_cues(
             except APIError as exc:
                 report.llm_errors += 1
                 report.skipped += len(batch)
-                reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+                reason = errors.one_line(exc)
                 log(
                     f"cues {project_id[:12]}: {len(batch)} record(s) not given cues ({reason}); "
                     "asked again next run"

@@ -63,7 +63,7 @@ import numpy as np
 
 from agentctx import embed
 from agentctx.consolidate import merge_check
-from agentctx.core import clock, schema, search, vectors, writes
+from agentctx.core import clock, errors, schema, search, vectors, writes
 from agentctx.core.errors import ConflictError
 from agentctx.core.writes import normalize_keywords
 from agentctx.extract.llm import Usage
@@ -489,7 +489,7 @@ class _Run:
             except APIError as exc:
                 self.report.llm_errors += 1
                 self.report.skipped += len(batch)
-                reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+                reason = errors.one_line(exc)
                 self.log(
                     f"dedupe {self.project_id[:12]}: merge check of {len(batch)} pair(s) failed "
                     f"({reason}); asked again next run"

@@ -56,3 +56,8 @@ UPGRADE_ADVICE = (
     "upgrade agentctx from a newer clone or wheel: `uv tool install --reinstall <clone-or-wheel>` "
     "or `pipx install --force <clone-or-wheel>`"
 )
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """``Type: message`` of ``exc`` on one line, at most ``limit`` characters (for a log or report)."""
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:limit]

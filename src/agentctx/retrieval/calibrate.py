@@ -239,9 +239,8 @@ async def ensure(embedder: Embedder) -> Thresholds | None:
     from another version of the set). None for a model with measured values: those are used."""
     if thresholds.measured(embedder.name):
         return None
-    stored = thresholds.calibrated(embedder.name)
-    if stored is not None and current(embedder.name):
-        return stored
+    if current(embedder.name):
+        return thresholds.calibrated(embedder.name)
     found = await anyio.to_thread.run_sync(calibrate, embedder)
     thresholds.store(embedder.name, found, set_digest(), at=clock.now())
     log.info("calibrated the cosine thresholds of %s: %s", embedder.name, found.to_dict())

@@ -16,7 +16,7 @@ an agent is better served by the top hits with an honest label than by a floor t
 answer (issue 14, docs/retrieval.md). In keyword mode a hit is kept when its keyword relevance
 (:func:`agentctx.core.search.judge`, the prompt hook's measure) reaches :data:`SEARCH_RELEVANCE`
 (or a lower ``retrieval.min_relevance``; 0 keeps every hit). In hybrid mode a hit is kept when its
-cosine similarity to the query reaches the model's floor (:data:`SIMILARITY_FLOOR`, or
+cosine similarity to the query reaches the model's floor (:func:`agentctx.retrieval.thresholds.similarity_floor`, or
 ``retrieval.min_similarity``), or its keyword relevance reaches that same keyword floor (exact words
 that vectors blur: identifiers, error strings). A cosine scale is the model's own: a model
 without a measured floor gets the one calibrated for it (:mod:`agentctx.retrieval.calibrate`,
@@ -27,7 +27,7 @@ floor.
 Every kept hit is labelled (:func:`strength`): ``strong`` when the signals say it is about what was
 asked, else ``weak`` (it shares words or a topic with the query). Strong: a query with enough
 content (:func:`agentctx.core.search.content` ≥ ``MIN_CONTENT``, the hook's own rule) and a hit
-whose cosine reaches the model's :data:`STRONG_SIMILARITY`, or that holds all the query's
+whose cosine reaches the model's strong cosine (:func:`~agentctx.retrieval.thresholds.strong_similarity`), or that holds all the query's
 distinctive words (keyword relevance ≥ :data:`STRONG_RELEVANCE`; a rare identifier carries most
 of that weight) without being far from it in meaning (cosine at the floor). A model without
 measured or calibrated values is judged by keywords alone, as keyword mode is. The LIKE fallback
@@ -79,13 +79,6 @@ BLOB_TABLE = "records_vec_blob"
 _COLUMNS_SQL = ", ".join(f"r.{name}" for name in COLUMNS)
 
 
-#: Cosine floors of ``ctx_search``'s vector hits, by embedding model name (``Embedder.name``):
-#: measured (:data:`agentctx.retrieval.thresholds.SIMILARITY_FLOOR`). A model not listed gets its
-#: calibrated floor (:mod:`agentctx.retrieval.calibrate`), else none.
-SIMILARITY_FLOOR = thresholds.SIMILARITY_FLOOR
-#: The cosine at which a hit is ``strong`` on its own, by model (measured as the floor is). A model
-#: not listed gets its calibrated value, else it is labelled by its keyword relevance alone.
-STRONG_SIMILARITY = thresholds.STRONG_SIMILARITY
 #: ``ctx_search``'s keyword floor: the relevance that keeps a hit (keyword mode) or a hit below the
 #: cosine floor (hybrid mode). Looser than the hook's ``retrieval.min_relevance`` (0.3): the
 #: labels, not the floor, tell an answer from a hit that shares a word.

@@ -28,9 +28,15 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from agentctx.core import files, home
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+T = TypeVar("T")
+D = TypeVar("D")
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -103,40 +109,36 @@ def measured(model: str | None) -> bool:
     )
 
 
+def _lookup(
+    model: str | None, table: dict[str, T], pick: Callable[[Thresholds], T], default: D
+) -> T | D:
+    """``model``'s measured value in ``table``, else ``pick`` of its calibration, else ``default``."""
+    if model is None:
+        return default
+    if model in table:
+        return table[model]
+    found = calibrated(model)
+    return pick(found) if found is not None else default
+
+
 def similarity_floor(model: str | None) -> float | None:
     """``ctx_search``'s cosine floor for ``model``; None: the model has none (keywords judge)."""
-    if model is None:
-        return None
-    if model in SIMILARITY_FLOOR:
-        return SIMILARITY_FLOOR[model]
-    found = calibrated(model)
-    return found.similarity_floor if found is not None else None
+    return _lookup(model, SIMILARITY_FLOOR, lambda t: t.similarity_floor, None)
 
 
 def strong_similarity(model: str | None) -> float | None:
     """The cosine of a ``strong`` ``ctx_search`` hit for ``model``; None: labelled by keywords."""
-    if model is None:
-        return None
-    if model in STRONG_SIMILARITY:
-        return STRONG_SIMILARITY[model]
-    found = calibrated(model)
-    return found.strong_similarity if found is not None else None
+    return _lookup(model, STRONG_SIMILARITY, lambda t: t.strong_similarity, None)
 
 
 def merge_bounds(model: str | None) -> tuple[float, float]:
     """Dedupe's ``(candidate, auto-merge)`` cosines for ``model``."""
-    if model is not None and model in MERGE_BOUNDS:
-        return MERGE_BOUNDS[model]
-    found = calibrated(model) if model is not None else None
-    return (found.merge_min, found.auto_merge) if found is not None else MERGE_DEFAULT
+    return _lookup(model, MERGE_BOUNDS, lambda t: (t.merge_min, t.auto_merge), MERGE_DEFAULT)
 
 
 def drift_bounds(model: str | None) -> tuple[float, float]:
     """CLAUDE.md drift's ``(floor, covered)`` cosines for ``model``."""
-    if model is not None and model in DRIFT_BOUNDS:
-        return DRIFT_BOUNDS[model]
-    found = calibrated(model) if model is not None else None
-    return (found.drift_floor, found.drift_covered) if found is not None else DRIFT_DEFAULT
+    return _lookup(model, DRIFT_BOUNDS, lambda t: (t.drift_floor, t.drift_covered), DRIFT_DEFAULT)
 
 
 def source(model: str | None) -> Source:

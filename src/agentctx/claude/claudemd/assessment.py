@@ -26,15 +26,6 @@ if TYPE_CHECKING:
 
 #: Share of a title's keywords CLAUDE.md must contain for the record to count as covered.
 COVERED = 0.75
-#: Per model, ``(floor, covered)`` cosines between a record's ``title — body`` and a CLAUDE.md
-#: chunk: from ``covered`` up the record counts as covered, at ``floor`` or below the meaning signal
-#: gives no credit. Measured for all-MiniLM-L6-v2 (docs/consolidation.md): paraphrases 0.29-0.81,
-#: the best unrelated chunk of a 1,000-chunk document at most 0.47
-#: (:data:`agentctx.retrieval.thresholds.DRIFT_BOUNDS`).
-SIMILAR_BOUNDS = thresholds.DRIFT_BOUNDS
-#: Models neither measured nor calibrated (:mod:`agentctx.retrieval.calibrate`): strict bounds,
-#: after the bge authors' advice to filter similar pairs at 0.8 or above.
-SIMILAR_DEFAULT = thresholds.DRIFT_DEFAULT
 #: The highest drift score of a covered record; missing ones score :data:`DRIFT_THRESHOLD` or more.
 COVERED_SCORE_MAX = 0.4
 #: The drift score of a record whose predecessor's text CLAUDE.md still contains.
@@ -239,8 +230,9 @@ def drift_score(coverage: float, meaning: float = 0.0) -> float:
 
 
 def similarity_bounds(model: str) -> tuple[float, float]:
-    """``(floor, covered)`` cosines for an embedding model: measured (:data:`SIMILAR_BOUNDS`), else
-    its stored calibration, else :data:`SIMILAR_DEFAULT`
+    """``(floor, covered)`` cosines between a record's ``title — body`` and a CLAUDE.md chunk for
+    an embedding model: from ``covered`` up the record counts as covered, at ``floor`` or below the
+    meaning signal gives no credit. Measured, else calibrated, else strict
     (:func:`agentctx.retrieval.thresholds.drift_bounds`)."""
     return thresholds.drift_bounds(model or None)
 
