@@ -13,7 +13,7 @@ import sys
 def main() -> None:
     """Run the agentctx command line."""
     argv = sys.argv[1:]
-    if argv[:1] == ["hook"] and argv[1:2] not in ([], ["--help"], ["-h"]):
+    if argv[:1] == ["hook"] and argv[1:2] not in (["--help"], ["-h"]):
         import os
 
         if os.environ.get("AGENTCTX_EXTRACTION_CHILD"):
