@@ -32,12 +32,19 @@ if [ "${1:-}" = "--uninstall" ]; then
         agentctx=${PIPX_BIN_DIR:-$HOME/.local/bin}/agentctx
     fi
     if [ -n "$agentctx" ]; then
-        (cd "$start" && "$agentctx" uninstall --all "$@")
+        (cd "$start" && AGENTCTX_INSTALL_SCRIPT=1 "$agentctx" uninstall --all "$@")
     else
         say "no installed agentctx command found: nothing registered to remove"
     fi
     if [ -n "$uv" ] && "$uv" tool list 2>/dev/null | grep -q '^agentctx-cc '; then
-        "$uv" tool uninstall agentctx-cc >/dev/null && say "removed the tool (uv tool uninstall agentctx-cc)"
+        tools=$("$uv" tool dir)
+        "$uv" tool uninstall agentctx-cc >/dev/null 2>&1 && say "removed the tool (uv tool uninstall agentctx-cc)"
+        # uv's tool folder, when no other tool is left in it (only its lock and ignore files)
+        if [ -d "$tools" ] && [ -z "$(find "$tools" -mindepth 1 -maxdepth 1 -type d)" ]; then
+            rm -rf "$tools"
+            rmdir "$(dirname "$tools")" 2>/dev/null || true
+        fi
+        rmdir "$("$uv" tool dir --bin)" 2>/dev/null || true
     elif command -v pipx >/dev/null 2>&1 && pipx list --short 2>/dev/null | grep -q '^agentctx-cc '; then
         pipx uninstall agentctx-cc >/dev/null && say "removed the tool (pipx uninstall agentctx-cc)"
     fi

@@ -313,7 +313,8 @@ def uninstall(
         if os.path.isdir(folder):
             shutil.rmtree(folder)
             purged = True
-    tool = _tool_removal() if everything else None
+    # install.sh --uninstall removes the tool itself right after this
+    tool = _tool_removal() if everything and not os.environ.get("AGENTCTX_INSTALL_SCRIPT") else None
     if json:
         _json(
             {
