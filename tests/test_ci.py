@@ -74,6 +74,11 @@ def clean_clone(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     )
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env |= {"HOME": str(home), "XDG_DATA_HOME": str(home / ".local/share")}
+    # rustup's shims (pip runs `rustc --version` for its user agent) keep their state where the
+    # machine has it, not in the new HOME
+    real_home = Path.home()
+    env.setdefault("RUSTUP_HOME", str(real_home / ".rustup"))
+    env.setdefault("CARGO_HOME", str(real_home / ".cargo"))
     env["XDG_BIN_HOME"] = str(home / ".local/bin")
     return clone, env
 
