@@ -290,6 +290,26 @@ def test_search_limit_and_text(corpus: Corpus) -> None:
     assert corpus.ids["old"] not in text
     nothing = ok("search", "zebra", cwd=corpus.project, env=corpus.env)
     assert nothing.strip() == "no matching records"
+    # the columns are explained once, above the lines
+    lines = text.splitlines()
+    assert lines[0] == "id  type  title  [scope, confidence, age, rank score; * pinned]"
+    assert sum("rank score" in line for line in lines) == 1
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_search_without_a_query_fails_in_one_line(corpus: Corpus, query: str) -> None:
+    message = fails("search", query, cwd=corpus.project, env=corpus.env)
+    assert message.startswith("agentctx: error: search needs a query")
+
+
+def test_a_toolchain_command_is_searchable(corpus: Corpus) -> None:
+    recorded = ok_json(
+        "record", "--type", "convention", "--title", "Run the tests with make test",
+        "--body", "make test runs pytest with the fixtures; make lint runs ruff",
+        cwd=corpus.project, env=corpus.env,
+    )  # fmt: skip
+    hits = ok_json("search", "make", cwd=corpus.project, env=corpus.env)
+    assert [hit["id"] for hit in hits] == [recorded["id"]]
 
 
 @pytest.mark.parametrize(

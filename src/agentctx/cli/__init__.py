@@ -152,6 +152,10 @@ async def _with_store(
         await store.close()
 
 
+#: What the columns of :func:`_line` mean: printed once above a listing of them.
+LINE_LEGEND = "id  type  title  [scope, confidence, age, rank score; * pinned]"
+
+
 def _line(record: Record, score: float | None = None) -> str:
     flags = ("*" if record.pinned else "") + ("" if record.is_current else " superseded")
     extra = f" {score:.2f}" if score is not None else ""

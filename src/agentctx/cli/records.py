@@ -12,7 +12,17 @@ from typing import Annotated, Literal
 import anyio
 from cyclopts import Parameter
 
-from agentctx.cli import Json, _json, _line, _out, _project, _show, _with_store, app
+from agentctx.cli import (
+    LINE_LEGEND,
+    Json,
+    _json,
+    _line,
+    _out,
+    _project,
+    _show,
+    _with_store,
+    app,
+)
 from agentctx.core import clock
 from agentctx.core.errors import ConflictError, ValidationError
 from agentctx.records import NewRecord, Record
@@ -109,6 +119,8 @@ async def search(
     Example: ``agentctx search "retry backoff"``; ``agentctx search --explain "why does the token
     refresh fail?"`` shows what a prompt would get injected, and why.
     """
+    if not query.strip():
+        raise ValidationError('search needs a query: what to look for, e.g. agentctx search "retry backoff"')
     if explain:
         return await _explain(query, json)
     if limit < 1:
@@ -135,6 +147,8 @@ async def search(
         if json:
             _json([{**hit.record.to_dict(), "rank_score": hit.score} for hit in hits])
         else:
+            if hits:
+                _out(LINE_LEGEND)
             for hit in hits:
                 _out(_line(hit.record, hit.score))
             if not hits:
