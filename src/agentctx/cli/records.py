@@ -120,7 +120,9 @@ async def search(
     refresh fail?"`` shows what a prompt would get injected, and why.
     """
     if not query.strip():
-        raise ValidationError('search needs a query: what to look for, e.g. agentctx search "retry backoff"')
+        raise ValidationError(
+            'search needs a query: what to look for, e.g. agentctx search "retry backoff"'
+        )
     if explain:
         return await _explain(query, json)
     if limit < 1:

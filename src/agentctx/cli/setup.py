@@ -65,7 +65,7 @@ async def init(
     ``agentctx init --no-profile`` (hooks and MCP only).
     """
     identity = _project()
-    skipped = _not_a_project(Path(identity.root))
+    skipped = not_a_project(Path(identity.root))
     if project and skipped:
         raise ValidationError(f"--project registers in a project's own files, but {skipped}")
     home.ensure_home()
@@ -101,7 +101,7 @@ async def init(
             if not no_profile:
                 recorded = await _profile(store, identity)
             if team:
-                team_file, team_note = await _team_export(store, identity)
+                team_file, team_note = await team_export_now(store, identity)
         elif team:
             team_note = "nothing written: not in a project"
     on_path = install.which_agentctx()
@@ -213,7 +213,7 @@ PROJECT_MARKERS = (
 )
 
 
-def _not_a_project(root: Path) -> str:
+def not_a_project(root: Path) -> str:
     """Why ``root`` is not a project to profile, or "" when it is one."""
     if _is_agentctx_clone(root):
         return (
@@ -246,14 +246,17 @@ def _is_agentctx_clone(root: Path) -> bool:
     )
 
 
-async def _team_export(store: Store, identity: ProjectIdentity) -> tuple[str | None, str]:
+async def team_export_now(store: Store, identity: ProjectIdentity) -> tuple[str | None, str]:
     """Write this project's team file now (consolidation keeps it current); path and a note."""
     try:
         written = await export_team(store, identity.project_id, identity.root)
     except OSError as exc:  # the setting is on; the next consolidation tries again
         return None, f"{team_path(identity.root)} not written ({exc})"
     if written is None:
-        return None, "nothing to share yet; consolidation writes .agentctx/context.md"
+        return None, (
+            "nothing to share yet: consolidation (at the end of each session, or "
+            "`agentctx consolidate`) writes .agentctx/context.md once there is"
+        )
     return written, f"wrote {written} (commit it; teammates run `agentctx import` on it)"
 
 
@@ -306,7 +309,9 @@ def uninstall(
         folder = home.home_dir()
         if not yes:
             if not sys.stdin.isatty():
-                raise ValidationError("deleting all agentctx data needs a yes: confirm or pass --yes")
+                raise ValidationError(
+                    "deleting all agentctx data needs a yes: confirm or pass --yes"
+                )
             answer = input(f"Delete {folder} and every record in it? [y/N] ")
             if answer.strip().lower() not in ("y", "yes"):
                 raise ValidationError("nothing deleted")
