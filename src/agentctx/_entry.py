@@ -28,6 +28,11 @@ def main() -> None:
         # interpreter's shutdown saves a sizeable share of a bare start on every prompt.
         sys.stderr.flush()
         os._exit(code)
+    if argv in (["--version"], ["-V"]):  # nothing to load for it
+        from agentctx import __version__
+
+        sys.stdout.write(f"{__version__}\n")
+        sys.exit(0)
     if argv == ["mcp"]:  # Claude Code waits ~2 s for the server: skip the CLI's imports
         import signal
 

@@ -67,6 +67,7 @@ IMPORT_MAX_BYTES = 256 * 1024 * 1024
 @app.command(name="import")
 async def import_(
     file: str,
+    /,
     *,
     restore: Annotated[
         bool,
@@ -272,7 +273,7 @@ def config_flags(
 
 
 @config_app.command(name="get")
-def config_get(key: str | None = None, *, json: Json = False) -> int:
+def config_get(key: str | None = None, /, *, json: Json = False) -> int:
     """Print one setting's value, or every setting with its value, default and source.
 
     The source is ``default`` (not in config.json), ``config file`` or ``environment $NAME`` (a
@@ -306,7 +307,7 @@ def _shown(value: object) -> str:
 
 
 @config_app.command(name="set")
-async def config_set(key: str, value: str) -> int:
+async def config_set(key: str, value: str, /) -> int:
     """Change one setting (on/off for switches).
 
     Example: ``agentctx config set llm off``.

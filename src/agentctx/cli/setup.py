@@ -416,7 +416,7 @@ def _tool_removal() -> str:
 
 
 @app.command
-def hook(event: str) -> int:
+def hook(event: str, /) -> int:
     """Run a Claude Code hook (reads the event JSON on stdin; Claude Code calls this, not you).
 
     Events: session-start, user-prompt-submit, post-tool-use, pre-compact, stop, session-end,
