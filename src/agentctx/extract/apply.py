@@ -36,11 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from agentctx.core import clock
 from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX
-from agentctx.core.schema import BODY_MAX, CHECKOUT_HANDOVERS, GLOBAL_PROJECT_ID, TITLE_MAX
-from agentctx.records import title_from
+from agentctx.core.schema import BODY_MAX, CHECKOUT_HANDOVERS, GLOBAL_PROJECT_ID
 from agentctx.core.writes import CUES_MAX, entity_problem, relate
 from agentctx.extract.prompt import ENTITIES_MAX, PREFERENCE_CATEGORIES
-from agentctx.records import NewRecord
+from agentctx.records import NewRecord, title_from
 from agentctx.redact import redact
 
 if TYPE_CHECKING:
