@@ -74,6 +74,11 @@ def clean_clone(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     )
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env |= {"HOME": str(home), "XDG_DATA_HOME": str(home / ".local/share")}
+    # rustup's shims (pip runs `rustc --version` for its user agent) keep their state where the
+    # machine has it, not in the new HOME
+    real_home = Path.home()
+    env.setdefault("RUSTUP_HOME", str(real_home / ".rustup"))
+    env.setdefault("CARGO_HOME", str(real_home / ".cargo"))
     env["XDG_BIN_HOME"] = str(home / ".local/bin")
     return clone, env
 
@@ -126,6 +131,52 @@ def test_the_readme_install_command_needs_only_python(tmp_path: Path) -> None:
     env.pop("UV", None)
     run_install(clone, env)
     assert (Path(env["HOME"]) / ".local/share/agentctx-cc/uv/bin/uv").is_file()
+    uninstall(clone, env, cwd=clone)
+
+
+def home_files(home: Path) -> list[str]:
+    """Every file (not folder) under ``home``, relative, sorted."""
+    return sorted(str(p.relative_to(home)) for p in home.rglob("*") if not p.is_dir())
+
+
+def uninstall(clone: Path, env: dict[str, str], *, cwd: Path) -> str:
+    """``sh install.sh --uninstall --yes`` from ``cwd``: no file the install made stays in HOME."""
+    result = subprocess.run(
+        ["sh", str(clone / "install.sh"), "--uninstall", "--yes"],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert home_files(Path(env["HOME"])) == [], result.stdout + result.stderr
+    assert "removed the tool" in result.stderr, result.stderr
+    return result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_install_project_registers_where_it_is_run_and_uninstall_takes_it_all_back(
+    tmp_path: Path,
+) -> None:
+    """``sh <clone>/install.sh --project`` in a project registers in that project's files (not
+    the clone's); ``--uninstall`` from there removes them, the home, the tool and the cache."""
+    uv = os.environ.get("UV") or shutil.which("uv")
+    assert uv, "uv is needed here (nox's uv is passed as UV)"
+    clone, env = clean_clone(tmp_path)
+    env["PATH"] = f"{Path(uv).parent}{os.pathsep}{path_without('pipx', 'agentctx')}"
+    env.pop("UV", None)
+    shop = tmp_path / "shop"
+    shop.mkdir()
+    subprocess.run(["git", "init", "-q", str(shop)], check=True)
+    result = subprocess.run(
+        ["sh", str(clone / "install.sh"), "--project", "--no-llm", "--no-embeddings"],
+        cwd=shop, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "agentctx hook session-start" in (shop / ".claude" / "settings.json").read_text()
+    assert '"agentctx"' in (shop / ".mcp.json").read_text()
+    assert not (clone / ".claude").exists() and not (clone / ".mcp.json").exists()
+
+    said = uninstall(clone, env, cwd=shop)
+    assert sorted(p.name for p in shop.iterdir()) == [".git"], said
+    assert "removed" in said and "deleted" in said, said
 
 
 @pytest.mark.slow

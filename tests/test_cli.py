@@ -220,6 +220,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
         "We store data in SQLite, one file per user.",
         "--rationale",
         "simpler deployment",
+        "--keep-title",  # "Storage engine" still names what the new body states
         cwd=project,
         env=env,
     )["new"]
@@ -290,6 +291,26 @@ def test_search_limit_and_text(corpus: Corpus) -> None:
     assert corpus.ids["old"] not in text
     nothing = ok("search", "zebra", cwd=corpus.project, env=corpus.env)
     assert nothing.strip() == "no matching records"
+    # the columns are explained once, above the lines
+    lines = text.splitlines()
+    assert lines[0] == "id  type  title  [scope, confidence, age, rank score; * pinned]"
+    assert sum("rank score" in line for line in lines) == 1
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_search_without_a_query_fails_in_one_line(corpus: Corpus, query: str) -> None:
+    message = fails("search", query, cwd=corpus.project, env=corpus.env)
+    assert message.startswith("agentctx: error: search needs a query")
+
+
+def test_a_toolchain_command_is_searchable(corpus: Corpus) -> None:
+    recorded = ok_json(
+        "record", "--type", "convention", "--title", "Run the tests with make test",
+        "--body", "make test runs pytest with the fixtures; make lint runs ruff",
+        cwd=corpus.project, env=corpus.env,
+    )  # fmt: skip
+    hits = ok_json("search", "make", cwd=corpus.project, env=corpus.env)
+    assert [hit["id"] for hit in hits] == [recorded["id"]]
 
 
 @pytest.mark.parametrize(
@@ -327,7 +348,8 @@ def test_supersede_show_and_history(project_dir: Path) -> None:
     assert old["id"] == first["id"]
     assert old["superseded_by"] == new["id"]
     assert old["superseded_at"] is not None
-    assert (new["type"], new["title"]) == ("decision", "Cache layer")
+    # a new body states a new fact: its title comes from it, not from the old version
+    assert (new["type"], new["title"]) == ("decision", "Memcached caches sessions")
     assert new["body"] == "Memcached caches sessions."
     assert new["rationale"] == "cheaper to run"
 
@@ -347,18 +369,21 @@ def test_supersede_show_and_history(project_dir: Path) -> None:
     assert "Redis caches sessions." in shown
     assert "SUPERSEDED" not in ok("show", new["id"], cwd=project_dir)
 
-    third = ok(
-        "supersede", new["id"], "--body", "No cache.", "--rationale", "fast enough", cwd=project_dir
-    ).split()[0]
+    said = ok(
+        "supersede", new["id"], "--body", "No cache. Rationale: fast enough without one.",
+        "--rationale", "fast enough", cwd=project_dir,
+    )  # fmt: skip
+    third = said.split()[0]
+    assert "title     No cache (from the new body; --title sets another)" in said
     chain = [first["id"], new["id"], third]
-    assert ok_json("show", third, cwd=project_dir)["title"] == "Cache layer"  # kept by default
+    assert ok_json("show", third, cwd=project_dir)["title"] == "No cache"
     for record_id in (chain[0], chain[-1]):  # from either end of the chain
         history = ok_json("show", record_id, "--history", cwd=project_dir)
         assert [r["id"] for r in history] == chain
     assert [r["body"] for r in history] == [
         "Redis caches sessions.",
         "Memcached caches sessions.",
-        "No cache.",
+        "No cache. Rationale: fast enough without one.",
     ]
     assert ok("show", third, "--history", cwd=project_dir).count("SUPERSEDED") == 2
 
@@ -375,7 +400,16 @@ def test_supersede_show_and_history(project_dir: Path) -> None:
         "the title no longer held",
         cwd=project_dir,
     )
-    assert (retitled["old"]["title"], retitled["new"]["title"]) == ("Cache layer", "No cache layer")
+    assert (retitled["old"]["title"], retitled["new"]["title"]) == ("No cache", "No cache layer")
+    kept = ok_json(
+        "supersede", retitled["new"]["id"], "--keep-title", "--body", "Sessions are never cached.",
+        "--rationale", "same fact, said better", cwd=project_dir,
+    )  # fmt: skip
+    assert kept["new"]["title"] == "No cache layer"
+    assert "not both" in fails(
+        "supersede", kept["new"]["id"], "--keep-title", "--title", "T", "--body", "B",
+        "--rationale", "r", cwd=project_dir,
+    )  # fmt: skip
 
 
 def test_edit_with_options(project_dir: Path) -> None:

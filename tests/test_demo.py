@@ -90,6 +90,35 @@ def test_demo_shows_the_whole_loop_and_leaves_nothing(tmp_path: Path, agentctx_h
     assert list(scratch.iterdir()) == []  # no temporary folder left behind
     assert not agentctx_home.exists()  # the caller's home was never created
     assert snapshot(user_home) == before
+    assert_readme_excerpt_is_current(stdout)
+
+
+def readme_excerpt() -> list[str]:
+    """The lines of the README's demo excerpt (the ``text`` block after "agentctx demo")."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
+    block = re.search(r"```text\n(.*?)\n```", readme.split("agentctx demo", 1)[1], re.S)
+    assert block is not None, "no demo excerpt in the README"
+    return [line.rstrip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def excerpt_pattern(line: str) -> str:
+    """A regular expression for one excerpt line: ``[…]`` is any text, a ULID any ULID."""
+    masked = re.sub(r"\b[0-9A-HJKMNP-TV-Z]{26}\b", "\0", line)
+    pieces = re.split(r"(\[…\]|\0)", masked)
+    wild = {"[…]": ".*", "\0": "[0-9A-Z]{26}"}
+    return "".join(wild.get(piece, re.escape(piece)) for piece in pieces)
+
+
+def assert_readme_excerpt_is_current(stdout: str) -> None:
+    """Every line of the README's excerpt is a line of this run's output, ``[…]`` standing for
+    any text and a ULID for any ULID: the excerpt cannot go stale unnoticed."""
+    shown = [line.rstrip() for line in stdout.splitlines()]
+    stale = [
+        line
+        for line in readme_excerpt()
+        if not any(re.fullmatch(excerpt_pattern(line), out) for out in shown)
+    ]
+    assert stale == [], "README demo excerpt lines not in the demo's output (regenerate them)"
 
 
 @pytest.mark.slow  # the whole demo in a subprocess

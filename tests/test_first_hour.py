@@ -245,7 +245,8 @@ def test_consolidate_speaks_plainly(tmp_path: Path, minilm_dir: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("global records: 7 records embedded")  # the store's, first
+    assert lines[0] == "store: 7 records embedded"  # the store's, once, not a project's
+    assert not any("embedded" in line for line in lines[1:])
     (line,) = [text for text in lines if text.startswith("shop: ")]
     assert line == "shop: 1 record merged, digest rebuilt; CLAUDE.md: 3 decisions missing, 1 stale"
     # no project hash anywhere, on stdout or in the progress lines

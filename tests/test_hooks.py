@@ -685,3 +685,53 @@ def test_spawn_detached_returns_before_the_worker_finishes(tmp_path: Path) -> No
         time.sleep(0.02)
     assert done.exists()
     assert int(done.read_text() or 0) != os.getsid(0), "the worker runs in its own session"
+
+
+def _held_open(event: str, data: bytes, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """The hook with ``data`` written to a stdin that its writer keeps open throughout."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentctx", "hook", event],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(data)
+    proc.stdin.flush()
+    try:  # the writer never closes stdin (communicate would): the hook must end on its own
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout.read(), proc.stderr.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_a_whole_event_on_a_stdin_held_open_is_handled(project_dir: Path) -> None:
+    seed(project_dir, DECISIONS)
+    data = payload("UserPromptSubmit", SID, project_dir, prompt="grpc retries in the gateway")
+    result = _held_open("user-prompt-submit", json.dumps(data).encode(), project_dir)
+    text = contract(result, "UserPromptSubmit")
+    assert text and "gRPC" in text
+
+
+def test_a_partial_event_on_a_stdin_held_open_is_skipped(project_dir: Path) -> None:
+    seed(project_dir, DECISIONS)
+    result = _held_open("user-prompt-submit", b'{"session_id": "abc", "prompt": "gr', project_dir)
+    assert result.returncode == 0 and result.stdout == b""
+    assert "stdin not closed within" in _log_text()
+
+
+def test_hook_without_an_event_exits_zero_silently() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agentctx", "hook"],
+        input=b"{}",
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (0, b"")

@@ -224,6 +224,16 @@ def test_ulids_sort_by_time_across_milliseconds(monkeypatch: pytest.MonkeyPatch)
     assert int(_decode(made[-1][:10])) == int(base * 1000) + 199
 
 
+def test_ulids_made_in_one_millisecond_sort_in_the_order_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(clock, "time", SimpleNamespace(time=lambda: 1_790_000_000.0005))
+    made = [clock.ulid() for _ in range(1_000)]
+    assert made == sorted(made)
+    assert len(set(made)) == len(made)
+    assert {value[:10] for value in made} == {made[0][:10]}  # one millisecond
+
+
 def test_ulids_from_the_real_clock_sort_across_milliseconds() -> None:
     first = clock.ulid()
     stamp = first[:10]

@@ -421,6 +421,8 @@ def test_round_trip_between_two_homes(tmp_path: Path, remote: str | None) -> Non
         "  as team context of shop, unconfirmed, from .agentctx/context.md\n"
     )
     assert again == "imported 0 records (3 already present)\n"
+    counted = json.loads(ok("status", "--json", cwd=theirs, home=home_b))["store"]
+    assert (counted["records"], counted["projects"]) == (3, 1)  # the import's project counts
 
     exported_a = json.loads(ok("export", "--format", "json", "--project", cwd=mine, home=home_a))
     exported_b = json.loads(ok("export", "--format", "json", "--project", cwd=theirs, home=home_b))
@@ -444,7 +446,14 @@ def test_team_export_can_be_switched_on_and_off_in_config(
     assert json.loads(ok("config", "get", "team_export", "--json", cwd=project_dir, home=home)) == {
         "team_export": True
     }
+    assert not (home / "agentctx.db").exists()  # no store made just to say there is nothing
     ok("config", "set", "team_export", "off", cwd=project_dir, home=home)
     setup = json.loads(ok("init", "--no-mcp", "--json", cwd=project_dir, home=home))
     assert (setup["team_export"], setup["team_file"]) == (False, None)
     assert not (project_dir / ".agentctx").exists()
+    # turned on in a project with something to share, the file is written at once, and said so
+    (project_dir / "pyproject.toml").write_text('[project]\nname = "shop"\n', encoding="utf-8")
+    record(project_dir, home, "decision", "Use gRPC between services", "For streaming.")
+    said = ok("config", "set", "team_export", "on", cwd=project_dir, home=home)
+    team_file = project_dir / ".agentctx" / "context.md"
+    assert f"team file wrote {team_file}" in said and "Use gRPC" in team_file.read_text()

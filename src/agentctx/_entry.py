@@ -13,7 +13,7 @@ import sys
 def main() -> None:
     """Run the agentctx command line."""
     argv = sys.argv[1:]
-    if argv[:1] == ["hook"] and argv[1:2] not in ([], ["--help"], ["-h"]):
+    if argv[:1] == ["hook"] and argv[1:2] not in (["--help"], ["-h"]):
         import os
 
         if os.environ.get("AGENTCTX_EXTRACTION_CHILD"):
@@ -28,6 +28,11 @@ def main() -> None:
         # interpreter's shutdown saves a sizeable share of a bare start on every prompt.
         sys.stderr.flush()
         os._exit(code)
+    if argv in (["--version"], ["-V"]):  # nothing to load for it
+        from agentctx import __version__
+
+        sys.stdout.write(f"{__version__}\n")
+        sys.exit(0)
     if argv == ["mcp"]:  # Claude Code waits ~2 s for the server: skip the CLI's imports
         import signal
 

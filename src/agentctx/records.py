@@ -132,3 +132,21 @@ class NewRecord:
     def to_record(self, record_id: str, recorded_at: str) -> Record:
         """The row to insert for this (validated) input."""
         return Record.from_row(writes.new_row(self.to_dict(), record_id, recorded_at))
+
+
+def title_from(text: str) -> str:
+    """A title stating ``text``: one line, clipped to the title limit with "…" (what extraction
+    makes of a decision's *what* or a preference's rule, and ``supersede`` of a new body)."""
+    from agentctx.core.schema import TITLE_MAX
+
+    flat = " ".join(text.split())
+    return flat if len(flat) <= TITLE_MAX else flat[: TITLE_MAX - 1].rstrip() + "…"
+
+
+def title_from_body(body: str) -> str:
+    """The title a new body states: its first sentence (before a ``Rationale:`` part), as
+    :func:`title_from` words it."""
+    first = body.strip().split("\n\n", 1)[0].split("Rationale:", 1)[0].strip()
+    for end in (". ", ".\n", "? ", "! "):
+        first = first.split(end, 1)[0]
+    return title_from(first.rstrip(".").strip() or body)

@@ -35,7 +35,11 @@ app = App(
     help="A structured, versioned context layer for Claude Code.\n\n"
     'Example: agentctx init (once, in your project); agentctx search "retry backoff"',
     version=__version__,
-    help_format="plaintext",
+    # docstrings render as Markdown: paragraphs reflow to the terminal
+    help_format="markdown",
+    version_format="plaintext",  # Markdown costs its import; a version needs none
+    # a list option is not also given an ``--empty-<name>`` flag
+    default_parameter=Parameter(negative_iterable=()),
 )
 
 Json = Annotated[bool, Parameter(name="--json", negative="", help="Print JSON.")]
@@ -150,6 +154,10 @@ async def _with_store(
         return (await action(store)) or 0
     finally:
         await store.close()
+
+
+#: What the columns of :func:`_line` mean: printed once above a listing of them.
+LINE_LEGEND = "id  type  title  [scope, confidence, age, rank score; * pinned]"
 
 
 def _line(record: Record, score: float | None = None) -> str:

@@ -67,6 +67,7 @@ IMPORT_MAX_BYTES = 256 * 1024 * 1024
 @app.command(name="import")
 async def import_(
     file: str,
+    /,
     *,
     restore: Annotated[
         bool,
@@ -272,7 +273,7 @@ def config_flags(
 
 
 @config_app.command(name="get")
-def config_get(key: str | None = None, *, json: Json = False) -> int:
+def config_get(key: str | None = None, /, *, json: Json = False) -> int:
     """Print one setting's value, or every setting with its value, default and source.
 
     The source is ``default`` (not in config.json), ``config file`` or ``environment $NAME`` (a
@@ -306,11 +307,32 @@ def _shown(value: object) -> str:
 
 
 @config_app.command(name="set")
-def config_set(key: str, value: str) -> int:
+async def config_set(key: str, value: str, /) -> int:
     """Change one setting (on/off for switches).
 
     Example: ``agentctx config set llm off``.
     """
     stored = config.set_value(key, value)
     _out(f"{key} = {_shown(stored)}  ({home.config_path()})")
+    if key == "team_export" and stored is True:
+        _out(f"team file {await _team_file_now()}")
     return 0
+
+
+async def _team_file_now() -> str:
+    """Team export just turned on: this project's team file written now, or when it will be."""
+    from pathlib import Path
+
+    from agentctx.cli.setup import not_a_project, team_export_now
+    from agentctx.store import Store
+
+    identity = _project()
+    skipped = not_a_project(Path(identity.root))
+    if skipped:
+        return (
+            f"not written here ({skipped.split(';')[0]}); run `agentctx consolidate` in a project"
+        )
+    if not await anyio.Path(home.db_path()).exists():  # nothing to share, no store to make
+        return "nothing to share yet: consolidation writes .agentctx/context.md once there is"
+    async with await Store.open() as store:
+        return (await team_export_now(store, identity))[1]

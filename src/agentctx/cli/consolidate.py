@@ -67,6 +67,9 @@ async def consolidate(
         _json([r.to_dict() for r in reports])
     else:
         shown = _labels(reports, names)
+        store_line = _embedding(reports)
+        if store_line:
+            _out(f"store: {store_line}")
         for report in reports:
             _out(summary(report, shown[report.project_id]))
     return 1 if any(r.status == "failed" for r in reports) else 0
@@ -82,19 +85,30 @@ def _labels(reports: list[Report], names: dict[str, str]) -> dict[str, str]:
     }
 
 
+def _embedding(reports: list[Report]) -> str:
+    """What the run's embedding step did, for the whole store (it embeds every project's
+    records at once, in the first report that ran it); "" when there is nothing to say."""
+    for report in reports:
+        embed = (report.steps.get("embed") or {}).get("result") or {}
+        if not embed:
+            continue
+        said = []
+        if embed.get("embedded"):
+            said.append(_count(embed["embedded"], "record") + " embedded")
+        if embed.get("model") is None and embed.get("pending"):
+            said.append(
+                _count(embed["pending"], "record") + " wait for the embedding model (keyword-only)"
+            )
+        return ", ".join(said)
+    return ""
+
+
 def summary(report: Report, name: str) -> str:
     """One project's run in plain words: what changed, then CLAUDE.md drift, then errors."""
     if report.status == "locked":
         return f"{name}: skipped, another consolidation of it is running"
     steps: dict[str, Any] = {k: v.get("result") for k, v in report.steps.items()}
-    done: list[str] = []
-    embed = steps.get("embed") or {}
-    if embed.get("embedded"):
-        done.append(_count(embed["embedded"], "record") + " embedded")
-    if embed and embed.get("model") is None and embed.get("pending"):
-        done.append(
-            _count(embed["pending"], "record") + " wait for the embedding model (keyword-only)"
-        )
+    done: list[str] = []  # embedding is the store's, not a project's: said once (_embedding)
     dedupe = steps.get("dedupe") or {}
     if dedupe.get("merged"):
         done.append(_count(dedupe["merged"], "record") + " merged")

@@ -62,6 +62,7 @@ async def profile_show(*, json: Json = False) -> int:
 @profile_app.command(name="edit")
 async def profile_edit(
     record_id: str,
+    /,
     *,
     title: str | None = None,
     body: Annotated[
@@ -94,6 +95,7 @@ async def profile_edit(
 @profile_app.command(name="clear")
 def profile_clear(
     record_id: str,
+    /,
     *,
     yes: Annotated[bool, Parameter(negative="", help="Do not ask for confirmation.")] = False,
     json: Json = False,

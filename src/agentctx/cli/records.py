@@ -12,7 +12,17 @@ from typing import Annotated, Literal
 import anyio
 from cyclopts import Parameter
 
-from agentctx.cli import Json, _json, _line, _out, _project, _show, _with_store, app
+from agentctx.cli import (
+    LINE_LEGEND,
+    Json,
+    _json,
+    _line,
+    _out,
+    _project,
+    _show,
+    _with_store,
+    app,
+)
 from agentctx.core import clock
 from agentctx.core.errors import ConflictError, ValidationError
 from agentctx.records import NewRecord, Record
@@ -86,6 +96,7 @@ _ALL_HELP = "Include superseded records (history)."
 @app.command
 async def search(
     query: str,
+    /,
     *,
     type: Annotated[list[str] | None, Parameter(help="Only these types (repeatable).")] = None,
     scope: Literal["all", "project", "global"] = "all",
@@ -109,6 +120,10 @@ async def search(
     Example: ``agentctx search "retry backoff"``; ``agentctx search --explain "why does the token
     refresh fail?"`` shows what a prompt would get injected, and why.
     """
+    if not query.strip():
+        raise ValidationError(
+            'search needs a query: what to look for, e.g. agentctx search "retry backoff"'
+        )
     if explain:
         return await _explain(query, json)
     if limit < 1:
@@ -135,6 +150,8 @@ async def search(
         if json:
             _json([{**hit.record.to_dict(), "rank_score": hit.score} for hit in hits])
         else:
+            if hits:
+                _out(LINE_LEGEND)
             for hit in hits:
                 _out(_line(hit.record, hit.score))
             if not hits:
@@ -193,6 +210,7 @@ _HISTORY_HELP = "Show the whole supersession chain."
 @app.command
 async def show(
     record_id: str,
+    /,
     *,
     history: Annotated[bool, Parameter(negative="", help=_HISTORY_HELP)] = False,
     json: Json = False,
@@ -219,6 +237,7 @@ async def show(
 @app.command
 async def edit(
     record_id: str,
+    /,
     *,
     title: str | None = None,
     body: str | None = None,
@@ -273,28 +292,46 @@ def _edit_in_editor(current: Record) -> tuple[str, str]:
 
 @app.command
 async def supersede(
-    record_id: str, *, body: str, rationale: str, title: str | None = None, json: Json = False
+    record_id: str,
+    /,
+    *,
+    body: str,
+    rationale: str,
+    title: str | None = None,
+    keep_title: Annotated[
+        bool, Parameter(negative="", help="Keep the old title (it still states the new body).")
+    ] = False,
+    json: Json = False,
 ) -> int:
     """Replace a current record by a new version with a new body and a rationale.
 
-    ``--title`` gives the new version a new title (when the old one no longer holds); without it
-    the title is kept. Example: ``agentctx supersede 01J… --title "Queue names are kebab-case"
-    --body "Queue names use kebab-case." --rationale "the broker rejects underscores"``.
+    A title states its record's fact, so a new body gets a new title: ``--title``, or else the
+    new body's first sentence (as extraction words titles); ``--keep-title`` keeps the old one.
+    Example: ``agentctx supersede 01J… --body "Queue names use kebab-case." --rationale "the
+    broker rejects underscores"``.
     """
+    from agentctx.records import title_from_body
+
+    if title and title.strip() and keep_title:
+        raise ValidationError("give --title or --keep-title, not both")
     project = _project()
 
     async def action(store: Store) -> int:
+        new_title = title.strip() if title and title.strip() else None
+        derived = False
+        if new_title is None and not keep_title:
+            old_record = await store.find(record_id)
+            if old_record is not None and body.strip() != old_record.body.strip():
+                new_title, derived = title_from_body(body), True
         old, new = await store.supersede(
-            record_id,
-            body,
-            rationale,
-            project_id=project.project_id,
-            title=title if title and title.strip() else None,
+            record_id, body, rationale, project_id=project.project_id, title=new_title
         )
         if json:
             _json({"old": old.to_dict(), "new": new.to_dict()})
         else:
             _out(f"{new.id} supersedes {old.id}")
+            if derived:
+                _out(f"title     {new.title} (from the new body; --title sets another)")
         return 0
 
     return await _with_store(action)
@@ -335,7 +372,7 @@ async def _explain(prompt: str, json: bool) -> int:
 
 
 @app.command
-async def pin(record_id: str, *, json: Json = False) -> int:
+async def pin(record_id: str, /, *, json: Json = False) -> int:
     """Pin a record: it ranks higher in search and the digest.
 
     Example: ``agentctx pin 01J…``.
@@ -344,7 +381,7 @@ async def pin(record_id: str, *, json: Json = False) -> int:
 
 
 @app.command
-async def unpin(record_id: str, *, json: Json = False) -> int:
+async def unpin(record_id: str, /, *, json: Json = False) -> int:
     """Unpin a record.
 
     Example: ``agentctx unpin 01J…``.

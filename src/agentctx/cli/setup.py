@@ -65,7 +65,7 @@ async def init(
     ``agentctx init --no-profile`` (hooks and MCP only).
     """
     identity = _project()
-    skipped = _not_a_project(Path(identity.root))
+    skipped = not_a_project(Path(identity.root))
     if project and skipped:
         raise ValidationError(f"--project registers in a project's own files, but {skipped}")
     home.ensure_home()
@@ -101,7 +101,7 @@ async def init(
             if not no_profile:
                 recorded = await _profile(store, identity)
             if team:
-                team_file, team_note = await _team_export(store, identity)
+                team_file, team_note = await team_export_now(store, identity)
         elif team:
             team_note = "nothing written: not in a project"
     on_path = install.which_agentctx()
@@ -213,7 +213,7 @@ PROJECT_MARKERS = (
 )
 
 
-def _not_a_project(root: Path) -> str:
+def not_a_project(root: Path) -> str:
     """Why ``root`` is not a project to profile, or "" when it is one."""
     if _is_agentctx_clone(root):
         return (
@@ -246,14 +246,17 @@ def _is_agentctx_clone(root: Path) -> bool:
     )
 
 
-async def _team_export(store: Store, identity: ProjectIdentity) -> tuple[str | None, str]:
+async def team_export_now(store: Store, identity: ProjectIdentity) -> tuple[str | None, str]:
     """Write this project's team file now (consolidation keeps it current); path and a note."""
     try:
         written = await export_team(store, identity.project_id, identity.root)
     except OSError as exc:  # the setting is on; the next consolidation tries again
         return None, f"{team_path(identity.root)} not written ({exc})"
     if written is None:
-        return None, "nothing to share yet; consolidation writes .agentctx/context.md"
+        return None, (
+            "nothing to share yet: consolidation (at the end of each session, or "
+            "`agentctx consolidate`) writes .agentctx/context.md once there is"
+        )
     return written, f"wrote {written} (commit it; teammates run `agentctx import` on it)"
 
 
@@ -267,13 +270,25 @@ def uninstall(
     purge: Annotated[
         bool, Parameter(negative="", help="Also delete the agentctx home (all data).")
     ] = False,
-    yes: Annotated[bool, Parameter(negative="", help="Do not ask before --purge.")] = False,
+    everything: Annotated[
+        bool,
+        Parameter(
+            name="--all",
+            negative="",
+            help="Everything the install added: registrations in your files and this project's, "
+            "the home and all its data (asks first), the agentctx plugin and its local "
+            "marketplace; then names the command that removes the tool itself.",
+        ),
+    ] = False,
+    yes: Annotated[bool, Parameter(negative="", help="Do not ask before deleting data.")] = False,
     json: Json = False,
 ) -> int:
-    """Remove exactly what init added to Claude Code's files; data only with --purge.
+    """Remove exactly what init added to Claude Code's files; data only with --purge or --all.
 
-    Example: ``agentctx uninstall --project``.
+    Example: ``agentctx uninstall --project``; ``agentctx uninstall --all`` (or, from the clone,
+    ``sh install.sh --uninstall``, which also removes the tool).
     """
+    project, purge = project or everything, purge or everything
     identity = _project()
     paths = install.settings_paths(Path.home(), Path(identity.root))
     targets = [(paths.user_settings, paths.user_mcp, False)]
@@ -284,43 +299,124 @@ def uninstall(
         inside = Path(identity.root) if is_project else None
         changes.append(install.uninstall_hooks(settings, root=inside))
         changes.append(install.uninstall_mcp(mcp_file, project=is_project, root=inside))
-    _forget_created_if_empty(changes)
+    changes = _forget_created_if_empty(changes)
     plugins = install.plugin_installs(paths, Path(identity.root))  # not init's: left installed
+    plugin_notes = _remove_plugin(paths, [p.id for p in plugins]) if everything else []
+    if everything:
+        plugins = install.plugin_installs(paths, Path(identity.root))
     purged = False
     if purge:
         folder = home.home_dir()
         if not yes:
             if not sys.stdin.isatty():
-                raise ValidationError("--purge deletes all agentctx data: confirm or pass --yes")
+                raise ValidationError(
+                    "deleting all agentctx data needs a yes: confirm or pass --yes"
+                )
             answer = input(f"Delete {folder} and every record in it? [y/N] ")
             if answer.strip().lower() not in ("y", "yes"):
                 raise ValidationError("nothing deleted")
         if os.path.isdir(folder):
             shutil.rmtree(folder)
             purged = True
+    # install.sh --uninstall removes the tool itself right after this
+    tool = _tool_removal() if everything and not os.environ.get("AGENTCTX_INSTALL_SCRIPT") else None
     if json:
         _json(
             {
                 "changes": [{"path": str(c.path), "action": c.action} for c in changes],
                 "plugins_left": [p.id for p in plugins],
+                "plugin": plugin_notes,
                 "purged": purged,
+                "tool": tool,
             }
         )
     else:
         for change in changes:
             _out(f"{change.action:<9} {change.path} ({change.description})")
-        for plugin in plugins:
-            _out(
-                f"plugin    {plugin.describe()} stays installed (init did not add it): "
-                f"`claude plugin uninstall {plugin.id}` removes it"
-            )
+        for note in plugin_notes:
+            _out(f"plugin    {note}")
+        if not everything:
+            for plugin in plugins:
+                _out(
+                    f"plugin    {plugin.describe()} stays installed (init did not add it): "
+                    f"`claude plugin uninstall {plugin.id}` removes it"
+                )
         if purged:
             _out(f"deleted   {home.home_dir()}")
+        if tool:
+            _out(f"tool      the agentctx command stays until you run: {tool}")
     return 0
 
 
+#: The marketplace this repository is registered as (``.claude-plugin/marketplace.json``).
+MARKETPLACE = "agentctx-local"
+
+
+def _remove_plugin(paths: install.ClaudePaths, plugin_ids: list[str]) -> list[str]:
+    """Uninstall the agentctx plugin and remove its local marketplace through Claude Code's own
+    CLI (its files are Claude Code's to edit); without the CLI, the commands to run."""
+    import subprocess
+
+    from agentctx.core import backend
+
+    known = paths.user_settings.parent / "plugins" / "known_marketplaces.json"
+    try:
+        listed = MARKETPLACE in json_object(known)
+    except (OSError, ValueError):
+        listed = False
+    commands = [["plugin", "uninstall", plugin_id] for plugin_id in sorted(set(plugin_ids))]
+    if listed:
+        commands.append(["plugin", "marketplace", "remove", MARKETPLACE])
+    binary = backend.claude_binary()
+    notes = []
+    for command in commands:
+        shown = "claude " + " ".join(command)
+        if binary is None:
+            notes.append(f"run `{shown}` (no claude CLI found here)")
+            continue
+        try:
+            done = subprocess.run(
+                [binary, *command], capture_output=True, text=True, timeout=60, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            notes.append(f"`{shown}` did not finish ({type(exc).__name__}): run it again")
+            continue
+        if done.returncode == 0:
+            notes.append(f"removed: {shown}")
+        else:
+            last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            notes.append(f"`{shown}` failed ({last[0][:200]}): run it again")
+    return notes
+
+
+def json_object(path: Path) -> dict[str, Any]:
+    """A JSON file's top-level object ({} when absent); ValueError when it is something else."""
+    import orjson
+
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return data
+
+
+def _tool_removal() -> str:
+    """The command that removes the installed ``agentctx`` tool (not done from inside it)."""
+    prefix = Path(sys.prefix)
+    own_uv = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local/share")
+    own_uv = own_uv / "agentctx-cc" / "uv" / "bin" / "uv"
+    if prefix.parent.name == "tools":  # uv tool install: <uv data>/tools/agentctx-cc
+        uv = str(own_uv) if own_uv.is_file() else "uv"
+        return f"{uv} tool uninstall agentctx-cc (or `sh install.sh --uninstall` from the clone)"
+    if "pipx" in prefix.parts:
+        return "pipx uninstall agentctx-cc"
+    return f"{Path(sys.executable).parent / 'pip'} uninstall agentctx-cc"
+
+
 @app.command
-def hook(event: str) -> int:
+def hook(event: str, /) -> int:
     """Run a Claude Code hook (reads the event JSON on stdin; Claude Code calls this, not you).
 
     Events: session-start, user-prompt-submit, post-tool-use, pre-compact, stop, session-end,
@@ -349,27 +445,39 @@ def _remember_created(paths: list[Path]) -> None:
     files.write_atomic(state_path, orjson.dumps({"created": sorted(known)}))
 
 
-def _forget_created_if_empty(changes: list[install.Change]) -> None:
-    """Delete settings files that init created and that our removal left as ``{}``."""
+def _forget_created_if_empty(changes: list[install.Change]) -> list[install.Change]:
+    """Delete the settings files that init created and that our removal left as ``{}`` (and a
+    project's ``.claude/`` folder left empty by that); ``changes`` with those said as removed."""
     import orjson
 
     state_path = Path(home.home_dir()) / _STATE
     try:
         created = set(orjson.loads(state_path.read_bytes()).get("created", []))
     except (OSError, ValueError, AttributeError):
-        return
+        return changes
+    said = []
     for change in changes:
         path = change.path
-        if str(path) not in created or not path.exists():
+        if change.action == "removed" or str(path) not in created or not path.exists():
+            said.append(change)
             continue
         try:
             empty = orjson.loads(path.read_bytes()) == {}
         except (OSError, ValueError):
+            said.append(change)
             continue
-        if empty:
-            path.unlink()
-            created.discard(str(path))
+        if not empty:
+            said.append(change)
+            continue
+        path.unlink()
+        created.discard(str(path))
+        note = "deleted the file: init created it and nothing else was in it"
+        if path.parent.name == ".claude" and not any(path.parent.iterdir()):
+            path.parent.rmdir()
+            note += f"; {path.parent} was left empty and is deleted too"
+        said.append(install.Change(path, "removed", note))
     files.write_atomic(state_path, orjson.dumps({"created": sorted(created)}))
+    return said
 
 
 async def _offer_fetch() -> None:

@@ -102,9 +102,25 @@ def age_label(stored: str) -> str:
     return f"{int(days)}d"
 
 
+#: The last ULID's millisecond and random part in this process: the next one in the same
+#: millisecond increments it (the ULID spec's monotonic mode), so ids made in one millisecond
+#: sort in the order they were made.
+_last: list[int] = [0, 0]
+
+
 def ulid() -> str:
-    """A new ULID: 48 bits of milliseconds, 80 random bits, 26 Crockford base32 characters."""
-    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    """A new ULID: 48 bits of milliseconds, 80 random bits, 26 Crockford base32 characters.
+
+    Monotonic within a process and millisecond: in the same millisecond the random part of the
+    previous id is incremented instead of drawn again.
+    """
+    millis = int(time.time() * 1000)
+    if millis == _last[0] and _last[1] < (1 << 80) - 1:
+        rand = _last[1] + 1
+    else:
+        rand = int.from_bytes(os.urandom(10), "big")
+    _last[0], _last[1] = millis, rand
+    value = (millis << 80) | rand
     chars = []
     for _ in range(26):
         chars.append(_CROCKFORD[value & 31])

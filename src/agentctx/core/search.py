@@ -232,7 +232,7 @@ STOPWORDS = frozenset(
         "sure",
         "want",
         "need",
-        "make",
+        # not "make": a toolchain's command ("make test") is a fact worth finding
         "use",
         "using",
         "just",

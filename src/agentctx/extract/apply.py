@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from agentctx.core import clock
 from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX
-from agentctx.core.schema import BODY_MAX, CHECKOUT_HANDOVERS, GLOBAL_PROJECT_ID, TITLE_MAX
+from agentctx.core.schema import BODY_MAX, CHECKOUT_HANDOVERS, GLOBAL_PROJECT_ID
 from agentctx.core.writes import CUES_MAX, entity_problem, relate
 from agentctx.extract.prompt import ENTITIES_MAX, PREFERENCE_CATEGORIES
-from agentctx.records import NewRecord
+from agentctx.records import NewRecord, title_from
 from agentctx.redact import redact
 
 if TYPE_CHECKING:
@@ -359,9 +359,7 @@ def _text(item: dict[str, Any], key: str, limit: int = 1500) -> str:
     return redact(value.strip())[:limit]
 
 
-def _title(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= TITLE_MAX else flat[: TITLE_MAX - 1].rstrip() + "…"
+_title = title_from  # the one rule for a title stating a text (records.title_from)
 
 
 def _confidence(item: dict[str, Any]) -> str:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_STDIN_BYTES = 32 * 1024 * 1024
+#: How long a hook waits for its event JSON on stdin (Claude Code sends it at once).
+STDIN_SECONDS = 2.0
 LOG_MAX_BYTES = 1024 * 1024
 
 #: CLI name -> (module with ``handle(ctx)``, the Claude Code events it serves; the first is default)
@@ -95,15 +97,13 @@ def _read_payload(event: str) -> dict[str, Any] | None:
     if stdin is None or stdin.isatty():
         log(event, "no event JSON on stdin (run by Claude Code, not by hand)")
         return None
-    data = stdin.buffer.read(MAX_STDIN_BYTES + 1)
-    if len(data) > MAX_STDIN_BYTES:
-        log(event, f"stdin over {MAX_STDIN_BYTES} bytes; event skipped")
-        return None
-    text = data.decode("utf-8", "replace")
     try:
-        payload = jsonio.loads(text)
-    except ValueError as exc:
-        log(event, f"stdin is not JSON ({exc}); event skipped")
+        text, payload = _read_stdin(stdin.fileno())
+    except (OSError, ValueError) as exc:  # no usable descriptor
+        log(event, f"stdin unreadable ({type(exc).__name__}); event skipped")
+        return None
+    except _Skip as why:
+        log(event, f"{why}; event skipped")
         return None
     if not isinstance(payload, dict):
         log(event, "stdin JSON is not an object; event skipped")
@@ -112,6 +112,56 @@ def _read_payload(event: str) -> dict[str, Any] | None:
     if "\\ud" in text or "\\uD" in text:  # maybe a lone surrogate escape: valid JSON, not text
         found = _without_lone_surrogates(found)
     return found
+
+
+class _Skip(Exception):
+    """Why the event's stdin is not read as a payload (the message goes to the log)."""
+
+
+def _read_stdin(fd: int) -> tuple[str, Any]:
+    """The event's text and parsed JSON, read within :data:`STDIN_SECONDS`.
+
+    Claude Code writes the payload and closes stdin; a writer that holds it open must not hold
+    the hook: reading stops at end of file, at :data:`MAX_STDIN_BYTES`, at a pause in the input
+    once what arrived is a whole JSON document, or when the deadline passes.
+    """
+    import select
+
+    deadline = time.monotonic() + STDIN_SECONDS
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if not select.select([fd], [], [], max(0.0, min(left, 0.05)))[0]:
+            # A pause: what arrived may be whole already (its writer keeps stdin open).
+            if chunks and chunks[-1].rstrip().endswith(b"}"):
+                parsed = _whole(b"".join(chunks))
+                if parsed is not None:
+                    return parsed
+            if left <= 0:
+                raise _Skip(f"stdin not closed within {STDIN_SECONDS:g} s")
+            continue
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_STDIN_BYTES:
+            raise _Skip(f"stdin over {MAX_STDIN_BYTES} bytes")
+    text = b"".join(chunks).decode("utf-8", "replace")
+    try:
+        return text, jsonio.loads(text)
+    except ValueError as exc:
+        raise _Skip(f"stdin is not JSON ({exc})") from None
+
+
+def _whole(data: bytes) -> tuple[str, Any] | None:
+    """``data`` as text and its JSON value, or None when it is not (yet) a whole document."""
+    text = data.decode("utf-8", "replace")
+    try:
+        return text, jsonio.loads(text)
+    except ValueError:
+        return None
 
 
 def _without_lone_surrogates(payload: dict[str, Any]) -> dict[str, Any]:

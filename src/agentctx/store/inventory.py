@@ -114,8 +114,12 @@ async def status(store: Store, project_id: str | None = None) -> Status:
     )
     project_sessions = await sessions(store, project_id, limit=None)
     all_sessions = await sessions(store, None, limit=None)
+    # a project counts once it has records (a teammate's import) or was seen by a hook
     totals = await store.row(
-        "SELECT (SELECT count(*) FROM records), (SELECT count(*) FROM projects)"
+        "SELECT (SELECT count(*) FROM records), (SELECT count(*) FROM ("
+        "SELECT project_id FROM records WHERE project_id != ? "
+        "UNION SELECT project_id FROM projects WHERE project_id != ?))",
+        (schema.GLOBAL_PROJECT_ID, schema.GLOBAL_PROJECT_ID),
     )
     archived = await store.row(
         f"SELECT count(*) FROM records_archive WHERE project_id IN ({marks})", ids
