@@ -28,12 +28,14 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import orjson
 
 from agentctx import config
 from agentctx.core import backend, errors, learning, ledger, search, sessions
 from agentctx.core.project import sha256_hex
 from agentctx.core.tokens import estimate_tokens
 from agentctx.extract import llm
+from agentctx.extract.claude_code import ClaudeCodeCaller
 from agentctx.redact import redact
 
 if TYPE_CHECKING:
@@ -144,10 +146,16 @@ async def judge_session(
     *,
     transcript: str | None = None,
     client: AsyncAnthropic | None = None,
+    caller: ClaudeCodeCaller | None = None,
     log: Callable[[str], None] | None = None,
 ) -> VerdictReport:
     """Judge a session's unjudged injections (the module docstring); never raises for a model
-    or transcript problem (the report says what happened)."""
+    or transcript problem (the report says what happened).
+
+    ``client``: the API backend with this client; ``caller``: the claude-code backend through
+    this caller (its schema and system prompt are set to the verdicts'); else the backend
+    :func:`agentctx.core.backend.resolve` picks.
+    """
     say = log or (lambda _line: None)
     report = VerdictReport(session_id)
     entries = await anyio.to_thread.run_sync(ledger.read_entries, session_id)
@@ -173,7 +181,7 @@ async def judge_session(
     if not items:
         report.status = "waiting"
         return report
-    ask = await _asker(settings, client, say)
+    ask = await _asker(settings, client, caller, say)
     if ask is None:
         report.status = "no_backend"
         report.waiting = len(pending)
@@ -392,29 +400,32 @@ async def _describe(
 
 
 async def _asker(
-    settings: dict[str, Any], client: AsyncAnthropic | None, say: Callable[[str], None]
+    settings: dict[str, Any],
+    client: AsyncAnthropic | None,
+    caller: ClaudeCodeCaller | None,
+    say: Callable[[str], None],
 ) -> tuple[str, Any] | None:
     """(backend name, ``ask(model, text, usage) -> tool input``) of the extraction backend, or
-    None when there is none (``client``: the API backend's client, for tests)."""
+    None when there is none (``client``, ``caller``: the one given)."""
     if client is not None:
         return backend.API, _api_ask(client)
-    setting = str(settings["extraction.backend"])
-    choice = await anyio.to_thread.run_sync(lambda: backend.resolve(setting))
-    for warning in choice.warnings:
-        say(warning)
-    if choice.backend is None:
-        return None
-    if choice.backend == backend.API:
-        return backend.API, _api_ask(llm.make_client(), own=True)
-    from agentctx.extract import claude_code
-
-    assert choice.binary is not None
-    caller = claude_code.ClaudeCodeCaller(
-        choice.binary, auth_method=choice.auth_method, schema=INPUT_SCHEMA, system=SYSTEM_PROMPT
-    )
+    if caller is None:
+        setting = str(settings["extraction.backend"])
+        choice = await anyio.to_thread.run_sync(lambda: backend.resolve(setting))
+        for warning in choice.warnings:
+            say(warning)
+        if choice.backend is None:
+            return None
+        if choice.backend == backend.API:
+            return backend.API, _api_ask(llm.make_client(), own=True)
+        assert choice.binary is not None
+        caller = ClaudeCodeCaller(choice.binary, auth_method=choice.auth_method)
+    caller.schema = orjson.dumps(INPUT_SCHEMA).decode()
+    caller.system = SYSTEM_PROMPT
+    cli = caller
 
     async def ask(model: str, text: str, usage: llm.Usage) -> Any:
-        return (await caller(model, text, usage)).output
+        return (await cli(model, text, usage)).output
 
     return backend.CLAUDE_CODE, ask
 
