@@ -459,3 +459,23 @@ async def test_calibration_at_consolidation_is_logged_and_reversible(
     reports = await consolidate(store, project.project_id, time_box=None)
     again = reports[0].steps["learning"]["result"]["calibration"]["retrieval.min_relevance"]
     assert again == {"status": "explicit setting", "value": 0.4}
+
+
+async def test_the_dashboard_shows_the_precision(store: Store, tmp_path: Path) -> None:
+    from tests.test_web import serving
+
+    session, _seeded = await conversation(store, tmp_path)
+    async with serving(store) as (_, web):
+        before = (await web.get("/sessions")).text
+    assert "Precision of what was injected" in before
+    assert "No verdicts are made: no backend." in before
+    with MessagesServer(judge()) as server:
+        async with client(server) as api:
+            await judge_session(store, SID, transcript=str(session.path), client=api)
+    async with serving(store) as (_, web):
+        page = (await web.get("/sessions")).text
+    week = page[page.index('data-days="7"') :]
+    assert re.search(r"<strong>33%</strong>\s*judged useful", week)
+    assert re.search(r'data-key="injections">injections<span class="n">3<', week)
+    assert re.search(r'data-key="wrong">wrong<span class="n">1<', week)
+    assert "350 of 550 tokens on ignored or wrong records" in week

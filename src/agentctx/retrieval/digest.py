@@ -336,7 +336,7 @@ def _without_provenance(text: str) -> str:
     return "".join(out)
 
 #: The ways an essential fact's line is shortened, longest first, until all of them fit.
-_ESSENTIAL_FORMS = ((160, False), (160, True), (90, True), (48, True))
+_ESSENTIAL_FORMS = ((160, False), (160, True), (90, True), (48, True), (32, True), (20, True))
 
 
 def _profile_lines(profile: Iterable[Any]) -> list[tuple[str, str | None]]:
