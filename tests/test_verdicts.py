@@ -35,7 +35,9 @@ pytestmark = pytest.mark.anyio
 
 SID = "sess-verdicts-1"
 P = "p" * 64
-INJECTION = re.compile(r'<injection id="(i\d+)" shown="[^"]*">\nPrompt: (.*)\nRecord \[(\w+)\]: (.*)\n')
+INJECTION = re.compile(
+    r'<injection id="(i\d+)" shown="[^"]*">\nPrompt: (.*)\nRecord \[(\w+)\]: (.*)\n'
+)
 #: The scripted model's verdict for a record, by its title.
 VERDICT = {
     "Services talk gRPC": "used",
@@ -123,9 +125,7 @@ async def conversation(store: Store, tmp_path: Path) -> tuple[Session, dict[str,
     return session, seeded
 
 
-async def test_one_call_judges_every_injection_of_the_session(
-    store: Store, tmp_path: Path
-) -> None:
+async def test_one_call_judges_every_injection_of_the_session(store: Store, tmp_path: Path) -> None:
     session, seeded = await conversation(store, tmp_path)
     lines: list[str] = []
     with MessagesServer(judge(extra=[{"id": "i99", "verdict": "used", "reason": "x"}])) as server:
@@ -179,9 +179,7 @@ async def test_a_rerun_never_counts_twice(store: Store, tmp_path: Path) -> None:
     assert written == 0
 
 
-async def test_llm_off_sends_nothing_and_leaves_them_unjudged(
-    store: Store, tmp_path: Path
-) -> None:
+async def test_llm_off_sends_nothing_and_leaves_them_unjudged(store: Store, tmp_path: Path) -> None:
     session, _seeded = await conversation(store, tmp_path)
     config.set_value("llm", "off")
     with MessagesServer(judge()) as server:
@@ -350,8 +348,7 @@ def test_the_prior_formula() -> None:
 
 def steps(*steps: Any) -> Any:
     """A plan of these steps (for store.write)."""
-    for step in steps:
-        yield step
+    yield from steps
 
 
 def _judged(record_id: str, verdict: str, n: int, relevance: float | None = None) -> Any:

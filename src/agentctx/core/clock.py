@@ -29,7 +29,7 @@ def days_ago(days: float) -> str:
 
 def from_epoch(seconds: float) -> str:
     """Epoch seconds (a ledger entry's ``t``) as stored text."""
-    return _stored(int(round(seconds * 1000)) * 1_000_000)
+    return _stored(round(seconds * 1000) * 1_000_000)
 
 
 def _stored(epoch_ns: int) -> str:

@@ -334,7 +334,7 @@ def calibrate(
     low = max(ABS_BOUNDS[0], round(configured - DOWN, 2))
     high = min(ABS_BOUNDS[1], round(configured + UP, 2))
     current = min(high, max(low, current))
-    steps = int(round((high - low) / GRID_STEP))
+    steps = round((high - low) / GRID_STEP)
     grid = [round(low + GRID_STEP * k, 2) for k in range(steps + 1)]
 
     def gain(level: float) -> float:
@@ -354,9 +354,7 @@ def tuned() -> Plan[dict[str, float]]:
     return {str(k): float(v) for k, v in found}
 
 
-def tune(
-    key: str, value: float, previous: float, configured: float, verdicts: int
-) -> Plan[None]:
+def tune(key: str, value: float, previous: float, configured: float, verdicts: int) -> Plan[None]:
     """Store a calibrated threshold with the value it replaced and on how many verdicts."""
     yield execute(
         "INSERT INTO tuned_settings(key, value, previous, configured, verdicts, tuned_at) "

@@ -721,7 +721,9 @@ def for_prompt(
     )
     if facts:
         ids = {row["id"] for row in facts}
-        found.hits = [(row, 1.0) for row in facts] + [h for h in found.hits if h[0]["id"] not in ids]
+        found.hits = [(row, 1.0) for row in facts] + [
+            h for h in found.hits if h[0]["id"] not in ids
+        ]
     return found
 
 

@@ -352,7 +352,7 @@ def _epoch(stamp: str) -> float | None:
 async def _fill_records(store: Store, items: list[Item]) -> None:
     ids = sorted({item.record_id for item in items})
     marks = ", ".join("?" * len(ids))
-    found = {}
+    found: dict[str, Any] = {}
     for table in ("records", "records_archive"):
         for row in await store.rows(
             f"SELECT id, type, title, body FROM {table} WHERE id IN ({marks})", ids
@@ -364,9 +364,7 @@ async def _fill_records(store: Store, items: list[Item]) -> None:
             item.record_type, item.title, item.body = str(row["type"]), row["title"], row["body"]
 
 
-async def _describe(
-    store: Store, session_id: str, items: list[Item], rows: dict[str, Any]
-) -> None:
+async def _describe(store: Store, session_id: str, items: list[Item], rows: dict[str, Any]) -> None:
     """Store each injection's prompt hash and excerpt, and its keyword relevance when unknown."""
 
     def relevances(conn: Any) -> dict[str, float]:

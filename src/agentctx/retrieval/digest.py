@@ -335,6 +335,7 @@ def _without_provenance(text: str) -> str:
     out.append(text[at:])
     return "".join(out)
 
+
 #: The ways an essential fact's line is shortened, longest first, until all of them fit.
 _ESSENTIAL_FORMS = ((160, False), (160, True), (90, True), (48, True), (32, True), (20, True))
 

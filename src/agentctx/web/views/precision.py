@@ -64,7 +64,9 @@ def section(found: Mapping[str, Any]) -> Safe:
     demoted = found["demoted"]["records"]
     if demoted:
         notes.append(
-            tag("p", f"{demoted} records judged ignored again and again rank lower.", class_="muted")
+            tag(
+                "p", f"{demoted} records judged ignored again and again rank lower.", class_="muted"
+            )
         )
     for key, t in found["calibration"]["thresholds"].items():
         notes.append(
