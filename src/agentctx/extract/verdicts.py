@@ -15,7 +15,8 @@ run :func:`judge_session`:
    :data:`ANSWER_CHARS`). Through the extraction backend and its one outbound path
    (:func:`agentctx.extract.llm.forced_tool`, or the ``claude`` CLI with :func:`outbound` text):
    redacted, under the claude-code daily caps (a run over a cap is ``deferred``: nothing sent,
-   the injections stay unjudged for a later run); nothing at all with ``llm`` off or no backend;
+   the injections stay unjudged for a later run); nothing at all with ``llm`` off or no backend.
+   A run holds the session's extraction lock (``locked``: another run of the session is on);
 4. the verdicts are written only onto injections still unjudged (so a re-run never counts one
    twice), in one transaction with the call's row of the extraction ledger (status ``verdicts``;
    the daily caps count it). An answer that names no known injection or no valid verdict writes
@@ -32,6 +33,7 @@ import orjson
 
 from agentctx import config
 from agentctx.core import backend, errors, learning, ledger, search, sessions
+from agentctx.core.locks import extraction_lock
 from agentctx.core.project import sha256_hex
 from agentctx.core.tokens import estimate_tokens
 from agentctx.extract import llm
@@ -109,7 +111,7 @@ class VerdictReport:
     """What one verdict run did for a session."""
 
     session_id: str
-    #: judged | nothing | waiting | llm_off | no_backend | deferred | failed | garbled
+    #: judged | nothing | waiting | llm_off | no_backend | deferred | failed | garbled | locked
     status: str = "nothing"
     noted: int = 0  #: injections noted from the open ledger now
     asked: int = 0  #: injections sent to the model
@@ -157,6 +159,20 @@ async def judge_session(
     :func:`agentctx.core.backend.resolve` picks.
     """
     say = log or (lambda _line: None)
+    with extraction_lock(session_id) as locked:  # one run per session: never two calls at once
+        if not locked:
+            return VerdictReport(session_id, status="locked")
+        return await _judge(store, session_id, transcript, client, caller, say)
+
+
+async def _judge(
+    store: Store,
+    session_id: str,
+    transcript: str | None,
+    client: AsyncAnthropic | None,
+    caller: ClaudeCodeCaller | None,
+    say: Callable[[str], None],
+) -> VerdictReport:
     report = VerdictReport(session_id)
     entries = await anyio.to_thread.run_sync(ledger.read_entries, session_id)
     noted = learning.from_entries(entries)
