@@ -1,8 +1,8 @@
 """Injection verdicts under the real Claude Code CLI, offline (issue 25): the Stop worker judges.
 
 ``agentctx init`` with LLM extraction on (the ``api`` backend: ``ANTHROPIC_API_KEY`` and
-``ANTHROPIC_BASE_URL`` at the loopback server), a recorded decision, then one ``claude -p`` process
-with two prompts (one session). The first prompt is about the decision: UserPromptSubmit injects
+``ANTHROPIC_BASE_URL`` at the loopback server), a recorded discovery, then one ``claude -p`` process
+with two prompts (one session). The first prompt is about a recorded discovery: UserPromptSubmit injects
 it; the scripted main model answers at length (over the Stop hook's 32 KiB of conversation), so the
 Stop hook starts the real detached ``worker extract``, which extracts (the stand-in answers
 ``flush_ok``) and then makes the one verdict call of the run (the stand-in answers ``used`` for
@@ -32,11 +32,13 @@ pytestmark = pytest.mark.e2e
 EXTRACTION = forced_tool(TOOL_NAME)
 VERDICTS = forced_tool(verdicts.TOOL_NAME)
 CUES = forced_tool(cues.TOOL_NAME)
-DECISION = (
-    "Billing and orders talk gRPC with buf-generated stubs",
-    "The billing service calls the orders service over gRPC; stubs are generated with buf.",
+#: A discovery: the SessionStart digest shows decisions and conventions, and a record it showed is
+#: not injected again in the session.
+DISCOVERY = (
+    "The orders service speaks gRPC on port 7443 with buf-generated stubs",
+    "The billing service calls the orders service over gRPC on port 7443; stubs come from buf.",
 )
-ASK = "How should the billing service call the orders service: gRPC or REST, and which stubs?"
+ASK = "Which port and stubs does the billing service use to call the orders service over gRPC?"
 #: The main model's first answer: over 32 KiB, so that Stop starts an extraction.
 LONG_ANSWER = "Use gRPC, as decided, with buf-generated stubs.\n" + "\n".join(
     f"Step {n}: wire the billing client for orders call {n} over gRPC with the buf stub." for n in range(520)
@@ -85,7 +87,7 @@ def test_the_stop_worker_judges_an_injection(tmp_path_factory: pytest.TempPathFa
         machine.run("agentctx", "config", "set", "embeddings", "off")
         machine.agentctx("init", "--no-mcp")
         record = machine.agentctx(
-            "record", "--type", "decision", "--title", DECISION[0], "--body", DECISION[1]
+            "record", "--type", "discovery", "--title", DISCOVERY[0], "--body", DISCOVERY[1]
         )
 
         def verdict_in_store() -> bool:
@@ -95,13 +97,13 @@ def test_the_stop_worker_judges_an_injection(tmp_path_factory: pytest.TempPathFa
             assert wait_until(verdict_in_store, WORKER_DEADLINE_S), diagnostics(machine)
 
         machine.claude_turns([ASK, THANKS], between=hold_until_judged)
-        # the first turn's request carried the injected decision
+        # the first turn's request carried the injected discovery
         first = next(r for r in server.messages_requests() if ASK in "\n".join(r.texts()))
         injected = "\n".join(hook_contexts(first, "UserPromptSubmit"))
         assert record["id"] in injected, diagnostics(machine)
         # one verdict call, made while the session was open (before the second prompt): Stop's
         assert len(server.messages_requests(VERDICTS)) >= 1
-        assert ASK in judge.asked[0] and DECISION[0] in judge.asked[0]
+        assert ASK in judge.asked[0] and DISCOVERY[0] in judge.asked[0]
         assert "Use gRPC, as decided" in judge.asked[0]
         ((verdict, backend, tier),) = machine.query(
             "SELECT verdict, backend, tier FROM injection_verdicts WHERE record_id = ?",
