@@ -347,8 +347,10 @@ def test_the_prior_formula() -> None:
 
 
 def steps(*steps: Any) -> Any:
-    """A plan of these steps (for store.write)."""
-    yield from steps
+    """A plan of these steps (for store.write); a loop, not ``yield from``: the executor sends
+    each step's result into the plan, which a tuple's iterator cannot take."""
+    for step in steps:  # noqa: UP028
+        yield step
 
 
 def _judged(record_id: str, verdict: str, n: int, relevance: float | None = None) -> Any:
@@ -440,6 +442,11 @@ async def test_calibration_at_consolidation_is_logged_and_reversible(
         def log(self, _message: str) -> None:
             pass
 
+    from tests.helpers import run_cli
+
+    explained = run_cli("search", "--explain", "billing webhooks", "--json", cwd=project_dir)
+    assert explained.returncode == 0, explained.stderr
+    assert json.loads(explained.stdout)["floor"] == 0.33  # the floor the hook uses
     conn = open_db(lambda _m: None)
     assert conn is not None
     try:
