@@ -41,7 +41,8 @@ DISCOVERY = (
 ASK = "Which port and stubs does the billing service use to call the orders service over gRPC?"
 #: The main model's first answer: over 32 KiB, so that Stop starts an extraction.
 LONG_ANSWER = "Use gRPC, as decided, with buf-generated stubs.\n" + "\n".join(
-    f"Step {n}: wire the billing client for orders call {n} over gRPC with the buf stub." for n in range(520)
+    f"Step {n}: wire the billing client for orders call {n} over gRPC with the buf stub."
+    for n in range(520)
 )
 THANKS = "Thanks, that is all."
 #: A detached worker: extraction and the verdict call against the loopback server.
