@@ -483,3 +483,22 @@ async def test_the_dashboard_shows_the_precision(store: Store, tmp_path: Path) -
     assert re.search(r'data-key="injections">injections<span class="n">3<', week)
     assert re.search(r'data-key="wrong">wrong<span class="n">1<', week)
     assert "350 of 550 tokens on ignored or wrong records" in week
+
+
+async def test_reset_takes_the_projects_verdicts_and_priors(store: Store, tmp_path: Path) -> None:
+    from agentctx.store import deletion
+
+    session, seeded = await conversation(store, tmp_path)
+    other = await store.add(new_record("decision", "Other project's", "x", "o" * 64))
+    await store.write(_judged(other.id, "ignored", 3))
+    await store.write(_judged(seeded["Queue names are kebab-case"].id, "ignored", 3))
+    with MessagesServer(judge()) as server:
+        async with client(server) as api:
+            await judge_session(store, SID, transcript=str(session.path), client=api)
+    await consolidate(store, "o" * 64, time_box=None)
+    assert (await store.row("SELECT count(*) FROM record_priors"))[0] == 2
+    await deletion.reset(store, P)
+    left = await store.rows("SELECT DISTINCT record_id FROM injection_verdicts")
+    assert [r["record_id"] for r in left] == [other.id]
+    priors = await store.rows("SELECT record_id FROM record_priors")
+    assert [r["record_id"] for r in priors] == [other.id]
