@@ -502,3 +502,24 @@ async def test_reset_takes_the_projects_verdicts_and_priors(store: Store, tmp_pa
     assert [r["record_id"] for r in left] == [other.id]
     priors = await store.rows("SELECT record_id FROM record_priors")
     assert [r["record_id"] for r in priors] == [other.id]
+
+
+async def test_a_long_session_is_judged_24_at_a_time_one_call_per_run(
+    store: Store, tmp_path: Path
+) -> None:
+    seeded = await seed(store)
+    record_id = seeded["Services talk gRPC"].id
+    session = Session(tmp_path)
+    for n in range(30):
+        session.turn("user", f"Question {n} about the gRPC services", 60.0 * n)
+        session.inject(60.0 * n + 0.2, [record_id], 100)
+        session.turn("assistant", f"Answer {n}: gRPC.", 60.0 * n + 5)
+    with MessagesServer(judge()) as server:
+        async with client(server) as api:
+            first = await judge_session(store, SID, transcript=str(session.path), client=api)
+            second = await judge_session(store, SID, transcript=str(session.path), client=api)
+    assert (first.noted, first.asked, first.judged) == (30, 24, 24)
+    assert (second.asked, second.judged) == (6, 6)
+    asked = [INJECTION.findall("\n".join(r.texts())) for r in server.messages_requests()]
+    assert [len(a) for a in asked] == [24, 6]
+    assert asked[0][0][1] == "Question 0 about the gRPC services"  # oldest first

@@ -5,10 +5,10 @@ run :func:`judge_session`:
 
 1. the session's injections are noted from its ledger while it is open
    (:func:`agentctx.core.learning.record`; SessionEnd's fold noted them otherwise);
-2. up to :data:`MAX_INJECTIONS` unjudged ones, oldest first, are matched to their prompt in the
-   transcript: the developer turn nearest in time to the ledger entry (within
-   :data:`MATCH_WINDOW_S`), and the assistant's and tools' turns that follow it until the next
-   developer turn. One whose prompt has no answer yet waits for the next run;
+2. up to :data:`MAX_INJECTIONS` unjudged ones, oldest first (of :data:`SCAN_INJECTIONS`), are
+   matched to their prompt in the transcript: the developer turn nearest in time to the ledger
+   entry (within :data:`MATCH_WINDOW_S`), and the assistant's and tools' turns that follow it
+   until the next developer turn. One whose prompt has no answer yet waits for the next run;
 3. ONE call, whatever the number: a forced, strict tool ``judge_injections`` answering
    ``{verdicts: [{id, verdict, reason}]}`` with each injection's prompt, record (type, title,
    body) and the following turns, all bounded (:data:`PROMPT_CHARS`, :data:`BODY_CHARS`,
@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 TOOL_NAME = "judge_injections"
 #: Injections judged per run (one call); the rest wait for the next run.
 MAX_INJECTIONS = 24
+#: Unjudged injections looked at per run for those: ones whose prompt is not (yet) in the
+#: transcript are passed over, so they cannot hold the newer ones back.
+SCAN_INJECTIONS = 200
 #: Characters of the prompt, the record's body and the assistant's following turns shown.
 PROMPT_CHARS = 800
 BODY_CHARS = 600
@@ -183,7 +186,7 @@ async def _judge(
             await tx.run(learning.record(session_id, noted))
             after = (await tx.rows(count, (session_id,)))[0][0]
         report.noted = int(after) - int(before)
-    pending = await store.run(learning.unjudged(session_id, MAX_INJECTIONS))
+    pending = await store.run(learning.unjudged(session_id, SCAN_INJECTIONS))
     if not pending:
         return report
     settings = config.load()
@@ -306,6 +309,8 @@ async def _items(
     turns = [t for t in parsed.turns if not t.sidechain]
     items: list[Item] = []
     for n, row in enumerate(pending, start=1):
+        if len(items) == MAX_INJECTIONS:  # the rest wait for the next run
+            break
         found = match(turns, str(row["injected_at"]))
         if found is None:
             continue
