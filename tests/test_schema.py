@@ -154,6 +154,38 @@ EXPECTED_COLUMNS: dict[str, list[Column]] = {
         ("name", "TEXT", 0, None, 1),
         ("applied_at", "TEXT", 1, None, 0),
     ],
+    "injection_verdicts": [
+        ("session_id", "TEXT", 1, None, 1),
+        ("record_id", "TEXT", 1, None, 2),
+        ("injected_at", "TEXT", 1, None, 3),
+        ("project_id", "TEXT", 0, None, 0),
+        ("event", "TEXT", 1, "'UserPromptSubmit'", 0),
+        ("tier", "TEXT", 1, "'whole'", 0),
+        ("tokens", "INTEGER", 1, "0", 0),
+        ("relevance", "REAL", 0, None, 0),
+        ("prompt_hash", "TEXT", 0, None, 0),
+        ("prompt_excerpt", "TEXT", 0, None, 0),
+        ("verdict", "TEXT", 0, None, 0),
+        ("reason", "TEXT", 0, None, 0),
+        ("judged_at", "TEXT", 0, None, 0),
+        ("model", "TEXT", 0, None, 0),
+        ("backend", "TEXT", 0, None, 0),
+    ],
+    "record_priors": [
+        ("record_id", "TEXT", 1, None, 1),
+        ("prior", "REAL", 1, None, 0),
+        ("verdicts", "INTEGER", 1, None, 0),
+        ("useful", "INTEGER", 1, None, 0),
+        ("computed_at", "TEXT", 1, None, 0),
+    ],
+    "tuned_settings": [
+        ("key", "TEXT", 1, None, 1),
+        ("value", "REAL", 1, None, 0),
+        ("previous", "REAL", 1, None, 0),
+        ("configured", "REAL", 1, None, 0),
+        ("verdicts", "INTEGER", 1, None, 0),
+        ("tuned_at", "TEXT", 1, None, 0),
+    ],
 }
 
 EXPECTED_INDEXES = {
@@ -172,6 +204,8 @@ EXPECTED_INDEXES = {
     "extraction_ledger_day",
     "records_archive_project_valid",
     "records_archive_superseded_by",
+    "injection_verdicts_at",
+    "injection_verdicts_record",
 }
 # The automatic indexes of PRIMARY KEY / UNIQUE constraints on our own (non-virtual) tables.
 EXPECTED_AUTOINDEXES = {
@@ -566,7 +600,7 @@ async def test_0008_adds_cues_keeps_every_record_and_indexes_the_cues(
             ("p" * 64,),
         )
 
-    assert migrated(db_path) == ["0008_record_cues", "records_fts"]
+    assert migrated(db_path) == ["0008_record_cues", "0009_injection_verdicts", "records_fts"]
     conn, _ = db.connect(db_path)
     with closing(conn):
         assert [r["name"] for r in conn.execute("PRAGMA table_info(records_fts)")] == [

@@ -81,6 +81,13 @@ SETTINGS: dict[str, tuple[str, Any, str]] = {
         "match (0.1 more for a record with retrieval cues; 0 = no floor); ctx_search keeps from "
         "the lower of this and 0.2 and labels its hits",
     ),
+    "retrieval.auto_calibrate": (
+        "bool",
+        True,
+        "let consolidation calibrate the prompt hook's relevance thresholds from the injection "
+        "verdicts (at least 50, within bounds, logged); off uses the configured values, and a "
+        "threshold you set yourself is never calibrated",
+    ),
     "retrieval.min_similarity": (
         "float",
         0.0,

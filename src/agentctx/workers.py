@@ -46,6 +46,10 @@ WORKER_DEADLINE_S = 30.0
 EXTRACTION_DEADLINE_S = 300.0
 #: Exit status of a worker that gave up at its deadline.
 GAVE_UP = 3
+#: Extraction outcomes after which no verdict call is tried: no backend, a cap, another run.
+NOT_JUDGED_AFTER = frozenset({
+    "deferred", "locked", "no_transcript", "no_backend", "no_api_key", "backend_off", "llm_off",
+})  # fmt: skip
 
 
 def give_up_after(seconds: float, what: str) -> float:
@@ -95,11 +99,30 @@ async def session_end(
                 store, session_id, transcript=transcript, log=log, wait=wait
             )
             log(f"extract {session_id}: {report.status} {report.written or ''}".rstrip())
+            if report.status not in NOT_JUDGED_AFTER:
+                await judge(store, session_id, transcript)
         if deadline is not None:
             left = deadline - time.monotonic() - 1.0
             time_box = max(0.1, min(time_box, left))
         consolidated = await consolidate(store, project_id, time_box=time_box, log=log)
     return report, consolidated
+
+
+async def judge(store: Store, session_id: str, transcript: str | None) -> None:
+    """The session's injection verdicts (:mod:`agentctx.extract.verdicts`), after its extraction:
+    one call at most; a failure is a log line, never the worker's end."""
+    from agentctx.extract.verdicts import judge_session
+
+    try:
+        report = await judge_session(store, session_id, transcript=transcript, log=log)
+    except Exception as exc:  # verdicts are a bonus: the worker's other work goes on
+        log(f"verdicts {session_id}: {type(exc).__name__}: {exc}"[:400])
+        return
+    if report.status != "nothing":
+        log(
+            f"verdicts {session_id}: {report.status}, {report.judged} judged, "
+            f"{report.waiting} waiting"
+        )
 
 
 async def sweep(*, idle: float = sessions.IDLE_S, limit: int = SWEEP_MAX) -> list[Report]:
@@ -117,6 +140,8 @@ async def sweep(*, idle: float = sessions.IDLE_S, limit: int = SWEEP_MAX) -> lis
             report = await extract_session(store, session_id, transcript=path, log=log)
             log(f"sweep {session_id}: {report.status} {report.written or ''}".rstrip())
             done.append(report)
+            if report.status not in NOT_JUDGED_AFTER:
+                await judge(store, session_id, path)
             if report.status in ("deferred", "no_backend", "no_api_key", "backend_off", "llm_off"):
                 break  # the next sessions would meet the same cap or lack of a backend
     return done

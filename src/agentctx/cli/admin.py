@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 from cyclopts import App, Parameter
@@ -189,9 +189,40 @@ async def status(*, json: Json = False) -> int:
         months = info["extraction_cost_by_month"]
         if months:
             _out("cost      " + ", ".join(f"{m} ${c:.4f}" for m, c in months.items()))
+        for line in precision_lines(info["precision"]):
+            _out(line)
         return 0
 
     return await _with_store(action, read_only=True)
+
+
+def precision_lines(found: dict[str, Any]) -> list[str]:
+    """``status``'s lines on the store's own precision (issue 25)."""
+    lines = []
+    for window in ("7d", "30d"):
+        p = found[window]
+        share = "no verdict yet" if p["useful_share"] is None else f"{p['useful_share']:.0%} useful"
+        lines.append(
+            f"precision {window:<4} {p['injections']} injections, {p['judged']} judged ({share}: "
+            f"{p['used']} used, {p['ignored']} ignored, {p['wrong']} wrong), {p['unjudged']} "
+            f"unjudged; {p['tokens_ignored']:,} of {p['tokens']:,} tokens on ignored or wrong"
+        )
+    if found["judging"] != "on":
+        lines.append(f"verdicts  none are made: {found['judging']} (see `agentctx doctor`)")
+    demoted = found["demoted"]
+    if demoted["records"]:
+        lines.append(
+            f"demoted   {demoted['records']} records judged ignored again and again "
+            f"(lowest prior {demoted['lowest_prior']:g})"
+        )
+    calibration = found["calibration"]
+    for key, t in calibration["thresholds"].items():
+        lines.append(
+            f"tuned     {key} {t['tuned']:g} (was {t['previous']:g}, configured "
+            f"{t['configured']:g}, {t['verdicts']} verdicts); in use {t['in_use']:g}"
+            + ("" if calibration["auto"] else " (retrieval.auto_calibrate is off)")
+        )
+    return lines
 
 
 @app.command(name="doctor")

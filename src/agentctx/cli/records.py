@@ -343,9 +343,20 @@ async def _explain(prompt: str, json: bool) -> int:
     from agentctx.core.inject import explain
 
     project = _project()
-    floor = float(config.get("retrieval.min_relevance"))
+    settings = config.load()
+    key = "retrieval.min_relevance"
 
     async def action(store: Store) -> int:
+        from agentctx.core import learning
+
+        # the floor the hook uses: the calibrated one while it applies (issue 25)
+        floor = learning.effective(
+            key,
+            float(settings[key]),
+            float(config.SETTINGS[key][1]),
+            bool(settings[learning.AUTO_SETTING]),
+            await store.run(learning.tuned()),
+        )
         report = await store.run(explain(prompt, project.project_id, floor))
         if json:
             _json(report)

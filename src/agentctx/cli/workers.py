@@ -147,15 +147,24 @@ async def worker_sweep() -> int:
 async def worker_extract(
     *, session_id: str, transcript: str | None = None, deadline: float | None = None
 ) -> int:
-    """An extraction of a session as the Stop hook starts it: detached, with a deadline.
+    """An extraction of a session as the Stop hook starts it, then the verdicts of its
+    injections: detached, with a deadline.
 
     Example: ``agentctx worker extract --session-id 7f3c…``.
     """
     from agentctx.extract import extract_session
-    from agentctx.workers import EXTRACTION_DEADLINE_S, give_up_after, log
+    from agentctx.workers import (
+        EXTRACTION_DEADLINE_S,
+        NOT_JUDGED_AFTER,
+        give_up_after,
+        judge,
+        log,
+    )
 
     give_up_after(deadline or EXTRACTION_DEADLINE_S, f"extract worker {session_id}")
     async with await Store.open() as store:
         report = await extract_session(store, session_id, transcript=transcript, log=log)
-    log(f"extract {session_id}: {report.status} {report.written or ''}".rstrip())
+        log(f"extract {session_id}: {report.status} {report.written or ''}".rstrip())
+        if report.status not in NOT_JUDGED_AFTER:
+            await judge(store, session_id, transcript)  # the injections' verdicts: one call
     return 1 if report.status in ("failed", "no_transcript") else 0

@@ -7,7 +7,8 @@
    then **cues**: Haiku writes retrieval cues for up to 40 current records that have none
    (``cues.py``; only when llm is on, within the time box);
 3. **score** the current records (``scoring.py``), then **reinforce** inferred preferences seen in
-   enough sessions (``reinforce.py``);
+   enough sessions (``reinforce.py``); with the global scope, **learning**: the injection verdicts
+   become demotion priors and calibrated thresholds (``learning.py``, issue 25);
 4. **drift**: how far each decision and convention is from the project's CLAUDE.md (``drift.py``);
 5. **digest**: rank decisions (``ranking.py``: RRF of keyword and vector rank), then write
    ``digests/<project>.json`` atomically for the SessionStart hook;
@@ -174,6 +175,8 @@ async def _steps(run: _Run, project_id: str, report: Report) -> None:
         "reinforce",
         lambda: reinforce.reinforce_preferences(store, project_id, threshold=threshold),
     )
+    if project_id == GLOBAL_PROJECT_ID:  # the store's own: once per run
+        await _step(report, run, "learning", lambda: _learning(run))
     if project_id != GLOBAL_PROJECT_ID:
         await _step(
             report,
@@ -303,6 +306,12 @@ async def _cues(run: _Run, project_id: str) -> Any:
         timebox=run.timebox,
         log=run.log,
     )
+
+
+async def _learning(run: _Run) -> Any:
+    from agentctx.consolidate import learning
+
+    return await learning.learn(run.store, run.settings, run.log)
 
 
 async def _digest(

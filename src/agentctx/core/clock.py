@@ -27,6 +27,11 @@ def days_ago(days: float) -> str:
     return _stored(time.time_ns() - int(days * 86_400_000_000_000))
 
 
+def from_epoch(seconds: float) -> str:
+    """Epoch seconds (a ledger entry's ``t``) as stored text."""
+    return _stored(round(seconds * 1000) * 1_000_000)
+
+
 def _stored(epoch_ns: int) -> str:
     seconds, nanos = divmod(epoch_ns, 1_000_000_000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{nanos // 1000:06d}Z"

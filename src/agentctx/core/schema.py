@@ -314,6 +314,54 @@ DROP TRIGGER IF EXISTS records_fts_update;
 DROP TABLE IF EXISTS records_fts;
 """
 
+#: Learning from use (issue 25): one row per record the prompt hook injected (a session's ledger
+#: entry: ``injected_at`` is its time), written when the ledger is folded at SessionEnd or read by a
+#: worker, and its verdict once the extraction backend judged it (NULL: not judged yet). ``tier``
+#: is how it was shown (``whole``, or ``line`` for a one-line possible match), ``tokens`` its share
+#: of the entry's estimate, ``relevance`` its keyword relevance to the prompt (when known). The
+#: primary key makes every writer idempotent: a re-run never counts an injection twice.
+#: ``record_priors``: the demotion prior consolidation derives from the verdicts (the prompt hook
+#: multiplies a record's relevance by it; absent = 1). ``tuned_settings``: thresholds calibrated
+#: from the verdicts, with the value they replaced and on how many verdicts
+#: (:mod:`agentctx.core.learning`).
+_INJECTION_VERDICTS = """
+CREATE TABLE injection_verdicts (
+  session_id     TEXT NOT NULL,
+  record_id      TEXT NOT NULL,
+  injected_at    TEXT NOT NULL,
+  project_id     TEXT,
+  event          TEXT NOT NULL DEFAULT 'UserPromptSubmit',
+  tier           TEXT NOT NULL DEFAULT 'whole' CHECK (tier IN ('whole', 'line')),
+  tokens         INTEGER NOT NULL DEFAULT 0,
+  relevance      REAL,
+  prompt_hash    TEXT,
+  prompt_excerpt TEXT,
+  verdict        TEXT CHECK (verdict IN ('used', 'ignored', 'wrong')),
+  reason         TEXT,
+  judged_at      TEXT,
+  model          TEXT,
+  backend        TEXT,
+  PRIMARY KEY (session_id, record_id, injected_at)
+) WITHOUT ROWID;
+CREATE INDEX injection_verdicts_at ON injection_verdicts(injected_at);
+CREATE INDEX injection_verdicts_record ON injection_verdicts(record_id, verdict);
+CREATE TABLE record_priors (
+  record_id   TEXT PRIMARY KEY,
+  prior       REAL NOT NULL CHECK (prior > 0 AND prior <= 1),
+  verdicts    INTEGER NOT NULL,
+  useful      INTEGER NOT NULL,
+  computed_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE tuned_settings (
+  key        TEXT PRIMARY KEY,
+  value      REAL NOT NULL,
+  previous   REAL NOT NULL,
+  configured REAL NOT NULL,
+  verdicts   INTEGER NOT NULL,
+  tuned_at   TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_extraction_state", _EXTRACTION_STATE),
@@ -323,6 +371,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0006_embedding_model", _EMBEDDING_MODEL),
     ("0007_captured_calls", _CAPTURED_CALLS),
     ("0008_record_cues", _RECORD_CUES),
+    ("0009_injection_verdicts", _INJECTION_VERDICTS),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

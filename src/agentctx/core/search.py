@@ -608,6 +608,7 @@ def keyword_search(
     limit: int = 10,
     floor: float | Callable[[], float] = 0.0,
     fts: bool = True,
+    demote: bool = False,
 ) -> Plan[Found]:
     """The keyword search: term counts, the rarest terms, BM25, the rerank, the relevance floor.
 
@@ -615,7 +616,8 @@ def keyword_search(
     the candidates whose :func:`relevance` is below it; 0 keeps them all. When FTS5 fails (an
     ``sqlean.OperationalError``) or ``fts`` is False the LIKE search runs instead and ``degraded``
     says why. ``as_of`` or ``include_superseded`` adds the archive's matches (LIKE: the cold
-    table has no FTS index, so their scores are on the LIKE scale).
+    table has no FTS index, so their scores are on the LIKE scale). ``demote``: apply each
+    record's demotion prior to its relevance (:func:`agentctx.core.learning.demote`).
     """
     if not terms or limit <= 0:
         return Found()
@@ -660,6 +662,10 @@ def keyword_search(
                 if highest < level:  # not even a record matching every searched term passes
                     return Found(relevance=dict.fromkeys(ids, highest), considered=len(ranked))
                 scores = yield from judge(chosen, weights, denominator, ids, matches=matched)
+                if demote:  # issue 25: a record judged ignored again and again ranks lower
+                    from agentctx.core import learning
+
+                    scores = yield from learning.demote(scores)
                 best = max(scores.values(), default=0.0)
                 kept = [
                     (row, score)
@@ -693,20 +699,32 @@ def for_prompt(
     With a floor, a prompt whose terms are too common to tell anything (:func:`content` below
     :data:`MIN_CONTENT`: "run it again", "do the same for the other handler") finds nothing.
     """
+    exclude_ids = sorted(exclude_ids)
+    # issue 25: a prompt that asks for the test, lint or build command or the stack gets that
+    # profile fact first, however common its words (agentctx.core.essentials)
+    from agentctx.core import essentials
+
+    asked = essentials.asked_keys(terms)
+    facts = (yield from essentials.answers(asked, project_id, exclude_ids)) if asked else []
     if content(terms) < MIN_CONTENT:
         floor = floor() if callable(floor) else floor
         if floor > 0:
-            return Found(thin=True)
-    return (
-        yield from keyword_search(
-            terms,
-            project_ids=scope_projects(project_id, "all"),
-            exclude_ids=sorted(exclude_ids),
-            candidates=PROMPT_CANDIDATES,
-            limit=PROMPT_LIMIT,
-            floor=floor,
-        )
+            return Found([(row, 1.0) for row in facts]) if facts else Found(thin=True)
+    found = yield from keyword_search(
+        terms,
+        project_ids=scope_projects(project_id, "all"),
+        exclude_ids=exclude_ids,
+        candidates=PROMPT_CANDIDATES,
+        limit=PROMPT_LIMIT,
+        floor=floor,
+        demote=True,
     )
+    if facts:
+        ids = {row["id"] for row in facts}
+        found.hits = [(row, 1.0) for row in facts] + [
+            h for h in found.hits if h[0]["id"] not in ids
+        ]
+    return found
 
 
 def shown_before(session_id: str) -> Plan[set[str]]:

@@ -185,6 +185,10 @@ def fold(session_id: str, entries: list[LedgerEntry], *, ended: bool) -> Plan[No
         "INSERT OR IGNORE INTO session_injections(session_id, record_id) VALUES (?, ?)",
         [(session_id, record_id) for record_id in sorted(ledger.injected_ids(entries))],
     )
+    # each prompt's injections, for their verdicts (issue 25): the ledger file goes after this
+    from agentctx.core import learning
+
+    yield from learning.record(session_id, learning.from_entries(entries))
     now = clock.now()
     yield execute(
         "INSERT INTO sessions(session_id, started_at) VALUES (?, ?) ON CONFLICT DO NOTHING",

@@ -67,12 +67,20 @@ class ClaudeCodeError(Exception):
         self.transient = transient
 
 
-def argv(binary: str, model: str, *, user_settings: bool = False) -> list[str]:
+def argv(
+    binary: str,
+    model: str,
+    *,
+    user_settings: bool = False,
+    schema: str = _SCHEMA,
+    system: str = SYSTEM_PROMPT,
+) -> list[str]:
     """The command line of one call (``user_settings``: keep the user's settings, for an
-    ``apiKeyHelper`` login, with every hook disabled)."""
+    ``apiKeyHelper`` login, with every hook disabled); ``schema`` (JSON) and ``system``: the
+    extraction's unless another ask (the injection verdicts) gives its own."""
     args = [
-        binary, "-p", "--model", model, "--output-format", "json", "--json-schema", _SCHEMA,
-        "--system-prompt", SYSTEM_PROMPT, "--tools", "", "--strict-mcp-config",
+        binary, "-p", "--model", model, "--output-format", "json", "--json-schema", schema,
+        "--system-prompt", system, "--tools", "", "--strict-mcp-config",
         "--disable-slash-commands", "--no-session-persistence", "--max-turns", "2",
     ]  # fmt: skip
     if user_settings:
@@ -94,8 +102,13 @@ class ClaudeCodeCaller:
         attempts: int = ATTEMPTS,
         retry_pause: float = RETRY_PAUSE_S,
         cli_retries: int = 4,
+        schema: dict[str, object] | None = None,
+        system: str | None = None,
     ) -> None:
         self.binary = binary
+        #: the structured output's schema and the system prompt (default: the extraction's)
+        self.schema = _SCHEMA if schema is None else orjson.dumps(schema).decode()
+        self.system = SYSTEM_PROMPT if system is None else system
         self.user_settings = auth_method == backend.HELPER_METHOD
         self.timeout = timeout
         self.attempts = max(1, attempts)
@@ -119,7 +132,13 @@ class ClaudeCodeCaller:
         """Nothing to release (one process per call)."""
 
     async def _once(self, model: str, user_text: str, usage: Usage) -> CallResult:
-        command = argv(self.binary, model, user_settings=self.user_settings)
+        command = argv(
+            self.binary,
+            model,
+            user_settings=self.user_settings,
+            schema=self.schema,
+            system=self.system,
+        )
         with tempfile.TemporaryDirectory(prefix="agentctx-extract-") as cwd:
             try:
                 process = await anyio.open_process(

@@ -101,7 +101,7 @@ def _search(
 
     ``floor`` None reads ``retrieval.min_relevance`` (only when there are candidates to judge).
     """
-    level = (lambda: min_relevance(ctx)) if floor is None else floor
+    level = (lambda: min_relevance(ctx, conn)) if floor is None else floor
     found = plan.run(
         conn, search.for_prompt(terms, ctx.project.project_id, exclude_ids=exclude, floor=level)
     )
@@ -120,7 +120,8 @@ def _explain(ctx: HookContext, conn: sqlean.Connection, shown: set[str]) -> None
 
     try:
         report = plan.run(
-            conn, explain(ctx.text("prompt"), ctx.project.project_id, min_relevance(ctx), shown)
+            conn,
+            explain(ctx.text("prompt"), ctx.project.project_id, min_relevance(ctx, conn), shown),
         )
     except Exception as exc:  # a debugging aid never costs the prompt its context
         ctx.log(f"explain failed: {type(exc).__name__}: {exc}")
@@ -135,16 +136,26 @@ def _explain(ctx: HookContext, conn: sqlean.Connection, shown: set[str]) -> None
     )
 
 
-def min_relevance(ctx: HookContext) -> float:
-    """The configured relevance floor; the default when the config file cannot be read."""
+def min_relevance(ctx: HookContext, conn: sqlean.Connection | None = None) -> float:
+    """The configured relevance floor, or (issue 25) the one consolidation calibrated from the
+    injection verdicts while it is on (:func:`agentctx.core.learning.effective_on`); the default
+    when the config file cannot be read."""
     from agentctx import config
     from agentctx.core.errors import ConfigError
 
+    key = "retrieval.min_relevance"
     try:
-        return float(config.get("retrieval.min_relevance"))
+        settings = config.load()
     except ConfigError as exc:
         ctx.log(f"config unreadable ({exc}); default relevance floor")
         return search.MIN_RELEVANCE
+    configured = float(settings[key])
+    if conn is None:
+        return configured
+    from agentctx.core import learning
+
+    auto = bool(settings[learning.AUTO_SETTING])
+    return learning.effective_on(conn, key, configured, float(config.SETTINGS[key][1]), auto)
 
 
 def _subagent(ctx: HookContext) -> str | None:

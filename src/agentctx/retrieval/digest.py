@@ -32,7 +32,7 @@ library plus the SQLite connection the caller passes: the SessionStart hook buil
 
 from __future__ import annotations
 
-from agentctx.core import clock, inject, pinned, plan
+from agentctx.core import clock, essentials, inject, pinned, plan
 from agentctx.core.digests import FORMAT_VERSION, MAX_CHARS, MAX_TOKENS, assemble
 from agentctx.core.inject import fenced_text, label
 from agentctx.core.schema import GLOBAL_PROJECT_ID
@@ -174,12 +174,7 @@ def render(
             into.append(text)
             shown.extend(ids)
 
-    section(
-        head,
-        "## Project profile",
-        [(_profile_line(row), row["id"]) for row in profile],
-        BUDGETS["profile"],
-    )
+    section(head, "## Project profile", _profile_lines(profile), BUDGETS["profile"])
     section(
         head,
         "## Active decisions and conventions",
@@ -315,9 +310,50 @@ def _decision_line(row: Any) -> str:
     return f"- [{label(row)}{pin}] {fenced_text(row['title'])}{said} (id {row['id']})"
 
 
-def _profile_line(row: Any) -> str:
-    body = fenced_text(_one_line(row["body"], 160))
+def _profile_line(row: Any, limit: int = 160, *, compact: bool = False) -> str:
+    text = _without_provenance(row["body"]) if compact else row["body"]
+    body = fenced_text(_one_line(text, limit))
     return f"- [{label(row)}] {fenced_text(row['title'])}: {body}"
+
+
+def _without_provenance(text: str) -> str:
+    """``text`` without its "(from Makefile target 'test')" groups: where a detected command came
+    from, the first thing a tight budget drops (by hand: the hook path does not import ``re``)."""
+    out: list[str] = []
+    at = 0
+    while (start := text.find(" (from ", at)) >= 0:
+        depth, end = 0, -1
+        for index in range(start + 1, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[index], 0)
+            if depth == 0:
+                end = index
+                break
+        if end < 0:
+            break
+        out.append(text[at:start])
+        at = end + 1
+    out.append(text[at:])
+    return "".join(out)
+
+
+#: The ways an essential fact's line is shortened, longest first, until all of them fit.
+_ESSENTIAL_FORMS = ((160, False), (160, True), (90, True), (48, True), (32, True), (20, True))
+
+
+def _profile_lines(profile: Iterable[Any]) -> list[tuple[str, str | None]]:
+    """The profile section's lines (issue 25, item 4): the test, lint and build commands and the
+    stack first (:data:`agentctx.core.essentials.ESSENTIAL`), shortened (provenance dropped, then
+    cut) rather than dropped when the budget is tight; the other facts after them, as they fit."""
+    order = {key: n for n, key in enumerate(essentials.PROFILE_ORDER)}
+    rows = sorted(profile, key=lambda row: order.get(row["key"] or "", len(order)))
+    first = [row for row in rows if row["key"] in essentials.ESSENTIAL]
+    rest = [(_profile_line(row), row["id"]) for row in rows if row not in first]
+    room = BUDGETS["profile"] - estimate_tokens("## Project profile") - 1
+    for limit, compact in _ESSENTIAL_FORMS:
+        lines = [(_profile_line(row, limit, compact=compact), row["id"]) for row in first]
+        if sum(estimate_tokens(line) + 1 for line, _id in lines) <= room:
+            break
+    return [*lines, *rest]
 
 
 def _preference_line(row: Any) -> str:

@@ -33,6 +33,11 @@ async def reset(store: Store, project_id: str) -> int:
         if store.capabilities.vec_version:
             await tx.execute(f"DELETE FROM records_vec WHERE record_id IN ({ids})", (project_id,))
         await tx.execute("DELETE FROM nodes WHERE project_id = ?", (project_id,))
+        # what the verdicts say about them (issue 25) goes with them
+        for table in ("record_priors", "injection_verdicts"):
+            await tx.execute(
+                f"DELETE FROM {table} WHERE record_id IN ({every})", (project_id, project_id)
+            )
         deleted = await tx.execute("DELETE FROM records WHERE project_id = ?", (project_id,))
         return deleted + await tx.execute(
             "DELETE FROM records_archive WHERE project_id = ?", (project_id,)

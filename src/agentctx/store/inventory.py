@@ -88,6 +88,7 @@ class Status(TypedDict):
     extraction_cost_by_month: dict[str, float]
     extraction_today: dict[str, dict[str, float]]
     store: StoreTotals
+    precision: dict[str, Any]
     project: NotRequired[dict[str, str | None]]
 
 
@@ -126,6 +127,9 @@ async def status(store: Store, project_id: str | None = None) -> Status:
     )
     candidates = await prune_candidates(store, project_id)
     today = await extraction_today(store)
+    from agentctx.store import precision  # issue 25: the store's own precision
+
+    judged = await precision.summary(store)
     return {
         "project_id": project_id,
         "counts": counts,
@@ -149,6 +153,7 @@ async def status(store: Store, project_id: str | None = None) -> Status:
             "sessions": len(all_sessions),
             "tokens_injected": sum(s["tokens_injected"] for s in all_sessions),
         },
+        "precision": judged,
     }
 
 

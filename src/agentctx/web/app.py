@@ -171,8 +171,13 @@ async def sessions_page(request: Request) -> Response:
     rows = await queries.session_rows(store, project or None, limit=None)
     days = queries.day_totals(rows, shell.today())
     choices = await queries.project_choices(store)
+    from agentctx.store import precision  # issue 25: the store's own precision
+
+    found = await precision.summary(store)
     return _html(
-        sessions_view.render(rows[:SESSIONS_SHOWN], days, project, choices, token=_token(request))
+        sessions_view.render(
+            rows[:SESSIONS_SHOWN], days, project, choices, token=_token(request), precision=found
+        )
     )
 
 

@@ -3,9 +3,10 @@ the table of the newest sessions."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentctx.web.html import Safe, tag
+from agentctx.web.views import precision as precision_view
 from agentctx.web.views.charts import bars
 from agentctx.web.views.page import (
     duration,
@@ -20,7 +21,7 @@ from agentctx.web.views.page import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from agentctx.core.shapes import SessionListing
     from agentctx.web.queries import DayTotals
@@ -51,8 +52,9 @@ def render(
     projects: Sequence[tuple[str, str]],
     *,
     token: str,
+    precision: Mapping[str, Any] | None = None,
 ) -> Safe:
-    """The Sessions page."""
+    """The Sessions page (with the store's precision, :mod:`agentctx.web.views.precision`)."""
     names = dict(projects)
     charts = tag(
         "section",
@@ -104,6 +106,7 @@ def render(
             class_="filters compact",
         ),
         charts,
+        precision_view.section(precision) if precision is not None else "",
         tag("h2", f"Newest sessions ({len(rows)})"),
         table,
         token=token,
