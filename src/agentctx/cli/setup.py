@@ -113,7 +113,12 @@ async def init(
                 "home": home.home_dir(),
                 "tightened": tightened,
                 "changes": [
-                    {"path": str(c.path), "action": c.action, "description": c.description}
+                    {
+                        "path": str(c.path),
+                        "action": c.action,
+                        "description": c.description,
+                        "details": list(c.details),
+                    }
                     for c in changes
                 ],
                 "profiled": not skipped and not no_profile,
@@ -147,6 +152,8 @@ async def init(
             )
         for change in changes:
             _out(f"{change.action:<9} {change.path} ({change.description})")
+            for detail in change.details:  # one line per key a repair dropped or replaced
+                _out(f"{'':<9} {detail}")
         if mcp_note:
             _out(f"mcp       {mcp_note}")
         if config_added:
@@ -309,6 +316,8 @@ def uninstall(
     else:
         for change in changes:
             _out(f"{change.action:<9} {change.path} ({change.description})")
+            for detail in change.details:  # one line per key a repair dropped or replaced
+                _out(f"{'':<9} {detail}")
         for plugin in plugins:
             _out(
                 f"plugin    {plugin.describe()} stays installed (init did not add it): "

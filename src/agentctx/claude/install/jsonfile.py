@@ -36,9 +36,12 @@ class Change:
     path: Path
     action: Action
     description: str
+    #: One line each: what a repair dropped or replaced (a repository's hostile MCP entry, say).
+    details: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.action}: {self.path} ({self.description})"
+        lines = [f"{self.action}: {self.path} ({self.description})", *self.details]
+        return "\n  ".join(lines)
 
 
 def kind(value: object) -> str:

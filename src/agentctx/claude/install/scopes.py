@@ -119,7 +119,7 @@ def status(paths: ClaudePaths) -> InstallStatus:
     project = None
     project_dir = None
     if paths.project_settings is not None and paths.project_mcp is not None:
-        project = _scope_status(paths.project_settings, paths.project_mcp)
+        project = _scope_status(paths.project_settings, paths.project_mcp, project=True)
         project_dir = paths.project_settings.parent.parent
     plugin = active_plugin(paths, project_dir)
     return {
@@ -130,7 +130,7 @@ def status(paths: ClaudePaths) -> InstallStatus:
     }
 
 
-def _scope_status(settings_path: Path, mcp_path: Path) -> ScopeStatus:
+def _scope_status(settings_path: Path, mcp_path: Path, *, project: bool = False) -> ScopeStatus:
     errors: list[str] = []
     hook_states = dict.fromkeys(HOOK_EVENTS, "error")
     disabled = False
@@ -159,7 +159,8 @@ def _scope_status(settings_path: Path, mcp_path: Path) -> ScopeStatus:
         if existing is None:
             mcp_state = "missing"
         else:
-            mcp_state = "ok" if same(existing, canonical_mcp_entry(existing)) else "stale"
+            canonical = canonical_mcp_entry(existing, project=project)
+            mcp_state = "ok" if same(existing, canonical) else "stale"
     except ConfigError as exc:
         errors.append(str(exc))
     return {
