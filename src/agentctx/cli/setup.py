@@ -14,8 +14,8 @@ from cyclopts import Parameter
 from agentctx import config, detection
 from agentctx.claude import install
 from agentctx.cli import Json, _json, _out, _project, app
-from agentctx.core import files, home
-from agentctx.core.errors import ValidationError
+from agentctx.core import files, home, nofollow
+from agentctx.core.errors import AgentctxError, ValidationError
 from agentctx.core.project import find_git_dir
 from agentctx.store import Store
 from agentctx.team import export_team, team_path
@@ -240,8 +240,9 @@ def _is_agentctx_clone(root: Path) -> bool:
     import tomllib
 
     try:
-        data = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = files.read_inside(root, root / "pyproject.toml", 4 * 1024 * 1024)
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, AgentctxError):  # missing, not a file inside the root, not TOML
         return False
     table = data.get("project")
     if not isinstance(table, dict):
@@ -351,7 +352,7 @@ def _remember_created(paths: list[Path]) -> None:
 
     state_path = Path(home.home_dir()) / _STATE
     try:
-        known = set(orjson.loads(state_path.read_bytes()).get("created", []))
+        known = set(orjson.loads(nofollow.read_bytes(str(state_path))).get("created", []))
     except (OSError, ValueError, AttributeError):
         known = set()
     known.update(str(p) for p in paths)
@@ -364,7 +365,7 @@ def _forget_created_if_empty(changes: list[install.Change]) -> None:
 
     state_path = Path(home.home_dir()) / _STATE
     try:
-        created = set(orjson.loads(state_path.read_bytes()).get("created", []))
+        created = set(orjson.loads(nofollow.read_bytes(str(state_path))).get("created", []))
     except (OSError, ValueError, AttributeError):
         return
     for change in changes:

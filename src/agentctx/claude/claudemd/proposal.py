@@ -206,10 +206,10 @@ async def report(
 
 def _write(sync: SyncReport) -> None:
     path = sync.target
-    now = read_sync(path)
+    root = sync.root if sync.root and _inside(sync.root, path) else None
+    now = read_sync(path, root)  # read as the report read it: inside the repository, no link out
     if (now.text if now is not None else None) != sync.current:
         raise ValidationError(f"{path} changed while agentctx read it: run `agentctx sync` again")
-    root = sync.root if sync.root and _inside(sync.root, path) else None
     core_files.write_atomic(
         path, sync.proposed.encode("utf-8"), mode=None, keep_mode=True, root=root
     )
