@@ -99,6 +99,14 @@ def ready(template: Path, agentctx_home: Path) -> Path:
     return agentctx_home
 
 
+def failed_command(project_dir: Path) -> dict[str, object]:
+    return payload(
+        "PostToolUse", "s-1", project_dir, tool_name="Bash",
+        tool_input={"command": "make test"},
+        tool_response={"stdout": "", "stderr": "error: 3 failed", "exit_code": 2},
+    )  # fmt: skip
+
+
 def tree(root: Path) -> dict[str, tuple[int, int]]:
     """Every path under ``root`` with its size and modification time (what a write changes)."""
     found = {}
@@ -166,14 +174,7 @@ def test_hooks_inject_nothing_and_write_nothing_into_a_foreign_home(
         ("session-start", payload("SessionStart", "s-1", project_dir, source="startup")),
         ("user-prompt-submit", payload("UserPromptSubmit", "s-1", project_dir, prompt="install")),
         ("subagent-start", payload("SubagentStart", "s-1", project_dir, agent_type="x")),
-        (
-            "post-tool-use",
-            payload(
-                "PostToolUse", "s-1", project_dir, tool_name="Bash",
-                tool_input={"command": "make test"},
-                tool_response={"stdout": "", "stderr": "error: 3 failed", "exit_code": 2},
-            ),  # fmt: skip
-        ),
+        ("post-tool-use", failed_command(project_dir)),
         ("stop", payload("Stop", "s-1", project_dir)),
         ("session-end", payload("SessionEnd", "s-1", project_dir, reason="exit")),
     ]

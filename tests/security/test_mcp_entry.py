@@ -63,9 +63,7 @@ def test_init_project_drops_what_changes_how_the_server_starts(
     root = tmp_path / "repo"
     path = project_with(root, entry)
 
-    result = run_cli(
-        "init", "--project", "--no-llm", "--no-embeddings", "--no-profile", cwd=root
-    )
+    result = run_cli("init", "--project", "--no-llm", "--no-embeddings", "--no-profile", cwd=root)
 
     assert result.returncode == 0, result.stderr
     data = json.loads(path.read_text())
@@ -116,7 +114,9 @@ def test_doctor_calls_a_hostile_project_entry_stale(tmp_path: Path) -> None:
 
 _values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 _keys = st.sampled_from(

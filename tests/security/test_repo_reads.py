@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -29,6 +28,8 @@ from tests.helpers import run_cli, server_params
 from tests.test_web import serving
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from agentctx.store import Store
 
 MARKER = "sk-ant-api03-OUTSIDE-THE-REPOSITORY-0123456789"

@@ -263,9 +263,7 @@ def read_tail(path: str | os.PathLike[str], limit: int) -> tuple[bytes, bool]:
     return data, cut
 
 
-def read_inside(
-    root: str | os.PathLike[str], target: str | os.PathLike[str], limit: int
-) -> bytes:
+def read_inside(root: str | os.PathLike[str], target: str | os.PathLike[str], limit: int) -> bytes:
     """At most ``limit`` bytes of the regular file ``target`` inside the repository ``root``.
 
     :class:`UnsafePathError` when the path, resolved, leaves the root (``..``, a symlink out of

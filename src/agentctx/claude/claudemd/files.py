@@ -60,6 +60,12 @@ def read_sync(path: str, root: str | None = None) -> ClaudeMd | None:
     return ClaudeMd(path, text, exact=exact)
 
 
+def is_inside(root: str, path: str) -> bool:
+    """Whether ``path`` names a place under ``root`` (lexically: links are judged when read)."""
+    root, path = os.path.abspath(root), os.path.abspath(path)
+    return os.path.commonpath([root, path]) == root
+
+
 async def read(path: str, root: str | None = None) -> ClaudeMd | None:
     """The file at ``path``, or None when it is missing or unreadable (read in a worker thread)."""
     return await anyio.to_thread.run_sync(read_sync, path, root)

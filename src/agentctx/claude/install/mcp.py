@@ -105,7 +105,9 @@ def dropped_keys(existing: object, *, project: bool) -> list[str]:
 
 
 def _shown(value: object) -> str:
-    text = json.dumps(value, ensure_ascii=True)  # no control or invisible character reaches a terminal
+    text = json.dumps(
+        value, ensure_ascii=True
+    )  # no control or invisible character reaches a terminal
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
 
 
