@@ -95,9 +95,11 @@ def ensure_home() -> str:
 def _trusted_home() -> str:
     """The home, created owner-only when missing; refused before anything is made inside it."""
     home = home_dir()
-    _private_dir(home)
-    if home != _remembered:
-        require(home)
+    existed = os.path.isdir(home)
+    require(home)  # the folders above, before anything is made (skipped once a hook checked)
+    if not existed:
+        _private_dir(home)
+        require(home)  # ours now, or made by whoever raced us to it
     return home
 
 
