@@ -208,6 +208,8 @@ async def report(
 def _write(sync: SyncReport) -> None:
     path = sync.target
     root = sync.root if sync.root and is_inside(sync.root, path) else None
+    if root is not None:
+        core_files.check_inside(root, path)  # a link is refused as such, before the re-read
     now = read_sync(path, root)  # read as the report read it: inside the repository, no link out
     if (now.text if now is not None else None) != sync.current:
         raise ValidationError(f"{path} changed while agentctx read it: run `agentctx sync` again")
