@@ -554,8 +554,8 @@ def test_project_mcp_json_with_other_servers_is_kept(tmp_path: Path) -> None:
     assert path.read_bytes() == original
 
 
-def test_mcp_entry_is_repaired_and_keeps_env(tmp_path: Path) -> None:
-    path = tmp_path / ".mcp.json"
+def test_mcp_entry_is_repaired_and_keeps_env_in_the_users_own_file(tmp_path: Path) -> None:
+    path = tmp_path / ".claude.json"
     old = {
         "command": "/opt/agentctx/0.0.9/bin/agentctx",
         "args": ["mcp", "--debug"],
@@ -563,15 +563,20 @@ def test_mcp_entry_is_repaired_and_keeps_env(tmp_path: Path) -> None:
         "cwd": "/tmp",
     }
     path.write_text(json.dumps({"mcpServers": {"agentctx": old}}))
-    change = install_mcp(path, project=True)
-    assert change.description == "repaired MCP server 'agentctx'"
+    change = install_mcp(path, project=False)
+    assert change.description.startswith("repaired MCP server 'agentctx'")
     assert load(path)["mcpServers"]["agentctx"] == {
         "type": "stdio",
         "command": "agentctx",
         "args": ["mcp"],
         "env": {"AGENTCTX_HOME": "/data/agentctx"},
     }
-    assert install_mcp(path, project=True).action == "unchanged"
+    assert [line.split(":")[0] for line in change.details] == [
+        "replaced 'command' of MCP server 'agentctx'",
+        "replaced 'args' of MCP server 'agentctx'",
+        "dropped 'cwd' from MCP server 'agentctx'",
+    ]
+    assert install_mcp(path, project=False).action == "unchanged"
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import math
 import os
 
 from agentctx.core import home
-from agentctx.core.errors import ConfigError
+from agentctx.core.errors import ConfigError, UnsafeHomeError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -244,6 +244,8 @@ def problems(path: str | None = None) -> list[str]:
     """What is wrong with the stored file (for ``doctor``); empty when all is well."""
     try:
         stored = _read(path or home.config_path())
+    except UnsafeHomeError as exc:
+        return [str(exc)]
     except ConfigError as exc:
         return [f"{exc}; every setting takes its default until then"]
     found = []
@@ -284,12 +286,17 @@ def _spec(key: str) -> tuple[str, Any, str]:
         raise ConfigError(f"unknown setting {key!r}; known: {', '.join(SETTINGS)}") from None
 
 
-def _read(path: str) -> dict[str, Any]:
-    from agentctx.core import jsonio
+#: A settings file is a few hundred bytes; past this it is not ours.
+MAX_CONFIG_BYTES = 1024 * 1024
 
+
+def _read(path: str) -> dict[str, Any]:
+    from agentctx.core import jsonio, nofollow
+
+    if os.path.abspath(path) == home.config_path():
+        home.require()  # a config another account owns or can write is refused, not read
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = jsonio.loads(fh.read())
+        data = jsonio.loads(nofollow.read_text(path, MAX_CONFIG_BYTES))  # never through a link
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:

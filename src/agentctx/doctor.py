@@ -257,6 +257,10 @@ def _check_extraction() -> Check:
 
 def _check_home() -> Check:
     path = home.home_dir()
+    refused = home.distrust()  # another account owns it or can write to it (or a folder above)
+    if refused is not None:
+        detail, _, fix = refused.partition("; ")
+        return Check("home", False, detail, fix)
     if not os.path.isdir(path):
         return Check("home", None, f"{path} does not exist yet", _CREATE_HINT)
     if not db.writable(path):

@@ -118,9 +118,15 @@ def write_if_changed(
     if root is not None:
         files.check_inside(root, path)  # before reading: a planted link is refused, not read
     try:
-        with files.open_regular(path) as fh:
-            if fh.read(len(payload) + 1) == payload:
-                return
+        if root is None:  # a file of the home: never read through a link planted at its name
+            from agentctx.core import nofollow
+
+            current = nofollow.read_bytes(path, len(payload) + 1)
+        else:
+            with files.open_regular(path) as fh:
+                current = fh.read(len(payload) + 1)
+        if current == payload:
+            return
     except OSError:  # missing, or not a regular file: the write below replaces or refuses it
         pass
     files.write_atomic(path, payload, mode=0o600 if private else None, root=root)

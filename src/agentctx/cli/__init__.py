@@ -45,9 +45,16 @@ app = App(
 Json = Annotated[bool, Parameter(name="--json", negative="", help="Print JSON.")]
 
 
+#: Commands that run whatever state the home is in: doctor reports an untrusted home as a failed
+#: check; help and the version read nothing from it.
+_WITHOUT_HOME = frozenset({"doctor", "--help", "-h", "--version", "help"})
+
+
 def run(argv: list[str]) -> int:
     """Run the CLI on ``argv``; return the process exit code."""
     try:
+        if argv and argv[0] not in _WITHOUT_HOME and not {"--help", "-h"} & set(argv):
+            home.require()  # another account's (or a world-writable) home: one line, exit 1
         result = app(argv, exit_on_error=False, print_error=False, result_action="return_value")
     except AgentctxError as exc:
         return _error(str(exc))
@@ -96,7 +103,7 @@ def _log_traceback(argv: list[str]) -> str | None:
             os.write(fd, text.encode("utf-8", "replace"))
         finally:
             os.close(fd)
-    except OSError:
+    except (OSError, AgentctxError):  # unwritable, or a home that is not the user's alone
         return None
     return path
 

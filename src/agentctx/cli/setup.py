@@ -14,8 +14,8 @@ from cyclopts import Parameter
 from agentctx import config, detection
 from agentctx.claude import install
 from agentctx.cli import Json, _json, _out, _project, app
-from agentctx.core import files, home
-from agentctx.core.errors import ValidationError
+from agentctx.core import files, home, nofollow
+from agentctx.core.errors import AgentctxError, ValidationError
 from agentctx.core.project import find_git_dir
 from agentctx.store import Store
 from agentctx.team import export_team, team_path
@@ -113,7 +113,12 @@ async def init(
                 "home": home.home_dir(),
                 "tightened": tightened,
                 "changes": [
-                    {"path": str(c.path), "action": c.action, "description": c.description}
+                    {
+                        "path": str(c.path),
+                        "action": c.action,
+                        "description": c.description,
+                        "details": list(c.details),
+                    }
                     for c in changes
                 ],
                 "profiled": not skipped and not no_profile,
@@ -147,6 +152,8 @@ async def init(
             )
         for change in changes:
             _out(f"{change.action:<9} {change.path} ({change.description})")
+            for detail in change.details:  # one line per key a repair dropped or replaced
+                _out(f"{'':<9} {detail}")
         if mcp_note:
             _out(f"mcp       {mcp_note}")
         if config_added:
@@ -233,8 +240,9 @@ def _is_agentctx_clone(root: Path) -> bool:
     import tomllib
 
     try:
-        data = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = files.read_inside(root, root / "pyproject.toml", 4 * 1024 * 1024)
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, AgentctxError):  # missing, not a file inside the root, not TOML
         return False
     table = data.get("project")
     if not isinstance(table, dict):
@@ -333,6 +341,8 @@ def uninstall(
     else:
         for change in changes:
             _out(f"{change.action:<9} {change.path} ({change.description})")
+            for detail in change.details:  # one line per key a repair dropped or replaced
+                _out(f"{'':<9} {detail}")
         for note in plugin_notes:
             _out(f"plugin    {note}")
         if not everything:
@@ -438,7 +448,7 @@ def _remember_created(paths: list[Path]) -> None:
 
     state_path = Path(home.home_dir()) / _STATE
     try:
-        known = set(orjson.loads(state_path.read_bytes()).get("created", []))
+        known = set(orjson.loads(nofollow.read_bytes(str(state_path))).get("created", []))
     except (OSError, ValueError, AttributeError):
         known = set()
     known.update(str(p) for p in paths)
@@ -452,7 +462,7 @@ def _forget_created_if_empty(changes: list[install.Change]) -> list[install.Chan
 
     state_path = Path(home.home_dir()) / _STATE
     try:
-        created = set(orjson.loads(state_path.read_bytes()).get("created", []))
+        created = set(orjson.loads(nofollow.read_bytes(str(state_path))).get("created", []))
     except (OSError, ValueError, AttributeError):
         return changes
     said = []
@@ -472,9 +482,13 @@ def _forget_created_if_empty(changes: list[install.Change]) -> list[install.Chan
         path.unlink()
         created.discard(str(path))
         note = "deleted the file: init created it and nothing else was in it"
-        if path.parent.name == ".claude" and not any(path.parent.iterdir()):
-            path.parent.rmdir()
-            note += f"; {path.parent} was left empty and is deleted too"
+        folder = path.parent
+        try:  # a folder left empty (never a link: os.rmdir refuses one)
+            if folder.name == ".claude" and not folder.is_symlink() and not any(folder.iterdir()):
+                folder.rmdir()
+                note += f"; {folder} was left empty and is deleted too"
+        except OSError:
+            pass
         said.append(install.Change(path, "removed", note))
     files.write_atomic(state_path, orjson.dumps({"created": sorted(created)}))
     return said

@@ -86,7 +86,9 @@ async def sync(
     if apply_ and not yes and not sys.stdin.isatty():
         raise ValidationError("sync --apply needs confirmation: run it in a terminal or add --yes")
     if claude_md:
-        current = await claudemd.read(target)
+        # a path under the project is the repository's file: read only if it stays inside
+        inside = claudemd.is_inside(project.root, target)
+        current = await claudemd.read(target, project.root if inside else None)
         files = [current] if current is not None else []
     else:  # the root's CLAUDE.md and .claude/CLAUDE.md, as consolidation reads them
         files = await claudemd.discover(os.getcwd(), project.root)

@@ -203,9 +203,10 @@ def _seal_path(project_id: str) -> str:
 
 
 def _last_seal(project_id: str) -> str | None:
+    from agentctx.core import nofollow
+
     try:
-        with open(_seal_path(project_id), encoding="ascii") as fh:
-            return fh.read().strip()
+        return nofollow.read_bytes(_seal_path(project_id), 4096).decode("ascii").strip()
     except (OSError, ValueError):
         return None
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 
+from agentctx.core import home
 from agentctx.core.driver import sqlite
 from agentctx.core.errors import DatabaseError
 
@@ -68,6 +69,7 @@ def connect(
     ``immutable`` (read-only) opens a file on read-only media, where SQLite cannot create the WAL
     index it otherwise needs even to read: nothing may write the file meanwhile.
     """
+    home.require_store(path)  # another account's (or a world-writable) store is never opened
     if not create and not os.path.exists(path):
         raise DatabaseError(
             f"no database at {path}: run `agentctx init` (or any write) to create it"

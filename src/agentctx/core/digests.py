@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import files, home
+from agentctx.core import files, home, nofollow
 from agentctx.core.project import GLOBAL_PROJECT_ID
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path; mypy reads this name as True
@@ -102,8 +102,7 @@ def _changed_since(project_id: str, started_ns: int) -> bool:
     # The marker holds the writer's time.time_ns(): file mtimes come from a coarser kernel clock.
     for name in (project_id, GLOBAL_PROJECT_ID):
         try:
-            with open(_marker(name), encoding="ascii") as fh:
-                changed_ns = int(fh.read().strip() or 0)
+            changed_ns = int(nofollow.read_bytes(_marker(name), 64).strip() or 0)
         except FileNotFoundError:
             continue
         except (OSError, ValueError):
@@ -122,8 +121,7 @@ def read(project_id: str) -> Digest | None:
     from agentctx.core import jsonio
 
     try:
-        with open(path_for(project_id), encoding="utf-8") as fh:
-            data: Digest = jsonio.loads(fh.read())  # any JSON until checked below
+        data: Digest = jsonio.loads(nofollow.read_text(path_for(project_id)))  # checked below
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     if (

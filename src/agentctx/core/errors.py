@@ -44,6 +44,11 @@ class UnsafePathError(AgentctxError):
     """Raised when a write would go through a symlink or leave the folder it belongs in."""
 
 
+class UnsafeHomeError(AgentctxError):
+    """Raised by :func:`agentctx.core.home.require` when the home, its database or its config is
+    owned by another account or writable by others (as ssh and gpg refuse theirs)."""
+
+
 #: How to install agentctx as a command on PATH. The PyPI name ``agentctx-cc`` is not published
 #: yet, so the source is a clone of the repository or a wheel built from it (``uv build``).
 INSTALL_ADVICE = (

@@ -17,10 +17,18 @@ the write. Three kinds of target (docs/security.md, "Writes"):
 
 :func:`open_regular` opens a file for reading only when it is a regular file (non-blocking open, then
 ``fstat``), so a FIFO, a device or a directory handed over as a path cannot block or flood a reader.
+
+:func:`read_inside` is the one way to read a file of a repository (CLAUDE.md, manifests, a project
+``.mcp.json``): reads obey the rule writes do, a regular file inside the repository. The path is
+resolved and must stay inside the resolved root (a symlink to another file *of the repository*, as
+``CLAUDE.md -> AGENTS.md``, is fine; one that leaves it is refused), then the resolved path is
+walked from the root with ``O_NOFOLLOW`` at every step (a link swapped in meanwhile is refused
+too), opened non-blocking and kept only when ``fstat`` says it is a regular file.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -253,6 +261,52 @@ def read_tail(path: str | os.PathLike[str], limit: int) -> tuple[bytes, bool]:
     if cut:
         data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
     return data, cut
+
+
+def read_inside(root: str | os.PathLike[str], target: str | os.PathLike[str], limit: int) -> bytes:
+    """At most ``limit`` bytes of the regular file ``target`` inside the repository ``root``.
+
+    :class:`UnsafePathError` when the path, resolved, leaves the root (``..``, a symlink out of
+    it) or a symlink appears on the way while it is opened; :class:`NotRegularFileError` for a
+    FIFO, a device, a socket or a folder; ``FileNotFoundError`` when it is missing.
+    """
+    real_root = os.path.realpath(os.fspath(root))
+    named = os.path.join(os.fspath(root), os.fspath(target))  # a relative target is the root's
+    resolved = os.path.realpath(named)
+    relative = os.path.relpath(resolved, real_root)
+    parts = relative.split(os.sep)
+    if relative == os.curdir or os.pardir in parts or os.path.isabs(relative):
+        raise _unsafe(f"refusing to read {named}: it resolves to {resolved}, outside {real_root}")
+    fd = os.open(real_root, _DIR_FLAGS)
+    try:
+        for part in parts[:-1]:
+            try:
+                child = os.open(part, _DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                raise _unsafe(f"refusing to read {named}: {part} changed on the way") from exc
+            os.close(fd)
+            fd = child
+        flags = os.O_RDONLY | _NOFOLLOW | _NONBLOCK | os.O_CLOEXEC
+        try:
+            file_fd = os.open(parts[-1], flags, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise _unsafe(f"refusing to read {named}: it became a symlink") from exc
+    finally:
+        os.close(fd)
+    try:
+        if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+            raise NotRegularFileError(f"{named} is not a regular file")
+        if _NONBLOCK:
+            os.set_blocking(file_fd, True)
+    except BaseException:
+        os.close(file_fd)
+        raise
+    with os.fdopen(file_fd, "rb") as fh:
+        return fh.read(limit)
 
 
 def _unsafe(message: str) -> UnsafePathError:

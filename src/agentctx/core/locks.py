@@ -3,14 +3,15 @@
 An exclusive, non-blocking ``flock`` on ``locks/<name>.lock`` in the home: the kernel releases it when
 the holder's file descriptor closes, including on ``kill -9``, so no stale lock files need clearing.
 Used for one extraction per session (:func:`extraction_lock`) and one consolidation per project at a
-time.
+time. The lock file is opened through :func:`agentctx.core.nofollow.open_fd`: a symlink planted at
+its name is refused (an ``OSError`` from ``with``), never created or followed.
 """
 
 from __future__ import annotations
 
 import os
 
-from agentctx.core import home
+from agentctx.core import home, nofollow
 
 
 def lock_path(name: str) -> str:
@@ -28,7 +29,8 @@ class ProcessLock:
         self._fd = -1
 
     def __enter__(self) -> bool:
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        # a symlink (or a FIFO) planted at the lock's name is refused, never created or followed
+        self._fd = nofollow.open_fd(self.path, os.O_RDWR | os.O_CREAT)
         try:
             import fcntl
         except ImportError:  # pragma: no cover - Windows: no cross-process lock
@@ -62,7 +64,7 @@ def extraction_running(session_id: str) -> bool:
     except ImportError:  # pragma: no cover - Windows
         return False
     try:
-        fd = os.open(lock_path(extraction_lock_name(session_id)), os.O_RDONLY)
+        fd = nofollow.open_fd(lock_path(extraction_lock_name(session_id)), os.O_RDONLY)
     except OSError:
         return False
     try:

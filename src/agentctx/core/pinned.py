@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import files, home, plan
+from agentctx.core import files, home, nofollow, plan
 from agentctx.core.project import GLOBAL_PROJECT_ID
 
 TYPE_CHECKING = False
@@ -75,7 +75,7 @@ def load(project_id: str) -> list[dict[str, Any]]:
     from agentctx.core import jsonio
 
     try:
-        data = jsonio.loads(files.read_bounded(path_for(project_id), MAX_FILE_BYTES).decode())
+        data = jsonio.loads(nofollow.read_bytes(path_for(project_id), MAX_FILE_BYTES).decode())
     except (OSError, ValueError, UnicodeDecodeError):
         return []
     if not isinstance(data, list):

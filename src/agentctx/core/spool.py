@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import clock, files, home, jsonio
+from agentctx.core import clock, files, home, jsonio, nofollow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from agentctx.core.shapes import Observation
 
 MAX_DRAIN = 200
+#: A spool file holds one hook's observations (their texts capped): far below this.
+MAX_FILE_BYTES = 64 * 1024 * 1024
 STALE_CLAIM_S = 300
 
 
@@ -72,8 +74,15 @@ def drain(conn: sqlean.Connection, log: Any = None) -> int:
         except OSError:
             continue  # another process claimed it
         try:
-            with open(claimed, encoding="utf-8") as fh:
-                observations = jsonio.loads(fh.read())
+            # a symlink or a FIFO renamed into the claim is refused here, and kept as .bad
+            text = nofollow.read_text(claimed, MAX_FILE_BYTES)
+        except OSError as exc:
+            os.replace(claimed, path + ".bad")
+            if log is not None:
+                log(f"spool file {name} unreadable ({exc}); kept as {name}.bad")
+            continue
+        try:
+            observations = jsonio.loads(text)
             if not isinstance(observations, list):
                 raise ValueError("not a list")
             kept: list[Any] = [o for o in observations if isinstance(o, dict)]

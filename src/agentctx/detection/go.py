@@ -16,7 +16,7 @@ _GO_MAIN = re.compile(r"^package\s+main\b", re.MULTILINE)
 
 def detect(root: Path) -> Iterator[Finding]:
     """Facts from ``go.mod`` and the ``main`` packages (none without a readable go.mod)."""
-    text = read_text(root / "go.mod")
+    text = read_text(root, "go.mod")
     if text is None:
         return
     module = version = None
@@ -59,7 +59,7 @@ def detect(root: Path) -> Iterator[Finding]:
 
     mains = []
     for path in ["main.go", *glob(root, "cmd/*/main.go")]:
-        source = read_text(root / path)
+        source = read_text(root, path)
         if source is not None and _GO_MAIN.search(source):
             mains.append(path)
     for path in mains:

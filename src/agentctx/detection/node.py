@@ -52,7 +52,7 @@ def _node_run(manager: str, script: str) -> str:
 
 def detect(root: Path) -> Iterator[Finding]:
     """Facts from ``package.json``, its lock files and scripts."""
-    package = read_json(root / "package.json")
+    package = read_json(root, "package.json")
     if package is None:
         return
     manager, source = "npm", "package.json, no lock file"

@@ -65,7 +65,7 @@ _DEP_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 def detect(root: Path) -> Iterator[Finding]:
     """Facts from pyproject.toml, setup and requirements files, the tools' settings."""
-    pyproject = read_toml(root / "pyproject.toml")
+    pyproject = read_toml(root, "pyproject.toml")
     signals = [
         n for n in ("setup.py", "setup.cfg", "Pipfile", "noxfile.py", "tox.ini") if exists(root, n)
     ]
@@ -173,8 +173,8 @@ def _python_stack(data: JSONObject, project: JSONObject, poetry: JSONObject) -> 
 
 def _python_tools(root: Path, data: JSONObject, tool: JSONObject, run: str) -> Iterator[Finding]:
     project, poetry = table_at(data, "project"), table_at(tool, "poetry")
-    setup_cfg = read_ini(root / "setup.cfg")
-    tox_ini = read_ini(root / "tox.ini")
+    setup_cfg = read_ini(root, "setup.cfg")
+    tox_ini = read_ini(root, "tox.ini")
 
     def ini_has(parser: configparser.ConfigParser | None, section: str) -> bool:
         return parser is not None and parser.has_section(section)

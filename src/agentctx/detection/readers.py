@@ -13,6 +13,9 @@ import tomllib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from agentctx.core import files
+from agentctx.core.errors import AgentctxError
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from pathlib import Path
@@ -34,19 +37,22 @@ class Finding:
     rank: int = 1  # 0: a task runner wrapping the ecosystem's own tools, listed first
 
 
-def read_text(path: Path) -> str | None:
-    """The file's text, or None when it is missing, unreadable, not UTF-8 or too large."""
+def read_text(root: Path, name: str | Path) -> str | None:
+    """The text of the file ``name`` of the repository ``root``, or None when it is missing,
+    unreadable, not UTF-8, too large, or not a regular file inside the repository (a symlink out
+    of it, a FIFO: :func:`agentctx.core.files.read_inside`)."""
     try:
-        if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
+        raw = files.read_inside(root, root / name, MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
             return None
-        return path.read_text(encoding="utf-8")
-    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+        return raw.decode("utf-8")
+    except (OSError, ValueError, AgentctxError):  # UnicodeDecodeError is a ValueError
         return None
 
 
-def read_toml(path: Path) -> JSONObject | None:
+def read_toml(root: Path, name: str | Path) -> JSONObject | None:
     """The file parsed as TOML, or None (see :func:`read_text`) when it does not parse."""
-    text = read_text(path)
+    text = read_text(root, name)
     if text is None:
         return None
     try:
@@ -55,9 +61,9 @@ def read_toml(path: Path) -> JSONObject | None:
         return None
 
 
-def read_json(path: Path) -> JSONObject | None:
+def read_json(root: Path, name: str | Path) -> JSONObject | None:
     """The file's top-level JSON object, or None (see :func:`read_text`)."""
-    text = read_text(path)
+    text = read_text(root, name)
     if text is None:
         return None
     try:
@@ -67,14 +73,14 @@ def read_json(path: Path) -> JSONObject | None:
     return data if isinstance(data, dict) else None
 
 
-def read_ini(path: Path) -> configparser.ConfigParser | None:
+def read_ini(root: Path, name: str | Path) -> configparser.ConfigParser | None:
     """The file parsed as INI (no interpolation), or None (see :func:`read_text`)."""
-    text = read_text(path)
+    text = read_text(root, name)
     if text is None:
         return None
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     try:
-        parser.read_string(text, source=str(path))
+        parser.read_string(text, source=str(root / name))
     except configparser.Error:
         return None
     return parser

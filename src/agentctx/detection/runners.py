@@ -42,7 +42,7 @@ _RULE = re.compile(r"^([^\s:=#][^:=#]*?)\s*::?(?![:=])")
 def make(root: Path) -> Iterator[Finding]:
     """``make <target>`` for the conventional targets the Makefile defines."""
     name = exists(root, "GNUmakefile", "makefile", "Makefile")
-    text = read_text(root / name) if name else None
+    text = read_text(root, name) if name else None
     if name is None or text is None:
         return
     targets: set[str] = set()
@@ -66,7 +66,7 @@ _NOX_SESSIONS: Final = (
 
 def nox(root: Path) -> Iterator[Finding]:
     """``nox -s <session>`` for the noxfile's test, lint, typecheck, format, build sessions."""
-    text = read_text(root / "noxfile.py")
+    text = read_text(root, "noxfile.py")
     if text is None:
         return
     try:
@@ -104,12 +104,12 @@ def _nox_session(decorator: ast.expr, function: str) -> str | None:
 
 def tox(root: Path, data: JSONObject) -> Iterator[Finding]:
     """``tox``, and its lint and type-check environments (tox.ini, pyproject or tox.toml)."""
-    ini = read_ini(root / "tox.ini")
+    ini = read_ini(root, "tox.ini")
     if ini is not None and (ini.has_section("tox") or ini.has_section("testenv")):
         source, envs = "tox.ini", [s.removeprefix("testenv:") for s in ini.sections()]
     elif table_at(data, "tool", "tox"):
         source, envs = "pyproject.toml [tool.tox]", list(table_at(data, "tool", "tox", "env"))
-    elif (toml := read_toml(root / "tox.toml")) is not None:
+    elif (toml := read_toml(root, "tox.toml")) is not None:
         source, envs = "tox.toml", list(table_at(toml, "env"))
     else:
         return

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def detect(root: Path) -> Iterator[Finding]:
     """Facts from ``Cargo.toml`` and the crate's ``src/main.rs``, ``src/lib.rs``."""
-    cargo = read_toml(root / "Cargo.toml")
+    cargo = read_toml(root, "Cargo.toml")
     if cargo is None:
         return
     package, workspace = table_at(cargo, "package"), table_at(cargo, "workspace")

@@ -272,7 +272,7 @@ def spawn_detached(argv: Sequence[str], log_path: str) -> None:
             | getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
             | getattr(subprocess, "BELOW_NORMAL_PRIORITY_CLASS", 0)
         )
-        with open(log_path, "ab") as log_file:
+        with os.fdopen(nofollow.append_fd(log_path), "ab") as log_file:
             subprocess.Popen(
                 list(argv),
                 stdin=subprocess.DEVNULL,

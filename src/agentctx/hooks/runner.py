@@ -62,6 +62,11 @@ def run_hook(argv: list[str]) -> int:
         log(name or "?", f"unknown hook event {name!r}; known: {', '.join(EVENTS)}")
         return 0
     module_name, events = spec
+    try:
+        home.require(remember=True)
+    except Exception as exc:  # another account's home: read nothing from it, write nothing to it
+        _refused(str(exc))
+        return 0
     real_stdout = sys.stdout
     output = ""
     sys.stdout = sys.stderr
@@ -90,6 +95,15 @@ def run_hook(argv: list[str]) -> int:
         except (OSError, ValueError):
             pass
     return 0
+
+
+def _refused(message: str) -> None:
+    """Say why the hook did nothing, on stderr: the hooks log lives in the refused home."""
+    try:
+        sys.stderr.write(f"agentctx: {' '.join(message.split())}; the hook did nothing\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _read_payload(event: str) -> dict[str, Any] | None:

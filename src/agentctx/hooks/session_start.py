@@ -77,16 +77,16 @@ def maybe_sweep(ctx: HookContext) -> None:
     """Start the idle-session sweep (:func:`agentctx.workers.sweep`) when no look happened within
     :data:`SWEEP_EVERY_S` (the stamp file's time says), an extraction backend may run and a session
     has an idle unextracted tail. One stat on most starts."""
+    from agentctx.core import nofollow
+
     stamp = os.path.join(home.home_dir(), SWEEP_STAMP)
-    try:
-        if time.time() - os.path.getmtime(stamp) < SWEEP_EVERY_S:
-            return
-    except OSError:
-        if not os.path.exists(home.db_path()):
-            return  # no store: nothing to sweep
+    last = nofollow.mtime(stamp)  # a symlink there is no stamp: the touch below refuses it
+    if last is not None and time.time() - last < SWEEP_EVERY_S:
+        return
+    if last is None and not os.path.exists(home.db_path()):
+        return  # no store: nothing to sweep
     try:  # first: the rest runs at most once per SWEEP_EVERY_S, whatever it finds
-        os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT, 0o600))
-        os.utime(stamp)
+        nofollow.touch(stamp)
     except OSError as exc:
         ctx.log(f"cannot write {stamp} ({exc}); no sweep")
         return

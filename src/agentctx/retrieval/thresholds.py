@@ -162,19 +162,25 @@ _read_cache: tuple[tuple[str, int, int], dict[str, Any]] | None = None
 def _stored() -> dict[str, Any]:
     """The state file's ``models`` entry (empty when absent or unreadable), re-read on change."""
     global _read_cache
+    from agentctx.core import nofollow
+
     path = state_path()
     try:
-        info = os.stat(path)
+        fd = nofollow.open_fd(path, os.O_RDONLY)  # a symlink or a FIFO there: nothing stored
     except OSError:
         return {}
-    key = (path, info.st_mtime_ns, info.st_size)
-    if _read_cache is not None and _read_cache[0] == key:
-        return _read_cache[1]
+    key = (path, -1, -1)
     try:
-        with open(path, encoding="utf-8") as handle:
+        info = os.fstat(fd)
+        key = (path, info.st_mtime_ns, info.st_size)
+        if _read_cache is not None and _read_cache[0] == key:
+            return _read_cache[1]
+        with os.fdopen(os.dup(fd), encoding="utf-8") as handle:
             data = json.load(handle)
     except (OSError, ValueError):  # unreadable: as if nothing were stored (rewritten next time)
         data = {}
+    finally:
+        os.close(fd)
     models = data.get("models") if isinstance(data, dict) else None
     found = models if isinstance(models, dict) else {}
     _read_cache = (key, found)

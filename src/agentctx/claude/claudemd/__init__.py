@@ -58,6 +58,7 @@ from agentctx.claude.claudemd.files import (
     ClaudeMd,
     block_span,
     discover,
+    is_inside,
     read,
     user_views,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "discover",
     "drift_score",
     "evaluate",
+    "is_inside",
     "load_records",
     "meaning",
     "method",

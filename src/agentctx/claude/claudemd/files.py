@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from agentctx.core.errors import ValidationError
+from agentctx.core import files as core_files
+from agentctx.core.errors import AgentctxError, ValidationError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -35,14 +36,20 @@ class ClaudeMd:
     exact: bool = True
 
 
-def read_sync(path: str) -> ClaudeMd | None:
-    """The file at ``path``, or None when it is missing or unreadable (read now, in this thread)."""
-    if not os.path.isfile(path):
-        return None
+def read_sync(path: str, root: str | None = None) -> ClaudeMd | None:
+    """The file at ``path``, or None when it is missing or unreadable (read now, in this thread).
+
+    ``root``: the repository the file belongs to. Then only a regular file inside it is read
+    (:func:`agentctx.core.files.read_inside`): a CLAUDE.md that is a symlink out of the repository
+    (to ``/proc/self/environ``, a key file), a FIFO or a folder reads as missing. Without a root
+    (a file the user named with ``sync --claude-md``) a regular file anywhere is read.
+    """
     try:
-        with open(path, "rb") as f:
-            raw = f.read(CLAUDE_MD_MAX_BYTES + 1)
-    except OSError:
+        if root is not None:
+            raw = core_files.read_inside(root, path, CLAUDE_MD_MAX_BYTES + 1)
+        else:
+            raw = core_files.read_bounded(path, CLAUDE_MD_MAX_BYTES + 1)
+    except (OSError, AgentctxError):  # missing, unreadable, not regular, or outside the root
         return None
     exact = len(raw) <= CLAUDE_MD_MAX_BYTES
     raw = raw[:CLAUDE_MD_MAX_BYTES]
@@ -53,12 +60,18 @@ def read_sync(path: str) -> ClaudeMd | None:
     return ClaudeMd(path, text, exact=exact)
 
 
-async def read(path: str) -> ClaudeMd | None:
+def is_inside(root: str, path: str) -> bool:
+    """Whether ``path`` names a place under ``root`` (lexically: links are judged when read)."""
+    root, path = os.path.abspath(root), os.path.abspath(path)
+    return os.path.commonpath([root, path]) == root
+
+
+async def read(path: str, root: str | None = None) -> ClaudeMd | None:
     """The file at ``path``, or None when it is missing or unreadable (read in a worker thread)."""
-    return await anyio.to_thread.run_sync(read_sync, path)
+    return await anyio.to_thread.run_sync(read_sync, path, root)
 
 
-def _discover(folders: Sequence[str]) -> list[ClaudeMd]:
+def _discover(folders: Sequence[str], root: str) -> list[ClaudeMd]:
     found: list[ClaudeMd] = []
     seen: set[str] = set()
     for base in dict.fromkeys(folders):
@@ -67,7 +80,7 @@ def _discover(folders: Sequence[str]) -> list[ClaudeMd]:
             real = os.path.realpath(path)
             if real in seen:
                 continue
-            item = read_sync(path)
+            item = read_sync(path, root)
             if item is not None:
                 seen.add(real)
                 found.append(item)
@@ -76,7 +89,7 @@ def _discover(folders: Sequence[str]) -> list[ClaudeMd]:
 
 async def discover(project_dir: str, root: str) -> list[ClaudeMd]:
     """Each CLAUDE.md (and ``.claude/CLAUDE.md``) of the project folder and the root, once each."""
-    return await anyio.to_thread.run_sync(_discover, (project_dir, root))
+    return await anyio.to_thread.run_sync(_discover, (project_dir, root), root)
 
 
 def block_span(text: str) -> tuple[int, int] | None:

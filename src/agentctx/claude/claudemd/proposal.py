@@ -30,6 +30,7 @@ from agentctx.claude.claudemd.files import (
     SYNC_END,
     ClaudeMd,
     block_span,
+    is_inside,
     read_sync,
     user_views,
 )
@@ -206,19 +207,15 @@ async def report(
 
 def _write(sync: SyncReport) -> None:
     path = sync.target
-    now = read_sync(path)
+    root = sync.root if sync.root and is_inside(sync.root, path) else None
+    if root is not None:
+        core_files.check_inside(root, path)  # a link is refused as such, before the re-read
+    now = read_sync(path, root)  # read as the report read it: inside the repository, no link out
     if (now.text if now is not None else None) != sync.current:
         raise ValidationError(f"{path} changed while agentctx read it: run `agentctx sync` again")
-    root = sync.root if sync.root and _inside(sync.root, path) else None
     core_files.write_atomic(
         path, sync.proposed.encode("utf-8"), mode=None, keep_mode=True, root=root
     )
-
-
-def _inside(root: str, path: str) -> bool:
-    """Whether ``path`` names a place under ``root`` (an explicit target elsewhere is the user's)."""
-    root, path = os.path.abspath(root), os.path.abspath(path)
-    return os.path.commonpath([root, path]) == root
 
 
 async def apply(sync: SyncReport) -> bool:

@@ -43,7 +43,9 @@ Guarantees of :func:`install_hooks`, :func:`uninstall_hooks`, :func:`install_mcp
   created it); ``~/.claude.json`` and settings files are never deleted.
 
 Repairs canonicalize our hook handlers completely (extra keys such as ``statusMessage`` are
-dropped), while an existing ``mcpServers.agentctx`` keeps the user's ``env`` and ``timeout`` keys.
+dropped). An existing ``mcpServers.agentctx`` keeps the user's ``env`` and ``timeout`` keys in
+``~/.claude.json``; in a project's ``.mcp.json`` (a repository's file) only a whole-number
+``timeout`` survives, and every key dropped is named (``mcp.py``).
 
 Layout: ``hooks.py`` (our handlers in settings files), ``mcp.py`` (our MCP server entry),
 ``jsonfile.py`` (reading and atomically rewriting the JSON files), ``scopes.py`` (where the

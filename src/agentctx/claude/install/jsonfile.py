@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentctx.core import files
-from agentctx.core.errors import ConfigError
+from agentctx.core.errors import ConfigError, UnsafePathError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,9 +36,12 @@ class Change:
     path: Path
     action: Action
     description: str
+    #: One line each: what a repair dropped or replaced (a repository's hostile MCP entry, say).
+    details: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.action}: {self.path} ({self.description})"
+        lines = [f"{self.action}: {self.path} ({self.description})", *self.details]
+        return "\n  ".join(lines)
 
 
 def kind(value: object) -> str:
@@ -89,17 +92,33 @@ def _signature(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def load(path: Path) -> tuple[JSONObject | None, tuple[int, int, int] | None]:
-    """The parsed top-level object (None when the file is missing) and the file's signature."""
+#: Claude Code's JSON files are kilobytes (``~/.claude.json`` can reach megabytes with history).
+MAX_FILE_BYTES = 256 * 1024 * 1024
+
+
+def load(
+    path: Path, root: Path | None = None
+) -> tuple[JSONObject | None, tuple[int, int, int] | None]:
+    """The parsed top-level object (None when the file is missing) and the file's signature.
+
+    ``root``: the repository the file belongs to (a project's ``.mcp.json`` or settings): only a
+    regular file inside it is read (:func:`agentctx.core.files.read_inside`), else ConfigError.
+    """
     signature = _signature(path)
     if signature is None:
         return None, None
     try:
-        raw = path.read_bytes()
+        if root is not None:
+            raw = files.read_inside(root, path, MAX_FILE_BYTES)
+        else:
+            with files.open_regular(path) as fh:  # a user file: its symlink is followed
+                raw = fh.read(MAX_FILE_BYTES)
     except FileNotFoundError:
         return None, None
+    except UnsafePathError as exc:
+        raise ConfigError(f"{exc}; move it aside, then run again") from exc
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from exc
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
     try:
         text = raw.decode("utf-8-sig")
         data = json.loads(text, parse_constant=_reject_constant) if text.strip() else {}
@@ -130,7 +149,7 @@ def edit(
     if root is not None:
         files.check_inside(root, path)
     for _ in range(_EDIT_ATTEMPTS):
-        data, signature = load(path)
+        data, signature = load(path, root)
         existed = data is not None
         if data is None:
             if not create:

@@ -81,13 +81,17 @@ def active_plugin(paths: ClaudePaths, project_dir: Path | None) -> PluginInstall
 
 def _enabled_switches(paths: ClaudePaths, project_dir: Path | None) -> list[dict[str, Any]]:
     """``enabledPlugins`` of each settings file, the one that wins first."""
-    files = [paths.user_settings]
+    files: list[tuple[Path, Path | None]] = [(paths.user_settings, None)]
     if project_dir is not None:
         claude = project_dir / ".claude"
-        files = [claude / "settings.local.json", claude / "settings.json", *files]
+        files = [
+            (claude / "settings.local.json", project_dir),
+            (claude / "settings.json", project_dir),
+            *files,
+        ]
     switches = []
-    for path in files:
-        value = _read(path).get("enabledPlugins")
+    for path, root in files:
+        value = _read(path, root).get("enabledPlugins")
         if isinstance(value, dict):
             switches.append(value)
     return switches
@@ -100,9 +104,9 @@ def _enabled(plugin_id: str, switches: list[dict[str, Any]]) -> bool:
     return False
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path, root: Path | None = None) -> dict[str, Any]:
     try:
-        data = load(path)[0]
+        data = load(path, root)[0]
     except ConfigError:
         return {}
     return data if isinstance(data, dict) else {}

@@ -119,8 +119,8 @@ def status(paths: ClaudePaths) -> InstallStatus:
     project = None
     project_dir = None
     if paths.project_settings is not None and paths.project_mcp is not None:
-        project = _scope_status(paths.project_settings, paths.project_mcp)
         project_dir = paths.project_settings.parent.parent
+        project = _scope_status(paths.project_settings, paths.project_mcp, root=project_dir)
     plugin = active_plugin(paths, project_dir)
     return {
         "agentctx": which_agentctx(),
@@ -130,12 +130,13 @@ def status(paths: ClaudePaths) -> InstallStatus:
     }
 
 
-def _scope_status(settings_path: Path, mcp_path: Path) -> ScopeStatus:
+def _scope_status(settings_path: Path, mcp_path: Path, *, root: Path | None = None) -> ScopeStatus:
+    """The state of one scope's files; ``root``: the project folder of a project scope."""
     errors: list[str] = []
     hook_states = dict.fromkeys(HOOK_EVENTS, "error")
     disabled = False
     try:
-        data = load(settings_path)[0] or {}
+        data = load(settings_path, root)[0] or {}
         disabled = data.get("disableAllHooks") is True
         hooks = hooks_object(data, settings_path) or {}
         repaired = copy.deepcopy(data)
@@ -153,13 +154,14 @@ def _scope_status(settings_path: Path, mcp_path: Path) -> ScopeStatus:
         errors.append(str(exc))
     mcp_state = "error"
     try:
-        data = load(mcp_path)[0] or {}
+        data = load(mcp_path, root)[0] or {}
         servers = servers_object(data, mcp_path) or {}
         existing = servers.get(MCP_SERVER_NAME)
         if existing is None:
             mcp_state = "missing"
         else:
-            mcp_state = "ok" if same(existing, canonical_mcp_entry(existing)) else "stale"
+            canonical = canonical_mcp_entry(existing, project=root is not None)
+            mcp_state = "ok" if same(existing, canonical) else "stale"
     except ConfigError as exc:
         errors.append(str(exc))
     return {
