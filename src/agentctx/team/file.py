@@ -1,4 +1,4 @@
-"""Team export: a project's shareable records as ``.agentctx/context.md``, for git and teammates.
+"""The team file: a project's shareable records as ``.agentctx/context.md``, for git and teammates.
 
 Opt-in (``team_export``, ``agentctx init --team``); consolidation rewrites the file for each project it
 runs on. What is shared is project knowledge: the project's decisions, conventions, preferences,
