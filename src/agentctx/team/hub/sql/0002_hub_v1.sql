@@ -246,7 +246,7 @@ BEGIN
       END IF;
     ELSIF v_kind = 'supersede' THEN
       v_new := v_item->>'successor';
-      IF NOT EXISTS (SELECT 1 FROM agentctx_hub.log WHERE team = p_team AND project = p_project
+      IF v_new IS NULL OR v_new = v_id OR NOT EXISTS (SELECT 1 FROM agentctx_hub.log WHERE team = p_team AND project = p_project
                        AND id = v_id AND kind = 'version')
          OR NOT EXISTS (SELECT 1 FROM agentctx_hub.log WHERE team = p_team AND project = p_project
                           AND id = v_new AND kind = 'version' AND author = session_user) THEN
@@ -426,6 +426,11 @@ GRANT EXECUTE ON FUNCTION hub_v1.whoami(text, text), hub_v1.pull(text, text, big
   hub_v1.push(text, text, jsonb, text), hub_v1.member_add(text, text, text, text),
   hub_v1.member_remove(text, text, text), hub_v1.project_add(text, text, text, text)
   TO agentctx_hub_member;
+-- what the policies call (only the caller's own role; useless without USAGE on agentctx_hub,
+-- which members do not have): granted so that RLS filters rather than errs if a table grant
+-- is ever given by mistake
+GRANT EXECUTE ON FUNCTION agentctx_hub.role_in(text), agentctx_hub.is_operator(),
+  agentctx_hub.rank(text) TO agentctx_hub_member;
 
 RESET ROLE;
 -- the operator's own calls (team_create, set_min_client) run through the owner's membership
