@@ -129,9 +129,9 @@ async def test_another_team_cannot_read_write_or_guess(
         assert conn.execute("SELECT count(*) FROM agentctx_hub.log").fetchone() == (0,)
         assert conn.execute("SELECT team FROM agentctx_hub.teams").fetchall() == [("other",)]
         assert conn.execute("SELECT role_name FROM agentctx_hub.members").fetchall() == [("dave",)]
-    with psycopg.connect(alice.dsn) as conn:  # alice has no grant: the functions only
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute("SELECT count(*) FROM agentctx_hub.log")
+    # alice has no grant: the functions only
+    with psycopg.connect(alice.dsn) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("SELECT count(*) FROM agentctx_hub.log")
 
 
 async def test_an_unlisted_project_is_never_pushed(
