@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentctx.core import hubstamp
 from agentctx.core.project import ProjectIdentity, identify
 from agentctx.records import NewRecord, Record
 from agentctx.store import Store
@@ -94,6 +95,7 @@ class Member:
                 role=who["role"],
                 epoch=who["epoch"],
             )
+            hubstamp.touch()  # as `team link` does
 
     async def record(self, title: str, body: str, **fields: Any) -> Record:
         """A record written by this member (source cli unless given)."""
