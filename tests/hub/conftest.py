@@ -88,7 +88,7 @@ class Server:
     def admin(self, sql: str, dbname: str = "postgres") -> None:
         """Run SQL as the superuser (autocommit)."""
         with psycopg.connect(self.dsn(dbname=dbname), autocommit=True) as conn:
-            conn.execute(sql)  # type: ignore[arg-type]
+            conn.execute(sql)
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """A server binary, as the postgres user when the tests run as root."""

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 
 def hub_count(server: Server, db: str, where: str = "kind = 'version'") -> int:
     with psycopg.connect(server.dsn(dbname=db)) as conn:
-        row = conn.execute(f"SELECT count(*) FROM agentctx_hub.log WHERE {where}").fetchone()  # type: ignore[arg-type]
+        row = conn.execute(f"SELECT count(*) FROM agentctx_hub.log WHERE {where}").fetchone()
     return int(row[0]) if row else 0
 
 
@@ -224,12 +224,9 @@ async def test_the_hub_restored_from_an_older_dump(
     try:
         for member in (alice, bob, carol):
             member.dsn = pg_server.dsn(member.name, restored)
-            async with member.store() as store:  # the service file now names the new host
-                await store.write_sync(
-                    lambda conn, m=member: conn.execute(
-                        "UPDATE hub_links SET conninfo = ?", (m.dsn,)
-                    )
-                )
+            # the service file now names the new host
+            async with member.store() as store, store.transaction() as tx:
+                await tx.execute("UPDATE hub_links SET conninfo = ?", (member.dsn,))
         reports = [await m.sync() for m in (alice, bob, carol)]
         assert all(r.reset and r.error is None for r in reports)
         for member in (alice, bob, carol):

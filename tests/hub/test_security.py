@@ -44,7 +44,7 @@ async def call(member: Member, function: str, *args: object) -> object:
 
 def hub_rows(server: Server, db: str, sql: str) -> list[tuple[object, ...]]:
     with psycopg.connect(server.dsn(dbname=db)) as conn:
-        return conn.execute(sql).fetchall()  # type: ignore[arg-type]
+        return list(conn.execute(sql).fetchall())
 
 
 async def test_a_reader_cannot_push_and_its_sync_only_pulls(

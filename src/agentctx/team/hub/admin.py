@@ -56,7 +56,7 @@ async def hub_init(info: str, team: str) -> dict[str, Any]:
                         f"({files[-1][0]}): upgrade agentctx"
                     )
                 for _number, _name, text in files:
-                    await conn.execute(text)  # type: ignore[arg-type]
+                    await conn.execute(text)
                 await conn.execute(
                     "INSERT INTO agentctx_hub.meta VALUES ('schema', %s) "
                     "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",

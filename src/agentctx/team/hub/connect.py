@@ -70,7 +70,7 @@ async def call(conn: psycopg.AsyncConnection[Any], function: str, *args: Any) ->
     params = [Jsonb(a) if isinstance(a, (dict, list)) else a for a in args]
     holes = ", ".join(["%s"] * len(params))
     try:
-        cur = await conn.execute(f"SELECT hub_v1.{function}({holes})", params)  # type: ignore[arg-type]
+        cur = await conn.execute(f"SELECT hub_v1.{function}({holes})", params)
         row = await cur.fetchone()
     except psycopg.errors.UndefinedFunction:
         raise HubError(

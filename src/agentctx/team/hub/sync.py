@@ -583,7 +583,7 @@ def _backing_off(link: dict[str, Any]) -> bool:
     if not failures or not link.get("last_sync"):
         return False
     wait = min(hubstamp.SYNC_EVERY_S * 2 ** (failures - 1), BACKOFF_MAX_S)
-    return clock.age_days(link["last_sync"]) * 86400 < wait
+    return bool(clock.age_days(str(link["last_sync"])) * 86400 < wait)
 
 
 async def erase(store: Store, project_id: str, record_id: str) -> dict[str, Any]:
