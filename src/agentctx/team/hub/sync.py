@@ -152,7 +152,9 @@ async def pending_events(store: Store, project_id: str, pushing: set[str]) -> li
         )
     } | pushing
     ended = await store.rows(
-        "SELECT r.id, r.superseded_by FROM records r JOIN hub_items h ON h.record_id = r.id "
+        "SELECT r.id, r.superseded_by, r.superseded_at, s.recorded_at AS successor_at "
+        "FROM records r JOIN hub_items h ON h.record_id = r.id "
+        "LEFT JOIN records s ON s.id = r.superseded_by "
         "WHERE r.project_id = ? AND h.status = 'ok' AND r.superseded_at IS NOT NULL "
         "AND r.id NOT IN (SELECT record_id FROM hub_ends) ORDER BY r.superseded_at, r.seq",
         (project_id,),
@@ -161,6 +163,10 @@ async def pending_events(store: Store, project_id: str, pushing: set[str]) -> li
     for row in ended:
         if row["superseded_by"] is None:
             events.append({"kind": "retire", "id": row["id"]})
+        elif row["successor_at"] != row["superseded_at"]:
+            # a consolidation merge (the survivor existed before it ended this one), not a new
+            # version: merges stay local in v1 (docs/team-hub.md)
+            continue
         elif row["superseded_by"] in known:
             events.append({"kind": "supersede", "id": row["id"], "successor": row["superseded_by"]})
     cued = await store.rows(
@@ -464,6 +470,11 @@ async def _one_per_key(tx: Transaction, project_id: str, row: dict[str, Any]) ->
             await tx.execute(
                 "UPDATE records SET superseded_at = ?, superseded_by = ? WHERE id = ?",
                 (clock.now(), row["id"], current["id"]),
+            )
+            await tx.execute(  # the hub ended it so itself (0002_hub_v1.sql, push)
+                "INSERT OR REPLACE INTO hub_ends(record_id, project_id, kind, successor) "
+                "VALUES (?, ?, 'supersede', ?)",
+                (current["id"], project_id, row["id"]),
             )
         else:  # ours, not pushed yet: it will come after this one at the hub
             row["superseded_at"], row["superseded_by"] = clock.now(), current["id"]
