@@ -143,6 +143,17 @@ def hub(session: nox.Session) -> None:
     )
 
 
+@nox.session(python=PYTHON, default=False)
+def bench_hub(session: nox.Session) -> None:
+    """The team hub's push, pull, join and no-op sync against a PostgreSQL it starts
+    -> benchmarks/results/team_hub.md (not in CI). ``-- --versions 10000 --join 100000``."""
+    bindir = postgres_bindir(session)
+    install_tests(session)
+    session.run(
+        "python", "benchmarks/team_hub.py", *session.posargs, env={"AGENTCTX_PGBIN": bindir}
+    )
+
+
 @nox.session(python=PYTHON, default=False, tags=["ci"])
 def e2e(session: nox.Session) -> None:
     """The hooks under the real Claude Code CLI, offline, against a loopback Messages API.

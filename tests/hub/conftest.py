@@ -122,14 +122,11 @@ class Server:
             self.run("pg_ctl", "-D", data, "-w", "-t", "60", "-m", "fast", "stop")
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[Server]:
-    """A PostgreSQL cluster for the run, stopped and removed at the end."""
+def start_server() -> Server:
+    """initdb and start a cluster in a new temporary folder (as ``postgres`` when root)."""
     bindir = pg_bindir()
     if bindir is None:
-        pytest.fail(
-            f"the hub tests need PostgreSQL's server binaries: run `{INSTALL}` (or nox -s hub)"
-        )
+        raise RuntimeError(f"PostgreSQL's server binaries are missing: run `{INSTALL}`")
     as_postgres = hasattr(os, "geteuid") and os.geteuid() == 0
     folder = tempfile.mkdtemp(prefix="agentctx-pg-")
     for sub in ("data", "sock", "log"):
@@ -139,20 +136,20 @@ def pg_server() -> Iterator[Server]:
         for path in (folder, *(os.path.join(folder, s) for s in ("data", "sock", "log"))):
             shutil.chown(path, "postgres", "postgres")
     server = Server(bindir, folder, os.path.join(folder, "sock"), free_port(), as_postgres)
-    server.run(
-        "initdb",
-        "-D",
-        os.path.join(folder, "data"),
-        "-A",
-        "trust",
-        "-U",
-        "postgres",
-        "--no-sync",
-        "-E",
-        "UTF8",
-    )
-    server.ctl("start")
     try:
+        server.run(
+            "initdb",
+            "-D",
+            os.path.join(folder, "data"),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+            "-E",
+            "UTF8",
+        )
+        server.ctl("start")
         server.admin(
             "DO $$ DECLARE r text; BEGIN FOREACH r IN ARRAY "
             "ARRAY['alice', 'bob', 'carol', 'dave', 'eve', 'hubadmin'] LOOP "
@@ -160,12 +157,32 @@ def pg_server() -> Iterator[Server]:
             "EXECUTE format('CREATE ROLE %I LOGIN', r); END IF; END LOOP; END $$"
         )
         server.admin("ALTER ROLE hubadmin CREATEROLE CREATEDB")
+    except BaseException:
+        stop_server(server)
+        raise
+    return server
+
+
+def stop_server(server: Server) -> None:
+    """Stop the cluster at once and remove its folder."""
+    server.run(
+        "pg_ctl", "-D", os.path.join(server.folder, "data"), "-m", "immediate", "stop", check=False
+    )
+    shutil.rmtree(server.folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Server]:
+    """A PostgreSQL cluster for the run, stopped and removed at the end."""
+    if pg_bindir() is None:
+        pytest.fail(
+            f"the hub tests need PostgreSQL's server binaries: run `{INSTALL}` (or nox -s hub)"
+        )
+    server = start_server()
+    try:
         yield server
     finally:
-        server.run(
-            "pg_ctl", "-D", os.path.join(folder, "data"), "-m", "immediate", "stop", check=False
-        )
-        shutil.rmtree(folder, ignore_errors=True)
+        stop_server(server)
 
 
 _numbers = itertools.count()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 
+from agentctx.records import NewRecord
 from agentctx.team.hub import local
 from agentctx.team.hub import sync as hub_sync
 from tests.hub.members import Member, make_team
@@ -241,3 +242,26 @@ async def test_the_hub_restored_from_an_older_dump(
         assert hub_count(pg_server, restored) == 3
     finally:
         pg_server.admin(f"DROP DATABASE IF EXISTS {restored} WITH (FORCE)")
+
+
+async def test_a_push_stops_between_batches_at_the_deadline_and_resumes(
+    pg_server: Server, hub_db: str, tmp_path: Path
+) -> None:
+    alice, bob, _carol = await make_team(pg_server, hub_db, tmp_path)
+    async with alice.store() as store, store.transaction() as tx:
+        for n in range(1200):
+            await tx.add(
+                NewRecord(
+                    type="decision",
+                    project_id=alice.project.project_id,
+                    title=f"Batch rule {n}",
+                    body=f"Rule {n} of the batch.",
+                )
+            )
+    report = await alice.sync(deadline=time.monotonic() + 2.5)
+    assert not report.complete and report.pushed in (0, 500, 1000)
+    assert hub_count(pg_server, hub_db) == report.pushed  # whole batches only
+    rest = await alice.sync()
+    assert rest.complete and report.pushed + rest.pushed == 1200 and rest.duplicates == 0
+    assert hub_count(pg_server, hub_db) == 1200
+    assert (await bob.sync()).applied == 1200

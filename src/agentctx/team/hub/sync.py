@@ -285,13 +285,17 @@ async def _push(
     store: Store, hub: Session, link: dict[str, Any], report: Report, deadline: float | None
 ) -> None:
     project_id = link["project_id"]
-    versions = [version_item(row) for row in await pending_versions(store, project_id)]
-    for batch in _batches(versions):
-        if not _time_left(deadline):
-            report.complete = False
-            return
-        result = await hub.call("push", link["team"], project_id, batch, CLIENT)
-        await _stamp_acks(store, link, batch, result["acks"], report)
+    rows = await pending_versions(store, project_id)
+    for start in range(0, len(rows), BATCH):
+        # redacted a batch at a time (the redactor is the push's main cost): a deadline stops it
+        # between batches, and the rest waits for the next sync
+        versions = [version_item(row) for row in rows[start : start + BATCH]]
+        for batch in _batches(versions):
+            if not _time_left(deadline):
+                report.complete = False
+                return
+            result = await hub.call("push", link["team"], project_id, batch, CLIENT)
+            await _stamp_acks(store, link, batch, result["acks"], report)
     events = await pending_events(store, project_id, set())
     for batch in _batches(events):
         if not _time_left(deadline):
