@@ -82,7 +82,7 @@ async def test_a_crash_between_the_hub_commit_and_the_local_stamp_duplicates_not
             await alice.sync()
     assert hub_count(pg_server, hub_db) == 3  # the hub committed
     async with alice.store() as store:
-        assert len(await hub_sync.pending_versions(store, alice.project.project_id)) == 3
+        assert len(await local.pending_versions(store, alice.project.project_id)) == 3
     report = await alice.sync()  # re-pushed: acked as duplicates, nothing twice at the hub
     assert (report.pushed, report.duplicates) == (0, 3)
     assert hub_count(pg_server, hub_db) == 3
@@ -122,7 +122,7 @@ async def test_a_backend_terminated_mid_push_leaves_nothing_half_written(
     assert report.error is not None and "connection" in report.error
     assert hub_count(pg_server, hub_db) == 0  # rolled back whole
     async with alice.store() as store:
-        assert len(await hub_sync.pending_versions(store, alice.project.project_id)) == 3
+        assert len(await local.pending_versions(store, alice.project.project_id)) == 3
     report = await alice.sync()
     assert (report.error, report.pushed) == (None, 3)
     assert hub_count(pg_server, hub_db) == 3

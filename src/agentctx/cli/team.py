@@ -279,7 +279,7 @@ async def status(*, json: Json = False) -> int:
             rows.append(
                 {
                     **shown,
-                    "hub": _safe(link["conninfo"]),
+                    "hub": local.shown(link["conninfo"]),
                     "waiting": waiting,
                     "conflicts": conflicts,
                 }
@@ -307,15 +307,6 @@ async def status(*, json: Json = False) -> int:
         return 0
 
     return await _with_store(action, read_only=True)
-
-
-def _safe(info: str) -> str:
-    """A connection string as shown: host, port, database, user or service (never a password)."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    parts = conninfo_to_dict(info)
-    keys = ("service", "host", "port", "dbname", "user")
-    return " ".join(f"{k}={parts[k]}" for k in keys if parts.get(k))
 
 
 @team_app.command(name="conflicts")

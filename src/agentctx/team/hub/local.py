@@ -17,9 +17,11 @@ store's own migrations stay the store's (docs/team-hub.md, "Departures").
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
-from agentctx.core import clock
+from agentctx.core import clock, writes
+from agentctx.team.file import SHARED_TYPES, raw_stub
 
 if TYPE_CHECKING:
     from agentctx.store import Store
@@ -157,11 +159,76 @@ async def unlink(store: Store, project_id: str) -> bool:
 
 async def waiting(store: Store, project_id: str) -> dict[str, int]:
     """What waits to be pushed: ``{"versions": n, "events": n}``."""
-    from agentctx.team.hub import sync
-
-    versions = await sync.pending_versions(store, project_id)
-    events = await sync.pending_events(store, project_id, set())
+    versions = await pending_versions(store, project_id)
+    events = await pending_events(store, project_id, set())
     return {"versions": len(versions), "events": len(events)}
+
+
+async def pending_versions(store: Store, project_id: str) -> list[dict[str, Any]]:
+    """This project's shareable records written here that the hub does not know, in write order."""
+    if not await has_tables(store):
+        return []
+    types = ", ".join("?" * len(SHARED_TYPES))
+    rows = await store.rows(
+        f"SELECT * FROM records WHERE project_id = ? AND scope = 'project' AND type IN ({types}) "
+        "AND source <> 'import' "
+        "AND id NOT IN (SELECT record_id FROM hub_items) "
+        "AND id NOT IN (SELECT record_id FROM hub_erased) ORDER BY recorded_at, seq",
+        (project_id, *SHARED_TYPES),
+    )
+    return [dict(r) for r in rows if not raw_stub(r)]
+
+
+async def pending_events(store: Store, project_id: str, pushing: set[str]) -> list[dict[str, Any]]:
+    """Supersessions and retirements of hub-known versions, and our versions' new cues."""
+    if not await has_tables(store):
+        return []
+    known = {
+        r["record_id"]
+        for r in await store.rows(
+            "SELECT record_id FROM hub_items WHERE project_id = ? AND status = 'ok'", (project_id,)
+        )
+    } | pushing
+    ended = await store.rows(
+        "SELECT r.id, r.superseded_by, r.superseded_at, s.recorded_at AS successor_at "
+        "FROM records r JOIN hub_items h ON h.record_id = r.id "
+        "LEFT JOIN records s ON s.id = r.superseded_by "
+        "WHERE r.project_id = ? AND h.status = 'ok' AND r.superseded_at IS NOT NULL "
+        "AND r.id NOT IN (SELECT record_id FROM hub_ends) ORDER BY r.superseded_at, r.seq",
+        (project_id,),
+    )
+    events: list[dict[str, Any]] = []
+    for row in ended:
+        if row["superseded_by"] is None:
+            events.append({"kind": "retire", "id": row["id"]})
+        elif row["successor_at"] != row["superseded_at"]:
+            # a consolidation merge (the survivor existed before it ended this one), not a new
+            # version: merges stay local in v1 (docs/team-hub.md)
+            continue
+        elif row["superseded_by"] in known:
+            events.append({"kind": "supersede", "id": row["id"], "successor": row["superseded_by"]})
+    cued = await store.rows(
+        "SELECT r.id, r.cues FROM records r JOIN hub_items h ON h.record_id = r.id "
+        "WHERE r.project_id = ? AND h.origin = 'local' AND h.status = 'ok' AND r.cues <> h.cues",
+        (project_id,),
+    )
+    for row in cued:
+        events.append({"kind": "cues", "id": row["id"], "cues": _cues(row["cues"])})
+    return events
+
+
+def _cues(text: str) -> list[str]:
+    return writes.normalize_cues(text)
+
+
+_PAIR = re.compile(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
+
+
+def shown(info: str) -> str:
+    """A link's connection string as shown: service, host, port, database, user (never more)."""
+    parts = {k: v.strip("'") for k, v in _PAIR.findall(info)}
+    keys = ("service", "host", "port", "dbname", "user")
+    return " ".join(f"{k}={parts[k]}" for k in keys if parts.get(k))
 
 
 async def conflicts(store: Store, project_id: str | None = None) -> list[dict[str, Any]]:

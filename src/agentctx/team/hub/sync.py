@@ -35,7 +35,6 @@ from agentctx.core.inject import HUB_PREFIX
 from agentctx.store import deletion
 from agentctx.store.confine import IMPORTED_TYPES, confine
 from agentctx.store.transfer import record_from_data
-from agentctx.team.file import SHARED_TYPES, raw_stub
 from agentctx.team.hub import HubError, HubUnreachable, local
 from agentctx.team.hub.connect import CLIENT, Session
 
@@ -121,66 +120,6 @@ class sync_lock:
 
     def __exit__(self, *exc_info: object) -> None:
         os.close(self._fd)
-
-
-# -- what waits ----------------------------------------------------------------------------------
-
-
-async def pending_versions(store: Store, project_id: str) -> list[dict[str, Any]]:
-    """This project's shareable records written here that the hub does not know, in write order."""
-    if not await local.has_tables(store):
-        return []
-    types = ", ".join("?" * len(SHARED_TYPES))
-    rows = await store.rows(
-        f"SELECT * FROM records WHERE project_id = ? AND scope = 'project' AND type IN ({types}) "
-        "AND source <> 'import' "
-        "AND id NOT IN (SELECT record_id FROM hub_items) "
-        "AND id NOT IN (SELECT record_id FROM hub_erased) ORDER BY recorded_at, seq",
-        (project_id, *SHARED_TYPES),
-    )
-    return [dict(r) for r in rows if not raw_stub(r)]
-
-
-async def pending_events(store: Store, project_id: str, pushing: set[str]) -> list[dict[str, Any]]:
-    """Supersessions and retirements of hub-known versions, and our versions' new cues."""
-    if not await local.has_tables(store):
-        return []
-    known = {
-        r["record_id"]
-        for r in await store.rows(
-            "SELECT record_id FROM hub_items WHERE project_id = ? AND status = 'ok'", (project_id,)
-        )
-    } | pushing
-    ended = await store.rows(
-        "SELECT r.id, r.superseded_by, r.superseded_at, s.recorded_at AS successor_at "
-        "FROM records r JOIN hub_items h ON h.record_id = r.id "
-        "LEFT JOIN records s ON s.id = r.superseded_by "
-        "WHERE r.project_id = ? AND h.status = 'ok' AND r.superseded_at IS NOT NULL "
-        "AND r.id NOT IN (SELECT record_id FROM hub_ends) ORDER BY r.superseded_at, r.seq",
-        (project_id,),
-    )
-    events: list[dict[str, Any]] = []
-    for row in ended:
-        if row["superseded_by"] is None:
-            events.append({"kind": "retire", "id": row["id"]})
-        elif row["successor_at"] != row["superseded_at"]:
-            # a consolidation merge (the survivor existed before it ended this one), not a new
-            # version: merges stay local in v1 (docs/team-hub.md)
-            continue
-        elif row["superseded_by"] in known:
-            events.append({"kind": "supersede", "id": row["id"], "successor": row["superseded_by"]})
-    cued = await store.rows(
-        "SELECT r.id, r.cues FROM records r JOIN hub_items h ON h.record_id = r.id "
-        "WHERE r.project_id = ? AND h.origin = 'local' AND h.status = 'ok' AND r.cues <> h.cues",
-        (project_id,),
-    )
-    for row in cued:
-        events.append({"kind": "cues", "id": row["id"], "cues": _cues(row["cues"])})
-    return events
-
-
-def _cues(text: str) -> list[str]:
-    return writes.normalize_cues(text)
 
 
 def version_item(row: dict[str, Any]) -> dict[str, Any]:
@@ -285,7 +224,7 @@ async def _push(
     store: Store, hub: Session, link: dict[str, Any], report: Report, deadline: float | None
 ) -> None:
     project_id = link["project_id"]
-    rows = await pending_versions(store, project_id)
+    rows = await local.pending_versions(store, project_id)
     for start in range(0, len(rows), BATCH):
         # redacted a batch at a time (the redactor is the push's main cost): a deadline stops it
         # between batches, and the rest waits for the next sync
@@ -296,7 +235,7 @@ async def _push(
                 return
             result = await hub.call("push", link["team"], project_id, batch, CLIENT)
             await _stamp_acks(store, link, batch, result["acks"], report)
-    events = await pending_events(store, project_id, set())
+    events = await local.pending_events(store, project_id, set())
     for batch in _batches(events):
         if not _time_left(deadline):
             report.complete = False
