@@ -51,3 +51,26 @@ async def test_a_decision_reaches_a_teammates_prompt_confined_and_labelled(
     again = await alice.sync()
     assert (again.pushed, again.applied) == (0, 0)
     assert len(await alice.records()) == 1
+
+
+async def test_the_authors_cues_travel_and_only_the_authors(
+    pg_server: Server, hub_db: str, tmp_path: Path
+) -> None:
+    alice, bob, _carol = await make_team(pg_server, hub_db, tmp_path)
+    mine = await alice.record(
+        "Cache TTLs", "Cache entries live for ten minutes.", cues=["how long is the cache kept"]
+    )
+    await alice.sync()
+    await bob.sync()
+    assert (await bob.records())[mine.id].cues == ("how long is the cache kept",)
+    # consolidation (or the author) adds a cue later: it travels as an event
+    async with alice.store() as store, store.transaction() as tx:
+        await tx.update_cues(mine.id, ["how long is the cache kept", "cache expiry"])
+    report = await alice.sync()
+    assert report.events == 1
+    await bob.sync()
+    assert (await bob.records())[mine.id].cues == ("how long is the cache kept", "cache expiry")
+    # bob's cues on alice's record stay his: nothing is pushed for them
+    async with bob.store() as store, store.transaction() as tx:
+        await tx.update_cues(mine.id, ["bob's own phrasing"])
+    assert (await bob.sync()).events == 0
