@@ -81,3 +81,22 @@ async def test_a_clock_a_day_ahead_does_not_decide_who_wins(
     await carol.sync()
     # hub order: alice's came first, bob's is rebased onto it, whatever the clocks say
     assert await chain(carol, base.id) == [base.id, by_alice.id, by_bob.id]
+
+
+async def test_one_current_fact_per_key_the_later_at_the_hub_wins(
+    pg_server: Server, hub_db: str, tmp_path: Path
+) -> None:
+    alice, bob, carol = await make_team(pg_server, hub_db, tmp_path)
+    fact = {"type": "profile", "key": "test_command"}
+    first = await alice.record("Test command", "pytest -q", **fact)
+    await alice.sync()
+    # bob, who has not pulled it, states the same key; his push comes second, so his wins
+    second = await bob.record("Test command", "nox -s tests", **fact)
+    await bob.sync()
+    for member in (alice, bob, carol):
+        await member.sync()
+    for member in (alice, bob, carol):
+        records = await member.records()
+        current = [r.id for r in records.values() if r.is_current and r.key == "test_command"]
+        assert current == [second.id], member.name
+        assert records[first.id].superseded_by == second.id, member.name

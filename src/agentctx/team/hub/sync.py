@@ -390,7 +390,7 @@ async def _apply_version(tx: Transaction, project_id: str, team: str, item: dict
     record = record_from_data(confined[0])
     row = dict(record.to_row())
     if record.type == "profile" and record.key is not None:
-        await _one_per_key(tx, project_id, row)
+        await _one_per_key(tx, project_id, row, seq)
     await tx.run(writes.store_row(row))  # the one write path: redacted here too
     await tx.execute(
         "INSERT OR REPLACE INTO hub_items(record_id, project_id, seq, hash, author, origin, "
@@ -400,26 +400,27 @@ async def _apply_version(tx: Transaction, project_id: str, team: str, item: dict
     return 1
 
 
-async def _one_per_key(tx: Transaction, project_id: str, row: dict[str, Any]) -> None:
-    """One current profile fact per key here too: hub order decides which one."""
+async def _one_per_key(tx: Transaction, project_id: str, row: dict[str, Any], seq: int) -> None:
+    """One current profile fact per key here too: hub order decides which one (the later)."""
     found = await tx.rows(
-        "SELECT r.id, h.status FROM records r LEFT JOIN hub_items h ON h.record_id = r.id "
+        "SELECT r.id, h.status, h.seq FROM records r LEFT JOIN hub_items h ON h.record_id = r.id "
         "WHERE r.project_id = ? AND r.type = 'profile' AND r.key = ? "
         "AND r.superseded_at IS NULL",
         (project_id, row["key"]),
     )
     for current in found:
-        if current["status"] == "ok":  # at the hub before this one: this one wins
+        at_hub_before = current["status"] == "ok" and (current["seq"] or 0) < seq
+        if at_hub_before:  # the hub ended it when this one arrived (0002_hub_v1.sql, push)
             await tx.execute(
                 "UPDATE records SET superseded_at = ?, superseded_by = ? WHERE id = ?",
                 (clock.now(), row["id"], current["id"]),
             )
-            await tx.execute(  # the hub ended it so itself (0002_hub_v1.sql, push)
+            await tx.execute(
                 "INSERT OR REPLACE INTO hub_ends(record_id, project_id, kind, successor) "
                 "VALUES (?, ?, 'supersede', ?)",
                 (current["id"], project_id, row["id"]),
             )
-        else:  # ours, not pushed yet: it will come after this one at the hub
+        else:  # later at the hub, or ours not pushed yet (it will be later): it wins
             row["superseded_at"], row["superseded_by"] = clock.now(), current["id"]
 
 
