@@ -123,6 +123,8 @@ async def test_session_start_with_a_dead_hub_costs_what_it_costs_without_one(
         times["plain"].append(start(plain, n))
     dead, base = statistics.median(times["dead"]), statistics.median(times["plain"])
     # the hook only stats a file and forks: no connection is waited for
-    assert dead < base * 1.5 + 0.15, times
+    # (a hook that waited for the hub would take its 5 s connect timeout; the bound is loose so
+    # that a loaded machine does not fail it at random)
+    assert dead < base * 2 + 0.3, times
     log = wait_for_line(linked.home / "logs" / "workers.log", "cannot be reached")
     assert "Traceback" not in log
