@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
+import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import psycopg
 import pytest
 
@@ -274,3 +279,52 @@ async def test_a_push_stops_between_batches_at_the_deadline_and_resumes(
     assert rest.complete and report.pushed + rest.pushed == 1200 and rest.duplicates == 0
     assert hub_count(pg_server, hub_db) == 1200
     assert (await bob.sync()).applied == 1200
+
+
+async def test_kill_9_during_a_pull_leaves_whole_pages_only(
+    pg_server: Server, hub_db: str, tmp_path: Path
+) -> None:
+    alice, bob, _carol = await make_team(pg_server, hub_db, tmp_path)
+    async with alice.store() as store, store.transaction() as tx:
+        for n in range(2000):
+            await tx.add(
+                NewRecord(
+                    type="decision",
+                    project_id=alice.project.project_id,
+                    title=f"Kill rule {n}",
+                    body=f"Rule {n}, pulled page by page.",
+                )
+            )
+    assert (await alice.sync()).pushed == 2000
+    child = subprocess.Popen(  # noqa: ASYNC220 - a real process, to kill -9
+        [sys.executable, "-m", "agentctx", "team", "sync"],
+        cwd=bob.checkout,
+        env={**os.environ, **bob.env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    db = str(bob.home / "agentctx.db")
+
+    def cursor() -> int:
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
+                row = conn.execute("SELECT cursor FROM hub_links").fetchone()
+        except sqlite3.Error:
+            return 0
+        return int(row[0]) if row else 0
+
+    deadline = time.monotonic() + 120
+    while cursor() == 0:  # the first page is applied
+        assert child.poll() is None, "the sync ended before it could be killed"
+        assert time.monotonic() < deadline
+        await anyio.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    assert child.returncode == -signal.SIGKILL
+    at = cursor()
+    records = await bob.records()
+    assert 0 < at < 2000 and at % 500 == 0, at  # whole pages only, the cursor with them
+    assert len(records) == at
+    report = await bob.sync()
+    assert report.error is None and report.applied == 2000 - at
+    assert len(await bob.records()) == 2000
