@@ -93,6 +93,9 @@ CREATE UNIQUE INDEX IF NOT EXISTS log_one_end ON agentctx_hub.log (team, id)
 CREATE UNIQUE INDEX IF NOT EXISTS log_one_predecessor ON agentctx_hub.log (team, successor)
   WHERE kind = 'supersede';
 CREATE INDEX IF NOT EXISTS log_by_project ON agentctx_hub.log (team, project, seq);
+-- the current version of a key (profile facts), looked up by every keyed push
+CREATE INDEX IF NOT EXISTS log_by_key ON agentctx_hub.log (team, project, (item->>'key'))
+  WHERE kind = 'version' AND item->>'key' IS NOT NULL;
 
 -- tombstones, kept forever: an erased id never comes back
 CREATE TABLE IF NOT EXISTS agentctx_hub.erased (
