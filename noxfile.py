@@ -100,6 +100,60 @@ def browser(session: nox.Session) -> None:
     session.run("pytest", "-m", "browser", "tests/browser", *session.posargs)
 
 
+def postgres_bindir(session: nox.Session) -> str:
+    """The folder of PostgreSQL's server binaries (``initdb``, ``pg_ctl``; Debian keeps them off
+    PATH); Debian's ``postgresql`` is installed when missing and this runs as root, else the
+    session stops with the command to run."""
+    import glob
+    import os
+    import shutil
+    import subprocess
+
+    def found() -> str | None:
+        folders = []
+        if shutil.which("pg_config"):
+            out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True)
+            folders.append(out.stdout.strip())
+        folders += sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+        return next((f for f in folders if f and os.access(f"{f}/initdb", os.X_OK)), None)
+
+    folder = found()
+    if folder is None and shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        session.run("apt-get", "update", "-qq", external=True)
+        session.run(
+            "apt-get", "install", "-y", "--no-install-recommends", "postgresql", external=True
+        )
+        folder = found()
+    if folder is None:
+        session.error(
+            "the hub session needs PostgreSQL's server: run `sudo apt-get install postgresql`, "
+            "then run the tests again"
+        )
+    return folder
+
+
+@nox.session(python=PYTHON, default=False, tags=["ci"])
+def hub(session: nox.Session) -> None:
+    """The team hub against a real PostgreSQL that the tests start for the run (tests/hub):
+    Debian's server binaries, as the ``postgres`` user when this runs as root."""
+    bindir = postgres_bindir(session)
+    install_tests(session)
+    session.run(
+        "pytest", "-m", "hub", "tests/hub", *session.posargs, env={"AGENTCTX_PGBIN": bindir}
+    )
+
+
+@nox.session(python=PYTHON, default=False)
+def bench_hub(session: nox.Session) -> None:
+    """The team hub's push, pull, join and no-op sync against a PostgreSQL it starts
+    -> benchmarks/results/team_hub.md (not in CI). ``-- --versions 10000 --join 100000``."""
+    bindir = postgres_bindir(session)
+    install_tests(session)
+    session.run(
+        "python", "benchmarks/team_hub.py", *session.posargs, env={"AGENTCTX_PGBIN": bindir}
+    )
+
+
 @nox.session(python=PYTHON, default=False, tags=["ci"])
 def e2e(session: nox.Session) -> None:
     """The hooks under the real Claude Code CLI, offline, against a loopback Messages API.

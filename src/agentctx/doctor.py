@@ -38,7 +38,25 @@ def run_checks() -> list[Check]:
     checks.append(_check_extraction())
     checks.append(_check_model())
     checks.append(_check_vectors())
+    checks.extend(_check_team_hub())
     return checks
+
+
+def _check_team_hub() -> list[Check]:
+    """The team hubs this home's projects are linked to (none: no check at all)."""
+    from agentctx.core import hubstamp
+
+    if not os.path.exists(hubstamp.path()) or not os.path.exists(home.db_path()):
+        return []
+    try:
+        import anyio
+
+        from agentctx.team.hub import doctor as hub_doctor
+    except ImportError:
+        from agentctx.team.hub import MISSING
+
+        return [Check("team hub", False, MISSING, "pip install 'agentctx-cc[team]'")]
+    return [Check(*found) for found in anyio.run(hub_doctor.checks)]
 
 
 #: What search and consolidation do without the embedding model (doctor says so).

@@ -105,6 +105,7 @@ async def session_end(
             left = deadline - time.monotonic() - 1.0
             time_box = max(0.1, min(time_box, left))
         consolidated = await consolidate(store, project_id, time_box=time_box, log=log)
+        await team_sync(store, [project_id], deadline=deadline)
     return report, consolidated
 
 
@@ -123,6 +124,34 @@ async def judge(store: Store, session_id: str, transcript: str | None) -> None:
             f"verdicts {session_id}: {report.status}, {report.judged} judged, "
             f"{report.waiting} waiting"
         )
+
+
+async def team_sync(
+    store: Store, project_ids: list[str] | None = None, *, deadline: float | None = None
+) -> None:
+    """Sync the linked projects (those given, or all) with their team hub, when any is linked.
+
+    The SessionEnd worker's last step (after extraction and consolidation) and the whole of the
+    ``worker team-sync`` that SessionStart starts. Never raises: a missing psycopg, a busy lock,
+    an unreachable hub or a refusal is one log line; the next sync retries (after a backoff).
+    """
+    from agentctx.team.hub import MISSING, HubError, local
+
+    try:
+        links = await local.links(store)
+        if not any(project_ids is None or link["project_id"] in project_ids for link in links):
+            return
+        try:
+            from agentctx.team.hub import sync as hub_sync
+        except ImportError:
+            log(f"team sync: {MISSING}")
+            return
+        for report in await hub_sync.sync_all(
+            store, project_ids, deadline=deadline, log=None, background=True
+        ):
+            log(report.line())
+    except HubError as exc:
+        log(f"team sync: {exc}")
 
 
 async def sweep(*, idle: float = sessions.IDLE_S, limit: int = SWEEP_MAX) -> list[Report]:

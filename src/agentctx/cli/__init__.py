@@ -211,6 +211,7 @@ from agentctx.cli import (  # noqa: E402, F401
     records,
     setup,
     sync,
+    team,
     ui,
     workers,
 )

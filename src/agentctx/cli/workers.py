@@ -130,6 +130,22 @@ async def worker_session_end(
     return 0
 
 
+@worker_app.command(name="team-sync")
+async def worker_team_sync(*, deadline: float | None = None) -> int:
+    """Sync every linked project with its team hub (started detached by SessionStart when the
+    last sync is older than a few minutes; backs off after failures).
+
+    Example: ``agentctx worker team-sync``.
+    """
+    from agentctx.store import Store
+    from agentctx.workers import WORKER_DEADLINE_S, give_up_after, team_sync
+
+    ends = give_up_after(deadline or WORKER_DEADLINE_S, "team-sync worker")
+    async with await Store.open() as store:
+        await team_sync(store, deadline=ends)
+    return 0
+
+
 @worker_app.command(name="sweep")
 async def worker_sweep() -> int:
     """Extract idle sessions with an unextracted tail (started detached by SessionStart).

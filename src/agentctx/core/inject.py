@@ -49,6 +49,8 @@ PROVENANCE = {
     "import": "team file",
 }
 CONFIDENCE = {"explicit": "stated", "reinforced": "reinforced", "inferred": "unconfirmed"}
+#: A record pulled from the team hub: ``session_id`` is ``hub:<team>#<seq> <author>``.
+HUB_PREFIX = "hub:"
 _FENCE_OVERHEAD = f"{HEADER}\n{FENCE_OPEN}\n{FENCE_NOTE}\n\n\n{FENCE_CLOSE}"
 
 
@@ -122,11 +124,20 @@ def label(row: Any) -> str:
     provenance = PROVENANCE.get(str(source), "unknown source") if source else "unknown source"
     if source == "cli" and _field(row, "type") == "profile" and _field(row, "key"):
         provenance = "detected"  # `agentctx init` writes the keyed facts it detected
+    if source == "import" and str(_field(row, "session_id") or "").startswith(HUB_PREFIX):
+        provenance = "team hub: " + hub_author(str(_field(row, "session_id")))
     stated = str(_field(row, "confidence") or "inferred")
     confidence = CONFIDENCE.get(stated, stated)
     if source == "import" and confidence != "unconfirmed":
         confidence = "unconfirmed"  # a team file's confidence is its author's, not the user's
     return f"{_field(row, 'type') or 'record'} | {provenance} | {confidence}"
+
+
+def hub_author(origin: str) -> str:
+    """The author a team hub provenance names (the hub's login role), safe inside a label."""
+    name = origin.rpartition(" ")[2] if " " in origin else "unknown"
+    safe = "".join(c for c in name if c.isalnum() or c in "_.@-")[:40]
+    return safe or "unknown"
 
 
 def fenced_text(text: str) -> str:

@@ -23,11 +23,16 @@ if TYPE_CHECKING:
 
 def handle(ctx: HookContext) -> str | None:
     """The digest text, or None when the store knows nothing of this project; starts the
-    idle-session sweep now and then (:func:`agentctx.hooks.lifecycle.maybe_sweep`)."""
+    idle-session sweep now and then (:func:`maybe_sweep`), and the team hub sync when it is due
+    (:func:`maybe_hub_sync`)."""
     try:
         maybe_sweep(ctx)
     except Exception as exc:  # the digest comes first
         ctx.log(f"sweep not started: {type(exc).__name__}: {exc}")
+    try:
+        maybe_hub_sync(ctx)
+    except Exception as exc:
+        ctx.log(f"team sync not started: {type(exc).__name__}: {exc}")
     project = ctx.project
     data = digests.read(project.project_id) or _build(ctx)
     if data is None:
@@ -107,6 +112,22 @@ def maybe_sweep(ctx: HookContext) -> None:
         release(conn)
     if sessions.idle_tails(found, time.time()):
         lifecycle.start_worker(ctx, ["worker", "sweep"])
+
+
+def maybe_hub_sync(ctx: HookContext) -> None:
+    """Start ``agentctx worker team-sync`` detached when a project of this home is linked to a
+    team hub and the last sync was tried :data:`agentctx.core.hubstamp.SYNC_EVERY_S` ago or more.
+
+    One ``stat`` of the stamp file: no connection and no hub client here (docs/team-hub.md).
+    """
+    from agentctx.core import hubstamp
+
+    if not hubstamp.due():
+        return
+    hubstamp.touch()  # first: one start per period, however many sessions start
+    from agentctx.hooks import lifecycle
+
+    lifecycle.start_worker(ctx, ["worker", "team-sync"])
 
 
 def _build(ctx: HookContext) -> Digest | None:

@@ -1,4 +1,4 @@
-"""Deletion: ``agentctx reset``, the one operation that deletes records (docs/spec.md, 5.5).
+"""Deletion: ``agentctx reset``, and the team hub's erasure of single records (docs/spec.md, 5.5).
 
 Everything else keeps history (supersession, the archive), so the only ``DELETE`` of records lives
 here, in one write transaction of the :class:`~agentctx.store.Store`: a failed reset deletes nothing.
@@ -14,7 +14,9 @@ from agentctx.core import schema
 from agentctx.core.errors import ValidationError
 
 if TYPE_CHECKING:
-    from agentctx.store import Store
+    from collections.abc import Iterable
+
+    from agentctx.store import Store, Transaction
 
 
 async def reset(store: Store, project_id: str) -> int:
@@ -42,3 +44,23 @@ async def reset(store: Store, project_id: str) -> int:
         return deleted + await tx.execute(
             "DELETE FROM records_archive WHERE project_id = ?", (project_id,)
         )
+
+
+async def erase(store: Store, tx: Transaction, record_ids: Iterable[str]) -> int:
+    """Delete records by id inside ``tx`` (an erasure at the team hub); how many were deleted.
+
+    A record that a deleted one superseded stays superseded (``superseded_by`` cleared, its
+    ``superseded_at`` kept): an erasure never makes an older version current again.
+    """
+    deleted = 0
+    for record_id in record_ids:
+        for table in ("records", "records_archive"):
+            await tx.execute(
+                f"UPDATE {table} SET superseded_by = NULL WHERE superseded_by = ?", (record_id,)
+            )
+        await tx.execute("DELETE FROM edges WHERE from_id = ? OR to_id = ?", (record_id, record_id))
+        if store.capabilities.vec_version:
+            await tx.execute("DELETE FROM records_vec WHERE record_id = ?", (record_id,))
+        deleted += await tx.execute("DELETE FROM records WHERE id = ?", (record_id,))
+        deleted += await tx.execute("DELETE FROM records_archive WHERE id = ?", (record_id,))
+    return deleted

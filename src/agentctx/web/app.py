@@ -38,6 +38,7 @@ from agentctx.web.views import projects as projects_view
 from agentctx.web.views import records as records_view
 from agentctx.web.views import sessions as sessions_view
 from agentctx.web.views import sync as sync_view
+from agentctx.web.views import team as team_view
 
 if TYPE_CHECKING:
     import numpy as np
@@ -188,6 +189,24 @@ async def sync_page(request: Request) -> Response:
     project = request.query_params.get("project") or (choices[0][0] if choices else "")
     view = await queries.sync_report(store, project) if project else None
     return _html(sync_view.render(view, project, choices, token=_token(request)))
+
+
+async def team_page(request: Request) -> Response:
+    """Team: the linked team hubs, what waits, the conflicts (from the store; no connection)."""
+    from agentctx.team.hub import local
+
+    store = _store(request)
+    links = []
+    for link in await local.links(store):
+        links.append(
+            {
+                **{k: v for k, v in link.items() if k != "conninfo"},
+                "hub": local.shown(str(link["conninfo"])),
+                "waiting": await local.waiting(store, link["project_id"]),
+                "conflicts": await local.conflicts(store, link["project_id"]),
+            }
+        )
+    return _html(team_view.render(links, token=_token(request)))
 
 
 async def static_file(request: Request) -> Response:
@@ -393,6 +412,7 @@ def create_app(store: Store, *, port: int, credentials: Credentials) -> ASGIApp:
         ("/profile", profile_page),
         ("/sessions", sessions_page),
         ("/sync", sync_page),
+        ("/team", team_page),
     ]
     reads = [
         ("/api/records", api_records),

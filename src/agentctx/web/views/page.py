@@ -23,6 +23,7 @@ NAV = (
     ("profile", "/profile", "Profile"),
     ("sessions", "/sessions", "Sessions"),
     ("sync", "/sync", "Sync"),
+    ("team", "/team", "Team"),
 )
 
 

@@ -1,4 +1,4 @@
-"""Team export: a project's shareable records as ``.agentctx/context.md``, for git and teammates.
+"""The team file: a project's shareable records as ``.agentctx/context.md``, for git and teammates.
 
 Opt-in (``team_export``, ``agentctx init --team``); consolidation rewrites the file for each project it
 runs on. What is shared is project knowledge: the project's decisions, conventions, preferences,
@@ -51,7 +51,7 @@ async def shared(store: Store, project_id: str) -> tuple[list[RecordRow], list[E
     """The project's shareable records and the ``supersedes`` edges among them, in file order."""
     data = await transfer.export_data(store, project_id)
     records = [r for r in data["records"] if r["type"] in SHARED_TYPES and r["scope"] == "project"]
-    records = [r for r in records if not _raw_stub(r)]
+    records = [r for r in records if not raw_stub(r)]
     ids = {r["id"] for r in records}
     while True:  # a superseded record whose successor is not shared would dangle: drop it too
         orphans = {r["id"] for r in records if r["superseded_by"] and r["superseded_by"] not in ids}
@@ -67,7 +67,7 @@ async def shared(store: Store, project_id: str) -> tuple[list[RecordRow], list[E
     return records, edges
 
 
-def _raw_stub(record: Mapping[str, Any]) -> bool:
+def raw_stub(record: Mapping[str, Any]) -> bool:
     """A PostToolUse stub that extraction has not explained (still only the captured failure)."""
     return record["source"] == "hook_observation" and _EXPLAINED not in record["body"]
 
