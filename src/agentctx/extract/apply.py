@@ -369,10 +369,12 @@ def _confidence(item: dict[str, Any]) -> str:
 
 
 def _keywords(item: dict[str, Any]) -> list[str]:
+    """The entry's keywords that are strings; the write path caps, normalizes and redacts them
+    (:func:`agentctx.core.writes.normalize_keywords`), as it does every other writer's."""
     value = item.get("keywords")
     if not isinstance(value, list):
         return []
-    return [redact(k) for k in value if isinstance(k, str)][:8]
+    return [k for k in value if isinstance(k, str)]
 
 
 def _cues(item: dict[str, Any]) -> list[str]:

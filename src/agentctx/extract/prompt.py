@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
-from agentctx.core.writes import CUES_MAX, ENTITY_NAME_MAX, ENTITY_RELS
+from agentctx.core.writes import CUES_MAX, ENTITY_NAME_MAX, ENTITY_RELS, KEYWORDS_MAX
 
 WHOLE_MAX = 15_000
 HEAD_TAIL_MAX = 50_000
@@ -32,8 +32,9 @@ HANDOVER_CONTEXT = 400
 _KEYWORDS = {
     "type": "array",
     "items": {"type": "string"},
-    "maxItems": 8,
-    "description": "Up to 8 words a developer would type to find this (identifiers, tools, topics).",
+    "maxItems": KEYWORDS_MAX,
+    "description": f"Up to {KEYWORDS_MAX} words a developer would type to find this "
+    "(identifiers, tools, topics).",
 }
 #: Retrieval cues (issue 14): indexed for keyword search with the record, never shown to a session.
 _CUES = {
