@@ -312,6 +312,7 @@ _FIELDS = st.sampled_from(RECORD_COLUMNS)  # every column of a record
 @example(mutations=[(0, "cues", [0])])
 @example(mutations=[(1, "cues", {"": 0})])
 @example(mutations=[(0, "cues", 7)])
+@example(mutations=[(0, "project_id", "global")])  # found by nox -s explore
 async def test_import_fuzz_is_all_or_nothing(
     store: Store, mutations: list[tuple[int, str, Any]]
 ) -> None:

@@ -88,7 +88,7 @@ def scrub(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def normalize_keywords(keywords: Iterable[str] | str | None) -> str:
+def normalize_keywords(keywords: Iterable[object] | str | None) -> str:
     """Up to :data:`KEYWORDS_MAX` distinct search keywords as one space-separated, lower-case
     string, each cut at :data:`KEYWORD_MAX` characters; idempotent.
 
@@ -98,7 +98,7 @@ def normalize_keywords(keywords: Iterable[str] | str | None) -> str:
     """
     if keywords is None:
         return ""
-    items = [keywords] if isinstance(keywords, str) else keywords
+    items: Iterable[object] = [keywords] if isinstance(keywords, str) else keywords
     seen: list[str] = []
     for item in items:
         if not isinstance(item, str):

@@ -188,10 +188,11 @@ def _record_problems(index: int, record: dict[str, Any]) -> list[str]:
                 clock.parse_time(value)
             except ValueError:
                 problems.append(f"{label}: {name} {_show(value)} is not an ISO-8601 time")
+    if record.get("scope") == "project" and record.get("project_id") == schema.GLOBAL_PROJECT_ID:
+        problems.append(f"{label}: a project-scoped record needs a project id, not 'global'")
     cues = record.get("cues")
-    if cues is not None and not isinstance(cues, str):
-        if not isinstance(cues, list) or not all(isinstance(c, str) for c in cues):
-            problems.append(f"{label}: cues must be a list of strings, not {_show(cues)}")
+    if not (cues is None or isinstance(cues, str) or _strings(cues)):
+        problems.append(f"{label}: cues must be a list of strings, not {_show(cues)}")
     if (record.get("superseded_at") is None) != (record.get("superseded_by") is None):
         problems.append(f"{label}: superseded_at and superseded_by must be set together")
     if record.get("superseded_by") is not None and record.get("superseded_by") == record_id:
@@ -262,6 +263,10 @@ async def _known(store: Store, target: str) -> bool:
         if await store.rows(sql, (target,)):
             return True
     return False
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 def _is_real(value: Any) -> bool:
