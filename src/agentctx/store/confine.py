@@ -57,28 +57,8 @@ def confine(data: Mapping[str, Any], project_id: str, origin: str) -> dict[str, 
     for item in data.get("records", []):
         if not isinstance(item, dict):
             raise ValidationError("import: a record entry is not an object")
-        if item.get("type") not in IMPORTED_TYPES:
-            continue
-        records.append(
-            {
-                **item,
-                # no more weight than a record written now: a time in the future would never age
-                "valid_from": _not_after(item.get("valid_from"), now),
-                "recorded_at": _not_after(item.get("recorded_at"), now),
-                "project_id": project_id,
-                "scope": "project",
-                "pinned": False,
-                "confidence": "inferred",
-                "source": "import",
-                "session_id": origin,
-                "reinforce_count": 0,
-                "access_count": 0,
-                "last_accessed": None,
-                "score": 1.0,
-                "claudemd_drift_score": 0.0,
-                "pending_embedding": True,
-            }
-        )
+        if item.get("type") in IMPORTED_TYPES:
+            records.append(confined_record(item, project_id, origin, now))
     ids = {r.get("id") for r in records}
     edges = [
         e
@@ -90,6 +70,31 @@ def confine(data: Mapping[str, Any], project_id: str, origin: str) -> dict[str, 
     ]
     return {**data, "projects": [], "records": records, "edges": edges, "nodes": [],
             "record_entities": []}  # fmt: skip
+
+
+def confined_record(
+    item: Mapping[str, Any], project_id: str, origin: str, now: str
+) -> dict[str, Any]:
+    """One record of a file as team context of ``project_id``: what the file may not choose is
+    set here, whatever it says (see the module docstring)."""
+    return {
+        **item,
+        # no more weight than a record written now: a time in the future would never age
+        "valid_from": _not_after(item.get("valid_from"), now),
+        "recorded_at": _not_after(item.get("recorded_at"), now),
+        "project_id": project_id,
+        "scope": "project",
+        "pinned": False,
+        "confidence": "inferred",
+        "source": "import",
+        "session_id": origin,
+        "reinforce_count": 0,
+        "access_count": 0,
+        "last_accessed": None,
+        "score": 1.0,
+        "claudemd_drift_score": 0.0,
+        "pending_embedding": True,
+    }
 
 
 def _not_after(value: Any, now: str) -> Any:
@@ -110,9 +115,16 @@ async def import_confined(
     One transaction, idempotent by id; ``report.kept_local`` lists the records left out because
     they would have touched a record this import did not create.
     """
-    # the same validation as --restore, before anything is written: the file as written (every
-    # record, the handovers it will not import too), then the records as confinement made them
-    import_check.refuse(import_check.shape_problems(data))
+    # the same validation as --restore, before anything is written: every record of the file
+    # (the handovers it will not import too), then the records as confinement made them
+    rows = data.get("records", [])
+    if isinstance(rows, list):  # a field the file leaves out takes what confinement will set
+        now = clock.now()
+        rows = [
+            {**confined_record(r, project_id, origin, now), **r} if isinstance(r, dict) else r
+            for r in rows
+        ]
+    import_check.refuse(import_check.shape_problems({**data, "records": rows}))
     confined = confine(data, project_id, origin)
     await import_check.check(store, confined, within_file=True)
     records = [record_from_data(item) for item in confined["records"]]
