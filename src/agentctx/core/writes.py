@@ -469,7 +469,12 @@ def update_cues(
 
 def absorb(survivor_id: str, fields: Mapping[str, Any], text_changed: bool) -> Plan[int]:
     """A merge: set a current survivor's text and counters (``fields``); the rows changed (0/1)."""
-    values = scrub(dict(fields))
+    values = dict(fields)
+    if "keywords" in values:  # the same caps as every other write
+        values["keywords"] = normalize_keywords(values["keywords"])
+    if "cues" in values:
+        values["cues"] = cues_text(normalize_cues(values["cues"]))
+    scrub(values)
     names = tuple(values)
     assignments = ", ".join(f"{name} = ?" for name in names)
     changed = yield execute(
