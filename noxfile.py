@@ -4,6 +4,11 @@
 browser tests, the end-to-end tests under the real Claude Code CLI and the eval against its quality
 floors. Each also runs alone (``nox -s slow``). ``nox -s bench`` measures speed (not in CI).
 
+Property tests (hypothesis) run derandomized everywhere by default (the ``ci`` profile of
+tests/conftest.py), so CI tries the same examples at every commit. ``nox -s explore`` (not in CI)
+runs them with random examples and ten times the budget; a failure it finds is added to its test
+as a fixed ``@example``, which every later run then tries.
+
 The tests are split by pytest markers set where the slow tests live (``slow``: module
 ``pytestmark`` or a test's decorator; ``browser``: tests/browser/conftest.py; ``e2e``: the e2e
 modules); pyproject's ``addopts`` deselects all three, so a bare ``pytest`` runs the fast set too.
@@ -182,6 +187,46 @@ def eval(session: nox.Session) -> None:
     session.run("python", "benchmarks/own_eval/run.py", *session.posargs)
     session.run("python", "benchmarks/precision_eval/run.py")
     session.run("python", "benchmarks/quality.py")
+
+
+#: The modules that hold property tests (hypothesis): what ``explore`` runs.
+PROPERTY_TESTS = (
+    "tests/test_budgets.py",
+    "tests/test_clock.py",
+    "tests/test_fuzz.py",
+    "tests/test_install.py",
+    "tests/test_own_eval.py",
+    "tests/test_profiling.py",
+    "tests/test_redact.py",
+    "tests/test_search.py",
+    "tests/test_tokens.py",
+    "tests/test_transcript.py",
+    "tests/test_transfer.py",
+    "tests/security/test_bad_input.py",
+    "tests/security/test_import_confinement.py",
+    "tests/security/test_import_validation.py",
+    "tests/security/test_mcp_bounds.py",
+)
+
+
+@nox.session(python=PYTHON, default=False)
+def explore(session: nox.Session) -> None:
+    """The property tests with random examples and ten times their budget (the ``explore``
+    hypothesis profile, tests/conftest.py); slow ones included. Not in CI: what it finds is added
+    to the test as a fixed ``@example``, so that CI's derandomized runs try it from then on.
+
+    The examples it found are kept in ``.hypothesis/`` (git-ignored) and tried first next time.
+    """
+    install_tests(session)
+    session.run(
+        "pytest",
+        "-m",
+        "not browser and not e2e",
+        "-n",
+        "auto",
+        *(session.posargs or PROPERTY_TESTS),
+        env={"AGENTCTX_HYPOTHESIS_PROFILE": "explore"},
+    )
 
 
 @nox.session(python=PYTHON, default=False)

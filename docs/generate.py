@@ -65,7 +65,11 @@ def _schema_type(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
         item = _schema_type(schema.get("items", {}), defs)
         low, high = schema.get("minItems"), schema.get("maxItems")
         size = f", {low}–{high} items" if low is not None and high is not None else ""
+        if not size and high is not None:
+            size = f", at most {high} items"
         return f"array of {item}{size}"
+    if kind == "string" and "maxLength" in schema:
+        return f"string of at most {schema['maxLength']:,} characters"
     low, high = schema.get("minimum"), schema.get("maximum")
     if low is not None and high is not None:
         return f"{kind} {low}–{high}"

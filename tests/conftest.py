@@ -2,6 +2,19 @@
 
 Records to add are built by the one factory, :func:`tests.helpers.new_record` (defaults for every
 required field, any field by keyword), a plain function so that module-level helpers use it too.
+
+Property tests (hypothesis) run under one of two profiles registered here (issue 24, #7):
+
+* ``ci``, the default, whatever runs the tests (``nox -s tests``, ``nox -s slow``, a bare
+  ``pytest``, CI): derandomized, no example database, so every run tries the same examples and a
+  random example can never fail an unrelated commit; a failure prints its reproduction blob.
+* ``explore`` (``AGENTCTX_HYPOTHESIS_PROFILE=explore``, what ``nox -s explore`` sets): random
+  examples, :data:`EXPLORE_FACTOR` times each test's budget, the local example database. What it
+  finds becomes a fixed ``@example`` of the test, so that ``ci`` tries it from then on.
+
+A test's own ``@settings`` set only its budget and health checks, never ``derandomize`` or
+``database``: the profile decides those (``test_every_property_test_leaves_randomness_to_the_profile``
+in tests/security/test_import_validation.py checks it).
 """
 
 from __future__ import annotations
@@ -10,6 +23,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import settings
 
 from agentctx.store import Store
 from tests import helpers, minilm
@@ -19,6 +33,30 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from agentctx.embed import Embedder
+
+#: The environment variable that picks the hypothesis profile (``ci`` when unset).
+PROFILE_ENV = "AGENTCTX_HYPOTHESIS_PROFILE"
+#: ``explore`` runs each property test this many times its ``ci`` budget.
+EXPLORE_FACTOR = 10
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get(PROFILE_ENV) or "ci")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``explore``, multiply each property test's own budget by :data:`EXPLORE_FACTOR`.
+
+    A test's explicit ``max_examples`` wins over the profile's, so the profile alone would leave
+    those budgets as they are. Hypothesis keeps a decorated test's settings on the function.
+    """
+    if settings.default is None or settings.default.derandomize:
+        return
+    for item in items:
+        function = getattr(item, "obj", None)
+        own = getattr(function, "_hypothesis_internal_use_settings", None)
+        if isinstance(own, settings):
+            wider = settings(own, max_examples=own.max_examples * EXPLORE_FACTOR)
+            function._hypothesis_internal_use_settings = wider  # type: ignore[union-attr]
 
 
 @pytest.fixture(autouse=True)

@@ -348,7 +348,7 @@ async def test_preferences_global_namespace_and_reinforcement(
     for n in range(3):
         path = tmp_path / f"s{n}.jsonl"
         t = Transcript(path, transcript.cwd)
-        t.add("user", "install deps with pnpm please")
+        t.add("user", "install deps with pnpm please: I use pnpm, never npm, in every project")
         sessions.append(path)
     with MessagesServer(default=extraction(preferences=[preference])) as server:
         for n, path in enumerate(sessions):

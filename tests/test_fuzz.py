@@ -12,7 +12,8 @@ Transcripts: ``tests/test_transcript.py`` already feeds synthetic lines; here th
 lines are mutated (cut anywhere, bytes flipped, values replaced by hostile ones, nested deeply)
 and the parser must never raise.
 
-The budget is modest and deterministic (``derandomize``): CI runs the same examples every time.
+The budget is modest and deterministic (the ``ci`` hypothesis profile of tests/conftest.py):
+CI runs the same examples every time; ``nox -s explore`` looks for new ones.
 """
 
 from __future__ import annotations
@@ -45,8 +46,6 @@ pytestmark = pytest.mark.slow
 CRASH = re.compile(r" [A-Za-z_.]*(?:Error|Exception|Exit|Interrupt|Warning)\b.* at \S+:\d+$", re.M)
 IN_PROCESS = settings(
     max_examples=70,
-    derandomize=True,
-    database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

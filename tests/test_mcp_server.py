@@ -407,11 +407,15 @@ async def test_get_returns_full_records_with_links_and_missing_ids(
 
 async def test_get_errors(client: Client, seed: Seed) -> None:
     eleven = [seed.jwt] * 11
-    assert "at most 10 ids" in error(await client.call_tool("ctx_get", {"ids": eleven}))
+    too_many = error(await client.call_tool("ctx_get", {"ids": eleven}))  # the schema's bound
+    assert "ids: List should have at most 10 items" in too_many and "\n" not in too_many
     unknown = error(await client.call_tool("ctx_get", {"ids": ["01NOTANID0000000000000000"]}))
     assert "no record with id 01NOTANID0000000000000000" in unknown and "ctx_search" in unknown
     assert "no record with id" in error(await client.call_tool("ctx_get", {"ids": [seed.foreign]}))
-    assert "at least one" in error(await client.call_tool("ctx_get", {"ids": []}))
+    assert "ids: List should have at least 1 item" in error(
+        await client.call_tool("ctx_get", {"ids": []})
+    )
+    assert "at least one" in error(await client.call_tool("ctx_get", {"ids": ["  "]}))
     assert "ids" in error(await client.call_tool("ctx_get", {"ids": "not a list"}))
 
 
@@ -475,7 +479,10 @@ async def test_a_recorded_handover_belongs_to_the_servers_checkout(
     [
         ({"type": "nonsense", "title": "t", "body": "b"}, "Input should be 'decision'"),
         ({"type": "decision", "title": " ", "body": "b"}, "title is empty"),
-        ({"type": "decision", "title": "x" * 121, "body": "b"}, "over the limit of 120"),
+        (
+            {"type": "decision", "title": "x" * 121, "body": "b"},
+            "title: String should have at most 120",
+        ),
         ({"type": "decision", "title": "t"}, "body"),
         ({"type": "decision", "title": "t", "body": "b", "supersedes": "01NOPE"}, "no record"),
         ({"type": "convention", "title": "t", "body": "b", "supersedes": "{jwt}"}, "a convention"),

@@ -238,17 +238,21 @@ async def test_only_current_inferred_preferences_are_promoted(store: Store) -> N
 
 async def test_extraction_evidence_is_not_counted_twice(store: Store) -> None:
     output = {"preferences": [{"rule": "Prefer small commits", "scope": "global"}]}
+    said = "I prefer small commits, everywhere"  # the developer's words: global is theirs
     for session in ("s1", "s2"):
         async with store.transaction() as tx:
             await apply.write(
-                tx, apply.parse(output), project_id=P, session_id=session, threshold=3
-            )
+                tx, apply.parse(output), project_id=P, session_id=session, threshold=3,
+                user_text=said,
+            )  # fmt: skip
     (pref,) = await store.list_records(GLOBAL_PROJECT_ID, types=("preference",))
     assert (pref.reinforce_count, pref.confidence) == (1, "inferred")
     assert await reinforce_preferences(store, P, threshold=3) == 0  # two sessions, not three
     explicit = {"preferences": [{**output["preferences"][0], "confidence": "explicit"}]}
     async with store.transaction() as tx:
-        await apply.write(tx, apply.parse(explicit), project_id=P, session_id="s3", threshold=3)
+        await apply.write(
+            tx, apply.parse(explicit), project_id=P, session_id="s3", threshold=3, user_text=said
+        )
     assert (await store.get(pref.id)).confidence == "explicit"  # extraction did it at once
     assert await reinforce_preferences(store, P, threshold=3) == 0
 

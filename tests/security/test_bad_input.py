@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agentctx import config
@@ -308,6 +308,11 @@ _FIELDS = st.sampled_from(RECORD_COLUMNS)  # every column of a record
 @pytest.mark.anyio
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(mutations=st.lists(st.tuples(st.integers(0, 1), _FIELDS, _VALUES), max_size=4))
+# found at random before the ci profile (issue 24, #7): a cue that is not a string
+@example(mutations=[(0, "cues", [0])])
+@example(mutations=[(1, "cues", {"": 0})])
+@example(mutations=[(0, "cues", 7)])
+@example(mutations=[(0, "project_id", "global")])  # found by nox -s explore
 async def test_import_fuzz_is_all_or_nothing(
     store: Store, mutations: list[tuple[int, str, Any]]
 ) -> None:

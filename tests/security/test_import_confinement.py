@@ -218,8 +218,6 @@ records_strategy = st.lists(
 )
 FUZZ = settings(
     max_examples=60,
-    derandomize=True,
-    database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

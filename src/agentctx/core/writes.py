@@ -37,7 +37,11 @@ if TYPE_CHECKING:
     from agentctx.core.plan import Plan
     from agentctx.core.shapes import RecordRow
 
+#: A record's search keywords: at most this many distinct words, each at most this long (a longer
+#: one is cut). Every write path keeps the same (:func:`store_row` normalizes what it is handed):
+#: the CLI, extraction, MCP tools, capture and both imports (issue 24, #5).
 KEYWORDS_MAX = 8
+KEYWORD_MAX = 64
 #: The optional fields of a new record and their defaults.
 DEFAULTS: dict[str, Any] = {
     "scope": "project",
@@ -84,17 +88,28 @@ def scrub(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def normalize_keywords(keywords: Iterable[str] | str) -> str:
-    """Up to eight distinct search keywords as one space-separated, lower-case string."""
-    items = (
-        keywords.split() if isinstance(keywords, str) else [w for k in keywords for w in k.split()]
-    )
+def normalize_keywords(keywords: Iterable[object] | str | None) -> str:
+    """Up to :data:`KEYWORDS_MAX` distinct search keywords as one space-separated, lower-case
+    string, each cut at :data:`KEYWORD_MAX` characters; idempotent.
+
+    ``keywords`` is a string of words or a list of strings (each may hold several words); items
+    that are not strings are skipped. Reading stops once the cap is reached, so a stuffed value
+    costs no more than its first words.
+    """
+    if keywords is None:
+        return ""
+    items: Iterable[object] = [keywords] if isinstance(keywords, str) else keywords
     seen: list[str] = []
-    for word in items:
-        word = word.strip().lower()
-        if word and word not in seen:
-            seen.append(word)
-    return " ".join(seen[:KEYWORDS_MAX])
+    for item in items:
+        if not isinstance(item, str):
+            continue
+        for word in item.split():
+            word = word.replace("\x00", "").lower()[:KEYWORD_MAX]
+            if word and word not in seen:
+                seen.append(word)
+                if len(seen) == KEYWORDS_MAX:
+                    return " ".join(seen)
+    return " ".join(seen)
 
 
 def normalize_cues(cues: Iterable[str] | str | None) -> list[str]:
@@ -265,10 +280,14 @@ def insert(row: RecordRow, *, supersedes: str | None = None) -> Plan[RecordRow]:
 def store_row(row: Mapping[str, Any]) -> Plan[None]:
     """Write one record row as it is (ids, times, supersession kept), its text redacted.
 
-    The only ``INSERT INTO records``: :func:`insert` and the import (:mod:`agentctx.store.transfer`)
-    both write through it. A ``dict`` row is redacted in place, so the caller sees what was stored.
+    The only ``INSERT INTO records``: :func:`insert` and the imports (:mod:`agentctx.store.transfer`,
+    :mod:`agentctx.store.confine`) write through it. Keywords and cues are normalized here (the
+    caps of every write path). A ``dict`` row is normalized and redacted in place, so the caller
+    sees what was stored.
     """
     columns = row if isinstance(row, dict) else dict(row)
+    # the one normalization of search text, whoever wrote the row (an import too: issue 24, #5)
+    columns["keywords"] = normalize_keywords(columns.get("keywords"))
     columns["cues"] = cues_text(normalize_cues(columns.get("cues")))  # a Record's tuple too
     scrub(columns)
     yield execute(schema.INSERT_RECORD_SQL, [columns[name] for name in schema.RECORD_COLUMNS])
@@ -450,7 +469,12 @@ def update_cues(
 
 def absorb(survivor_id: str, fields: Mapping[str, Any], text_changed: bool) -> Plan[int]:
     """A merge: set a current survivor's text and counters (``fields``); the rows changed (0/1)."""
-    values = scrub(dict(fields))
+    values = dict(fields)
+    if "keywords" in values:  # the same caps as every other write
+        values["keywords"] = normalize_keywords(values["keywords"])
+    if "cues" in values:
+        values["cues"] = cues_text(normalize_cues(values["cues"]))
+    scrub(values)
     names = tuple(values)
     assignments = ", ".join(f"{name} = ?" for name in names)
     changed = yield execute(

@@ -200,6 +200,9 @@ async def _run(
             await _advance(store, report, project_id, parsed.last_uuid, None, size=size)
         return report
     text = await anyio.to_thread.run_sync(lambda: redact(render(parsed.turns)))
+    # the developer's own words, the only evidence for an explicit or global entry (apply.ground)
+    said = [t.text for t in parsed.turns if t.role == "developer" and not t.sidechain]
+    user_text = await anyio.to_thread.run_sync(lambda: redact("\n".join(said)))
     report.tokens_estimated = estimate_tokens(text)
     tier, parts = prompt.plan(text)
     report.tier = tier
@@ -255,6 +258,7 @@ async def _run(
             open_handover=None if handover is None else handover[0],
             checkout=checkout,
             root=root,
+            user_text=user_text,
         )
         await tx.run(
             sessions.advance(

@@ -21,6 +21,15 @@ length limit, with a control character, a secret in it, or a relative path out o
 dropped and counted (``entities_dropped``), the entry kept. An absolute path inside the project's
 root is stored relative to it, as capture stores files.
 
+What the model says is not what the developer said (issue 24, #6): a transcript's tool results
+(a fetched web page, a file, a command's output) can ask the model to "record" anything. So the
+model's output alone never makes a record ``explicit`` nor a preference global: an entry is
+``explicit`` only when its statement is found in the developer's own messages (``user_text``: the
+transcript's developer turns, :func:`stated_in`), else it is written ``inferred`` (shown as
+unconfirmed until reinforced); a ``global`` preference needs the same evidence, else it reinforces
+the current global record of that rule if there is one (written earlier with evidence, or by the
+user) and is otherwise written into the project, never the global namespace.
+
 An entry's ``cues`` (issue 14: requests a developer would type when the entry is what they need)
 go with the record it writes, and to the stub it explains; an entry that repeats or reinforces a
 record gives that record its cues when it has none. The write path normalizes and redacts them
@@ -37,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from agentctx.core import clock
 from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX
 from agentctx.core.schema import BODY_MAX, CHECKOUT_HANDOVERS, GLOBAL_PROJECT_ID
+from agentctx.core.search import query_terms
 from agentctx.core.writes import CUES_MAX, entity_problem, relate
 from agentctx.extract.prompt import ENTITIES_MAX, PREFERENCE_CATEGORIES
 from agentctx.records import NewRecord, title_from
@@ -88,6 +98,9 @@ class Applied:
     linked: int = 0  #: ``applies_to``/``scoped_to`` edges added from records to code entities
     unknown_supersedes: list[str] = field(default_factory=list)
     closed_handover: str | None = None  #: the id of the handover this session finished
+    #: entries the model called explicit, or global, that the developer's messages do not state:
+    #: written inferred, or into the project (:func:`ground`)
+    unstated: int = 0
 
     @property
     def written(self) -> int:
@@ -148,17 +161,23 @@ async def write(
     open_handover: str | None = None,
     checkout: str | None = None,
     root: str | None = None,
+    user_text: str | None = None,
 ) -> Applied:
     """Write the parsed entries inside the caller's transaction.
 
     ``open_handover`` is the id of the handover the model was shown, the only one it may close;
     ``checkout`` keys the handovers written (None: a legacy one, for an unknown checkout);
-    ``root``: the project's root, that absolute file names inside it are made relative to.
+    ``root``: the project's root, that absolute file names inside it are made relative to;
+    ``user_text``: the developer's own messages of the transcript (redacted as the transcript
+    sent was), the only evidence that makes an entry explicit or a preference global (None: no
+    entry is, see :func:`ground`).
     """
     applied = Applied()
+    said = _words(user_text or "")
     for entry in parsed.entries:
+        global_wanted = ground(entry, said, applied)
         record_id = await _write_entry(
-            tx, entry, applied, project_id, session_id, threshold, checkout
+            tx, entry, applied, project_id, session_id, threshold, checkout, global_wanted
         )
         if entry.scope == "global" or not entry.entities:
             continue  # a global record is about no one project's code
@@ -175,6 +194,50 @@ async def write(
     return applied
 
 
+#: The share of an entry's statement words that the developer's messages must hold for the entry
+#: to count as stated by them (:func:`stated_in`).
+STATED_SHARE = 0.6
+
+
+def _stem(word: str) -> str:
+    """A crude stem: ``commits``, ``committing`` and ``commit`` meet (a prefix of six letters)."""
+    return word[:6] if len(word) > 6 else word.removesuffix("s")
+
+
+def _words(text: str) -> set[str]:
+    """The stems of every word of ``text`` (lower-cased; the search's word characters)."""
+    flat = "".join(c if c.isalnum() or c == "_" else " " for c in text.lower())
+    return {_stem(word) for word in flat.split()}
+
+
+def stated_in(statement: str, said: set[str]) -> bool:
+    """Whether the developer's words (``said``, from :func:`_words`) state ``statement``: at least
+    :data:`STATED_SHARE` of its distinct search terms (stop words left out) are among them."""
+    terms = query_terms(statement, max_terms=64)
+    if not terms:
+        return False
+    found = sum(_stem(term) in said for term in terms)
+    return found >= STATED_SHARE * len(terms)
+
+
+def ground(entry: Entry, said: set[str], applied: Applied) -> bool:
+    """Hold an entry to what the developer's own messages state; True when it wanted the global
+    namespace but is not stated (it may then only reinforce a current global record).
+
+    An ``explicit`` entry whose statement (its title) they do not state becomes ``inferred``; a
+    global preference they do not state becomes a project one.
+    """
+    if entry.confidence != "explicit" and entry.scope != "global":
+        return False
+    if stated_in(entry.title, said):
+        return False
+    applied.unstated += 1
+    entry.confidence = "inferred"
+    global_wanted = entry.scope == "global"
+    entry.scope = "project"
+    return global_wanted
+
+
 async def _write_entry(
     tx: Transaction,
     entry: Entry,
@@ -183,11 +246,20 @@ async def _write_entry(
     session_id: str,
     threshold: int,
     checkout: str | None,
+    global_wanted: bool = False,
 ) -> str:
-    """Write one entry (or count it again); the id of the record it is now."""
+    """Write one entry (or count it again); the id of the record it is now.
+
+    ``global_wanted``: the model called the entry global without the developer's words for it;
+    a current global record of its title is reinforced, else it is written into the project.
+    """
     target = GLOBAL_PROJECT_ID if entry.scope == "global" else project_id
     if entry.type != "handover":
-        existing = await tx.find_current(target, entry.type, entry.title)
+        existing = None
+        if global_wanted:
+            existing = await tx.find_current(GLOBAL_PROJECT_ID, entry.type, entry.title)
+        if existing is None:
+            existing = await tx.find_current(target, entry.type, entry.title)
         if existing is not None:
             if entry.cues and not existing.cues:  # the same fact, asked for in these words
                 await tx.update_cues(existing.id, entry.cues)
@@ -367,10 +439,12 @@ def _confidence(item: dict[str, Any]) -> str:
 
 
 def _keywords(item: dict[str, Any]) -> list[str]:
+    """The entry's keywords that are strings; the write path caps, normalizes and redacts them
+    (:func:`agentctx.core.writes.normalize_keywords`), as it does every other writer's."""
     value = item.get("keywords")
     if not isinstance(value, list):
         return []
-    return [redact(k) for k in value if isinstance(k, str)][:8]
+    return [k for k in value if isinstance(k, str)]
 
 
 def _cues(item: dict[str, Any]) -> list[str]:

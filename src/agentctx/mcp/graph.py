@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from agentctx.core.errors import ValidationError
+from agentctx.mcp.server import FILE_MAX
 from agentctx.records import COLUMNS
 from agentctx.store import HISTORY_MAX_DEPTH
 
@@ -25,18 +26,24 @@ def file_names(project_dir: str, root: str, path: str) -> list[str]:
 
     A relative path is read against the project folder and against the root (they differ when
     Claude Code runs in a subfolder of the repository); an absolute one outside the root keeps its
-    absolute form, as capture keeps it.
+    absolute form, as capture keeps it. Blocking (it asks the file system): the tools run it in a
+    worker thread. Bounded: a path over :data:`FILE_MAX` characters or with a NUL is refused
+    before any work, and the resolution (:func:`resolve`) stops at the first missing folder.
     """
     raw = path.strip()
     if not raw:
         raise ValidationError("file is empty: give a path relative to the project root")
+    if len(raw) > FILE_MAX:
+        raise ValidationError(f"file is {len(raw)} characters, over the limit of {FILE_MAX}")
+    if "\x00" in raw:
+        raise ValidationError("file contains a NUL character")
     if os.path.isabs(raw):
         fulls = [raw]
     else:
         fulls = [os.path.join(project_dir, raw), os.path.join(root, raw)]
     names: list[str] = []
     for full in fulls:
-        for variant in (os.path.normpath(full), os.path.realpath(full)):
+        for variant in (os.path.normpath(full), resolve(full)):
             try:
                 rel = os.path.relpath(variant, root)
             except ValueError:  # another drive on Windows
@@ -45,6 +52,28 @@ def file_names(project_dir: str, root: str, path: str) -> list[str]:
             if name not in names:
                 names.append(name)
     return names
+
+
+def resolve(path: str) -> str:
+    """``os.path.realpath(path)`` without its cost on a path that does not exist.
+
+    ``realpath`` looks up every prefix of the path, each a system call over a longer string:
+    quadratic in the path's length even when its first folder is missing (issue 24, #10: a 1 MB
+    path froze the MCP server). A path's prefixes exist up to some depth and no further, so a
+    binary search over the normalized components finds the longest existing one in a logarithmic
+    number of lookups; only that part is resolved (links can only be there), the rest is kept.
+    """
+    if os.path.lexists(path):
+        return os.path.realpath(path)
+    parts = os.path.abspath(path).split(os.sep)  # parts[0] is "" (the root), which exists
+    low, high = 1, len(parts)  # the first ``low`` parts exist, the first ``high`` do not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if os.path.lexists(os.sep.join(parts[:middle])):
+            low = middle
+        else:
+            high = middle
+    return os.path.join(os.path.realpath(os.sep.join(parts[:low]) or os.sep), *parts[low:])
 
 
 def _anchor_sql(names: list[str], entity: bool = False) -> str:

@@ -14,7 +14,10 @@ Progressive disclosure: ``ctx_search`` answers with a compact index without bodi
 with the full records of the few ids Claude picks from it. Errors: an
 :class:`~agentctx.core.errors.AgentctxError` (or a driver error) becomes a tool error that carries
 its message (P-5); the SDK validates arguments against the input schema and reports a mismatch the
-same way, so a bad call never takes the server down. Nothing but the protocol reaches stdout: the
+same way (one line: :meth:`AgentctxServer.call_tool`), so a bad call never takes the server down.
+Every string and list argument declares its bound (``max_length``: :data:`FILE_MAX` and the rest),
+so an oversized one is refused before any work; the tools' blocking work (the file system, the
+project's identity, SQLite) runs in worker threads, so one slow call never stalls the others. Nothing but the protocol reaches stdout: the
 SDK moves stdio onto private descriptors, and logging goes to stderr.
 
 No ``from __future__ import annotations`` here: the SDK evaluates the tools' signatures and pydantic
@@ -31,9 +34,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import Tool, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from agentctx import __version__
 from agentctx.mcp.models import (
@@ -55,6 +58,16 @@ if TYPE_CHECKING:
 
 SEARCH_MAX = 15
 GET_MAX = 10
+#: Every argument's bound, declared in its schema (issue 24, #10): the SDK refuses a longer string
+#: or list before the tool runs, and :meth:`AgentctxServer.call_tool` says so in one line.
+QUERY_MAX = 1_000  # a search is a few keywords; the prompt hook cuts prompts far shorter
+FILE_MAX = 4_096  # PATH_MAX: no longer path names a file
+ID_MAX = 100  # a record id (a ULID is 26 characters; an imported one may be longer)
+AS_OF_MAX = 64
+CUES_MAX = 4  # core.schema.CUES_MAX (not imported here: the handshake loads no store module)
+CUE_MAX = 1_000  # a cue is cut at 120 characters on a word; this only bounds what is sent
+TITLE_MAX = 120  # core.schema.TITLE_MAX
+BODY_MAX = 2_000  # core.schema.BODY_MAX, and the longest rationale
 #: When set, the first ``tools/list`` writes the names of the modules loaded by then to this file,
 #: one per line, before the tools' backend starts loading (the test of the lazy start reads it).
 IMPORT_LOG_ENV = "AGENTCTX_MCP_IMPORT_LOG"
@@ -144,7 +157,10 @@ async def _backend(ctx: ServerContext) -> "Backend":
 TypeArg = Annotated[RecordType | None, Field(description="Only records of this type.")]
 FileArg = Annotated[
     str | None,
-    Field(description="Only records linked to this file: a path relative to the project root."),
+    Field(
+        max_length=FILE_MAX,
+        description="Only records linked to this file: a path relative to the project root.",
+    ),
 ]
 ScopeArg = Annotated[
     Literal["project", "global"],
@@ -155,8 +171,9 @@ ScopeArg = Annotated[
 AsOfArg = Annotated[
     str | None,
     Field(
+        max_length=AS_OF_MAX,
         description="ISO date or date-time: what was true then, superseded records included "
-        "(a bare date means the end of that day)."
+        "(a bare date means the end of that day).",
     ),
 ]
 
@@ -164,7 +181,11 @@ AsOfArg = Annotated[
 async def ctx_search(
     ctx: ServerContext,
     query: Annotated[
-        str, Field(description="A few distinctive keywords: names, terms, libraries.")
+        str,
+        Field(
+            max_length=QUERY_MAX,
+            description="A few distinctive keywords: names, terms, libraries.",
+        ),
     ],
     type: TypeArg = None,
     file: FileArg = None,
@@ -191,10 +212,11 @@ async def ctx_search(
 async def ctx_get(
     ctx: ServerContext,
     ids: Annotated[
-        list[str],
+        list[Annotated[str, Field(max_length=ID_MAX)]],
         Field(
             description="1 to 10 record ids, from ctx_search or ctx_related.",
-            json_schema_extra={"minItems": 1, "maxItems": GET_MAX},
+            min_length=1,
+            max_length=GET_MAX,
         ),
     ],
 ) -> Records:
@@ -206,10 +228,18 @@ async def ctx_get(
 async def ctx_record(
     ctx: ServerContext,
     type: RecordType,
-    title: Annotated[str, Field(description="One line, at most 120 characters.")],
-    body: Annotated[str, Field(description="The fact and its reason, at most 2,000 characters.")],
+    title: Annotated[
+        str, Field(max_length=TITLE_MAX, description="One line, at most 120 characters.")
+    ],
+    body: Annotated[
+        str,
+        Field(
+            max_length=BODY_MAX, description="The fact and its reason, at most 2,000 characters."
+        ),
+    ],
     supersedes: Annotated[
-        str | None, Field(description="Id of the current record this one replaces.")
+        str | None,
+        Field(max_length=ID_MAX, description="Id of the current record this one replaces."),
     ] = None,
     scope: Annotated[
         Literal["project", "global"],
@@ -218,10 +248,11 @@ async def ctx_record(
         ),
     ] = "project",
     cues: Annotated[
-        list[str] | None,
+        list[Annotated[str, Field(max_length=CUE_MAX)]] | None,
         Field(
+            max_length=CUES_MAX,
             description="Up to 4 short requests a developer would type later when this record is "
-            "what they need (search text only, never shown); leave out to have them written later."
+            "what they need (search text only, never shown); leave out to have them written later.",
         ),
     ] = None,
 ) -> RecordDetail:
@@ -232,12 +263,18 @@ async def ctx_record(
 
 async def ctx_supersede(
     ctx: ServerContext,
-    old_id: Annotated[str, Field(description="Id of the current record that is no longer true.")],
-    new_body: Annotated[str, Field(description="What is true now.")],
-    rationale: Annotated[str, Field(description="Why it changed.")],
+    old_id: Annotated[
+        str,
+        Field(max_length=ID_MAX, description="Id of the current record that is no longer true."),
+    ],
+    new_body: Annotated[str, Field(max_length=BODY_MAX, description="What is true now.")],
+    rationale: Annotated[str, Field(max_length=BODY_MAX, description="Why it changed.")],
     new_title: Annotated[
         str | None,
-        Field(description="The new version's title when the old one no longer holds; else kept."),
+        Field(
+            max_length=TITLE_MAX,
+            description="The new version's title when the old one no longer holds; else kept.",
+        ),
     ] = None,
 ) -> Superseded:
     """Replace a recorded fact that changed: the old record is kept as history and marked
@@ -256,8 +293,9 @@ async def ctx_related(
     file: Annotated[
         str,
         Field(
+            max_length=FILE_MAX,
             description="A path relative to the project root (or absolute), or the name of a "
-            "module, package or symbol."
+            "module, package or symbol.",
         ),
     ],
 ) -> RelatedRecords:
@@ -349,6 +387,21 @@ class AgentctxServer(MCPServer[ServerState]):
                     self._lowlevel_server.create_initialization_options(),
                 )
 
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: ServerContext | None = None
+    ) -> Any:
+        """Call a tool; arguments its schema refuses (too long, too many, of the wrong type) give
+        a one-line tool error naming each argument, never pydantic's multi-line report."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                raise ToolError(
+                    f"Error executing tool {name}: {argument_problems(cause)}"
+                ) from cause
+            raise
+
     async def list_tools(self) -> list[Tool]:
         """The tools, as ``tools/list`` publishes them; then the backend starts opening."""
         tools = await super().list_tools()
@@ -357,6 +410,16 @@ class AgentctxServer(MCPServer[ServerState]):
         if self._state is not None:
             self._state.open_soon()
         return tools
+
+
+def argument_problems(error: ValidationError) -> str:
+    """The refused arguments of a call, one line: ``invalid arguments: file: String should have
+    at most 4096 characters; ...`` (the values are the caller's, never repeated back)."""
+    problems = []
+    for item in error.errors(include_url=False, include_input=False, include_context=False):
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        problems.append(f"{where}: {' '.join(str(item['msg']).split())}")
+    return "invalid arguments: " + "; ".join(problems[:5])
 
 
 def _write_import_log(path: str) -> None:

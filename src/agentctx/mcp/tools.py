@@ -25,6 +25,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
+import anyio
 import sqlean
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -114,7 +115,7 @@ async def opened(folder: str, model: hybrid.QueryModel | None) -> AsyncIterator[
     A store that cannot be opened still gives a backend: every tool then answers with the reason,
     which says what to do, where a server that dies shows Claude Code only "failed to connect".
     """
-    project = identify(folder)
+    project = await anyio.to_thread.run_sync(identify, folder)  # git and the file system
     try:
         store = await Store.open()
     except AgentctxError as exc:
@@ -167,7 +168,7 @@ class Backend:
         moment = _parse_as_of(as_of)
         linked: set[str] | None = None
         if file is not None:
-            names = graph.file_names(self.project_dir, self.project.root, file)
+            names = await self._file_names(file)
             pid = self.project.project_id
             linked = await store.read_sync(lambda conn: graph.linked_ids(conn, pid, names))
             if not linked:
@@ -378,7 +379,7 @@ class Backend:
         """``ctx_related``: current records within ``graph.RELATED_HOPS`` links of a file (or of a
         module, package or symbol of that name)."""
         store = self.require_store()
-        names = graph.file_names(self.project_dir, self.project.root, file)
+        names = await self._file_names(file)
         entity = file.strip()
         pid = self.project.project_id
         allowed = scope_projects(pid, "all")
@@ -406,6 +407,12 @@ class Backend:
                 for record, hops in found[:RELATED_MAX]
             ],
         )
+
+    async def _file_names(self, file: str) -> list[str]:
+        """The node names of ``file`` (:func:`graph.file_names`): file system lookups, so in a
+        worker thread; the loop keeps answering other requests meanwhile."""
+        project_dir, root = self.project_dir, self.project.root
+        return await anyio.to_thread.run_sync(lambda: graph.file_names(project_dir, root, file))
 
     @_translated
     async def sync_claudemd(self) -> ClaudeMdReport:

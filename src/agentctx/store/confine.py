@@ -4,7 +4,12 @@ A file read from a repository (a teammate's ``.agentctx/context.md``, or any exp
 there) is untrusted input. :func:`import_confined` merges it so that it can only add team context:
 
 - every record goes to the importing project, with ``scope`` project, never global, never pinned,
-  ``confidence`` inferred (shown to Claude as unconfirmed) and ``source`` import;
+  ``confidence`` inferred (shown to Claude as unconfirmed) and ``source`` import, its counters
+  zeroed and its times no later than now: it weighs no more in search than a record written now
+  (its keywords and cues are capped by the one write path, :func:`agentctx.core.writes.store_row`);
+- the file is validated as ``--restore`` validates one (:func:`agentctx.store.import_check.check`)
+  before anything is written: a record that supersedes itself, a cycle, a cue that is not a string
+  refuse the whole file, each problem named;
 - each carries its provenance in ``session_id``: ``import:<file>[@<commit>]`` (the path inside its
   repository and the last commit of the file when git tracks it; ``+modified`` when it differs
   from that commit), shown by ``agentctx show`` and the dashboard;
@@ -31,6 +36,7 @@ import sqlean
 
 from agentctx.core import clock, schema, writes
 from agentctx.core.errors import ValidationError
+from agentctx.store import import_check
 from agentctx.store.transfer import ImportReport, record_from_data
 
 if TYPE_CHECKING:
@@ -47,28 +53,12 @@ IMPORTED_TYPES = ("decision", "convention", "preference", "discovery", "bugfix",
 def confine(data: Mapping[str, Any], project_id: str, origin: str) -> dict[str, Any]:
     """The parsed file with every record made the importing project's team context (pure)."""
     records = []
+    now = clock.now()
     for item in data.get("records", []):
         if not isinstance(item, dict):
             raise ValidationError("import: a record entry is not an object")
-        if item.get("type") not in IMPORTED_TYPES:
-            continue
-        records.append(
-            {
-                **item,
-                "project_id": project_id,
-                "scope": "project",
-                "pinned": False,
-                "confidence": "inferred",
-                "source": "import",
-                "session_id": origin,
-                "reinforce_count": 0,
-                "access_count": 0,
-                "last_accessed": None,
-                "score": 1.0,
-                "claudemd_drift_score": 0.0,
-                "pending_embedding": True,
-            }
-        )
+        if item.get("type") in IMPORTED_TYPES:
+            records.append(confined_record(item, project_id, origin, now))
     ids = {r.get("id") for r in records}
     edges = [
         e
@@ -82,6 +72,41 @@ def confine(data: Mapping[str, Any], project_id: str, origin: str) -> dict[str, 
             "record_entities": []}  # fmt: skip
 
 
+def confined_record(
+    item: Mapping[str, Any], project_id: str, origin: str, now: str
+) -> dict[str, Any]:
+    """One record of a file as team context of ``project_id``: what the file may not choose is
+    set here, whatever it says (see the module docstring)."""
+    return {
+        **item,
+        # no more weight than a record written now: a time in the future would never age
+        "valid_from": _not_after(item.get("valid_from"), now),
+        "recorded_at": _not_after(item.get("recorded_at"), now),
+        "project_id": project_id,
+        "scope": "project",
+        "pinned": False,
+        "confidence": "inferred",
+        "source": "import",
+        "session_id": origin,
+        "reinforce_count": 0,
+        "access_count": 0,
+        "last_accessed": None,
+        "score": 1.0,
+        "claudemd_drift_score": 0.0,
+        "pending_embedding": True,
+    }
+
+
+def _not_after(value: Any, now: str) -> Any:
+    """A record's time, or ``now`` when it is later; anything unreadable is left to the check."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return min(clock.parse_time(value), now)
+    except ValueError:
+        return value
+
+
 async def import_confined(
     store: Store, data: Mapping[str, Any], project_id: str, origin: str
 ) -> ImportReport:
@@ -90,15 +115,19 @@ async def import_confined(
     One transaction, idempotent by id; ``report.kept_local`` lists the records left out because
     they would have touched a record this import did not create.
     """
+    # the same validation as --restore, before anything is written: every record of the file
+    # (the handovers it will not import too), then the records as confinement made them
+    rows = data.get("records", [])
+    if isinstance(rows, list):  # a field the file leaves out takes what confinement will set
+        now = clock.now()
+        rows = [
+            {**confined_record(r, project_id, origin, now), **r} if isinstance(r, dict) else r
+            for r in rows
+        ]
+    import_check.refuse(import_check.shape_problems({**data, "records": rows}))
     confined = confine(data, project_id, origin)
+    await import_check.check(store, confined, within_file=True)
     records = [record_from_data(item) for item in confined["records"]]
-    ids = {r.id for r in records}
-    for record in records:
-        if record.superseded_by is not None and record.superseded_by not in ids:
-            raise ValidationError(
-                f"import: record {record.id} is superseded by {record.superseded_by}, which the "
-                "file does not hold; a file's records are only superseded by its own"
-            )
     report = ImportReport()
     try:
         await _apply(store, records, confined["edges"], project_id, report)

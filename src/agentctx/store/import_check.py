@@ -8,12 +8,17 @@ field. What is checked:
   ``record_entities`` are lists of objects;
 * each record's fields have their column's type and values (a string ``score`` is refused here,
   not left to make the dashboard fail later), within the schema's limits and choices;
+* retrieval cues: a list of strings (or their stored form, one string), each record named;
 * supersession: no record supersedes itself, ``superseded_by`` chains have no cycle, and
   ``superseded_at``/``superseded_by`` come together;
 * references: every ``superseded_by``, edge end and entity link names a record, node or session in
-  the file or already in the store (no dangling edge).
+  the file or already in the store (no dangling edge); with ``within_file`` (the confined import), a
+  ``superseded_by`` must name a record of the file itself.
 
-Kept apart from the import itself (:mod:`agentctx.store.transfer`), which decides *what* an import
+Both imports run the same :func:`check` before anything is written (issue 24, #7): the restore
+(:func:`agentctx.store.transfer.import_data`) on the file as written, the confined import
+(:func:`agentctx.store.confine.import_confined`) on the file as written and again on the records
+as confinement made them. Kept apart from the imports themselves, which decide *what* an import
 may change; this module only decides whether the data is well-formed.
 """
 
@@ -75,14 +80,35 @@ _ROW_TEXT = {
 }
 
 
-async def check(store: Store, data: Mapping[str, Any]) -> None:
-    """Raise :class:`ValidationError` naming every problem of ``data``; nothing is written."""
+async def check(store: Store, data: Mapping[str, Any], *, within_file: bool = False) -> None:
+    """Raise :class:`ValidationError` naming every problem of ``data``; nothing is written.
+
+    ``within_file``: a record may only be superseded by a record of the same file (the confined
+    import, which touches no record it did not create).
+    """
     problems = shape_problems(data)
+    if not problems and within_file:
+        problems = _outside_file_problems(data)
     if not problems:
         problems = await _reference_problems(store, data)
+    refuse(problems)
+
+
+def refuse(problems: list[str]) -> None:
+    """Raise the one :class:`ValidationError` of an import that has ``problems`` (none: return)."""
     if problems:
         more = f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
         raise ValidationError("import: nothing was imported: " + "; ".join(problems[:SHOWN]) + more)
+
+
+def _outside_file_problems(data: Mapping[str, Any]) -> list[str]:
+    ids = {r.get("id") for r in data.get("records", [])}
+    return [
+        f"record {r['id']}: superseded_by {r['superseded_by']!r} is not a record of the file "
+        "(a file's records are only superseded by its own)"
+        for r in data.get("records", [])
+        if r.get("superseded_by") is not None and r["superseded_by"] not in ids
+    ]
 
 
 def shape_problems(data: Any) -> list[str]:
@@ -162,6 +188,11 @@ def _record_problems(index: int, record: dict[str, Any]) -> list[str]:
                 clock.parse_time(value)
             except ValueError:
                 problems.append(f"{label}: {name} {_show(value)} is not an ISO-8601 time")
+    if record.get("scope") == "project" and record.get("project_id") == schema.GLOBAL_PROJECT_ID:
+        problems.append(f"{label}: a project-scoped record needs a project id, not 'global'")
+    cues = record.get("cues")
+    if not (cues is None or isinstance(cues, str) or _strings(cues)):
+        problems.append(f"{label}: cues must be a list of strings, not {_show(cues)}")
     if (record.get("superseded_at") is None) != (record.get("superseded_by") is None):
         problems.append(f"{label}: superseded_at and superseded_by must be set together")
     if record.get("superseded_by") is not None and record.get("superseded_by") == record_id:
@@ -232,6 +263,10 @@ async def _known(store: Store, target: str) -> bool:
         if await store.rows(sql, (target,)):
             return True
     return False
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 def _is_real(value: Any) -> bool:

@@ -278,15 +278,18 @@ def record_from_data(item: Any) -> Record:
     missing = [name for name in import_check.REQUIRED if not item.get(name)]
     if missing:
         raise ValidationError(f"import: a record lacks {', '.join(missing)}")
-    draft = NewRecord(
-        type=item.get("type", ""),
-        title=item.get("title", ""),
-        body=item.get("body", ""),
-        project_id=item["project_id"],
-        scope=item.get("scope", "project"),
-        confidence=item.get("confidence", "inferred"),
-        source=item.get("source", "import"),
-    ).validated()
+    try:
+        draft = NewRecord(
+            type=item.get("type", ""),
+            title=item.get("title", ""),
+            body=item.get("body", ""),
+            project_id=item["project_id"],
+            scope=item.get("scope", "project"),
+            confidence=item.get("confidence", "inferred"),
+            source=item.get("source", "import"),
+        ).validated()
+    except ValidationError as exc:  # import_check refuses these first; this names the record too
+        raise ValidationError(f"import: record {item.get('id')!r}: {exc}") from exc
     data = {name: item[name] for name in COLUMNS if name in item}
     data.update(title=draft.title, body=draft.body, project_id=draft.project_id)
     try:
