@@ -206,6 +206,7 @@ PROPERTY_TESTS = (
     "tests/security/test_import_confinement.py",
     "tests/security/test_import_validation.py",
     "tests/security/test_mcp_bounds.py",
+    "tests/hub/test_interleavings.py",
 )
 
 

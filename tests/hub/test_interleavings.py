@@ -115,7 +115,6 @@ async def check(server: Server, db: str, members: list[Member]) -> None:
 @settings(
     max_examples=10,
     deadline=None,
-    derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
