@@ -15,6 +15,7 @@ import time
 
 from agentctx.core import home, jsonio, nofollow
 from agentctx.core.event import Event
+from agentctx.core.text import for_model
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,8 +74,11 @@ def run_hook(argv: list[str]) -> int:
             handler = sys.modules[module_name].handle
             text = handler(HookContext(event, payload))
             if text and event in INJECTING:
+                # the fence escaped each record's text; this removes what no one can see from
+                # all of it (a digest file from an older version, a note), issue 24
+                context = for_model(text)
                 output = jsonio.dumps(
-                    {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+                    {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
                 )
     except BaseException as exc:
         _log_exception(events[0], exc)
