@@ -292,7 +292,8 @@ def test_no_line_boundary_lets_record_text_forge_a_heading_or_label(brk: str) ->
     )
     assert "## Last handover" in built["text"]  # the handover section was rendered
     assert_fenced(
-        built["text"], ["convention | team file | unconfirmed", "handover | team file | unconfirmed"]
+        built["text"],
+        ["convention | team file | unconfirmed", "handover | team file | unconfirmed"],
     )
 
 

@@ -35,7 +35,7 @@ __all__ = ["LINE_BREAKS", "for_model", "is_invisible", "reveal"]
 #: Every character ``str.splitlines()`` ends a line at (``\r\n`` counts as one boundary).
 LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 
-#: Format characters (category Cf) as of Unicode 15.1, inclusive ranges.
+#: Format characters (category Cf): Unicode 14.0 (Python 3.11) plus U+13439-1343F (15.0).
 _FORMAT = (
     (0x00AD, 0x00AD),  # soft hyphen
     (0x0600, 0x0605),  # Arabic number signs
@@ -87,7 +87,9 @@ def _marker(char: str) -> str:
     return f"<U+{ord(char):04X}>"
 
 
-_ASCII_SPECIAL = "".join(chr(cp) for low, high in _CONTROL if low < 0x80 for cp in range(low, min(high, 0x7F) + 1))
+_ASCII_SPECIAL = "".join(
+    chr(cp) for low, high in _CONTROL if low < 0x80 for cp in range(low, min(high, 0x7F) + 1)
+)
 _ASCII_SPECIAL += "".join(c for c in _ODD_BREAKS if c < "\x80")
 #: ASCII text (most of it) goes through one ``str.translate`` with these small tables.
 _ASCII_MODEL = {ord(c): ("\n" if c in _ODD_BREAKS else None) for c in _ASCII_SPECIAL}
@@ -105,7 +107,7 @@ def _present(text: str) -> list[str]:
     instead the ordinary ASCII bytes are deleted from a UTF-8 copy (in C) and the few distinct
     characters left are checked.
     """
-    global _special  # noqa: PLW0603 - a cache built once, off the ASCII path
+    global _special
     if not _special:
         low_ranges = [r for r in _RANGES if r[0] < _PLANE_14[0]]
         cps = [cp for low, high in low_ranges for cp in range(low, high + 1)]
