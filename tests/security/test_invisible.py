@@ -128,7 +128,7 @@ def test_for_model_and_reveal_hold_for_generated_text(value: str) -> None:
 # -- the ways out ----------------------------------------------------------------------------------
 
 
-RECORD = {"type": "decision", "title": TITLE, "body": BODY, "source": "import"}
+RECORD: dict[str, Any] = {"type": "decision", "title": TITLE, "body": BODY, "source": "import"}
 
 
 def seeded(project_dir: Path) -> str:
