@@ -15,7 +15,6 @@ import time
 
 from agentctx.core import home, jsonio, nofollow
 from agentctx.core.event import Event
-from agentctx.core.text import for_model
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -75,7 +74,9 @@ def run_hook(argv: list[str]) -> int:
             text = handler(HookContext(event, payload))
             if text and event in INJECTING:
                 # the fence escaped each record's text; this removes what no one can see from
-                # all of it (a digest file from an older version, a note), issue 24
+                # all of it (a hand-edited digest file, a note), issue 24
+                from agentctx.core.text import for_model
+
                 context = for_model(text)
                 output = jsonio.dumps(
                     {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
