@@ -25,7 +25,8 @@ Each way out decides how to show them, with one of two functions:
 
 Hook path: standard library only, no ``re`` and no ``unicodedata`` (the code points are listed
 below; ``tests/security/test_invisible.py`` checks the list against the running Python's Unicode
-database). The full translation tables are built on the first text that is not ASCII.
+database). ASCII text takes one ``str.translate``; the set of the other characters is built on
+the first text that is not ASCII.
 """
 
 from __future__ import annotations
