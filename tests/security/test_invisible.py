@@ -216,7 +216,9 @@ async def test_the_dashboard_shows_each_invisible_character_visibly(
 
 
 @pytest.mark.anyio
-async def test_the_claude_md_block_sync_writes_carries_none(store: Store, project_dir: Path) -> None:
+async def test_the_claude_md_block_sync_writes_carries_none(
+    store: Store, project_dir: Path
+) -> None:
     """CLAUDE.md is read as instructions: the block ``sync --apply`` appends holds no invisible
     character, and each record stays on its own line whatever line boundary its text holds."""
     from agentctx.claude.claudemd.proposal import render_block
