@@ -23,6 +23,7 @@ from agentctx import __version__
 from agentctx.core import clock, db, home
 from agentctx.core.errors import AgentctxError
 from agentctx.core.project import ProjectIdentity, identify
+from agentctx.core.text import reveal
 from agentctx.store import Store
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def _log_traceback(argv: list[str]) -> str | None:
 
 
 def _error(message: str) -> int:
-    sys.stderr.write(f"agentctx: error: {message}\n")
+    _err(f"agentctx: error: {message}")
     return 1
 
 
@@ -135,7 +136,14 @@ def _os_error(exc: OSError) -> str:
 
 
 def _out(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    """A line of text for a person: invisible characters and odd line breaks shown as
+    ``<U+XXXX>`` (:func:`agentctx.core.text.reveal`; ``--json`` and ``export`` stay lossless)."""
+    sys.stdout.write(reveal(text) + "\n")
+
+
+def _err(text: str) -> None:
+    """:func:`_out` on stderr."""
+    sys.stderr.write(reveal(text) + "\n")
 
 
 def _json(value: Any) -> None:

@@ -9,7 +9,7 @@ import anyio
 from cyclopts import App, Parameter
 
 from agentctx import config, doctor
-from agentctx.cli import Json, _json, _out, _project, _with_store, app
+from agentctx.cli import Json, _err, _json, _out, _project, _with_store, app
 from agentctx.core import files, home
 from agentctx.core.errors import ValidationError
 from agentctx.store import confine, deletion, inventory, transfer
@@ -99,7 +99,7 @@ async def import_(
     async def action(store: Store) -> int:
         if restore:
             for line in await confine.restore_plan(store, data):
-                sys.stderr.write(f"restore: {line}\n")
+                _err(f"restore: {line}")
             report = await transfer.import_data(store, data)
         else:
             origin = await anyio.to_thread.run_sync(confine.provenance, file)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Annotated, Any
 
 from cyclopts import Parameter
 
-from agentctx.cli import Json, _json, _out, _project, app
+from agentctx.cli import Json, _err, _json, _out, _project, app
 from agentctx.core.project import GLOBAL_PROJECT_ID
 from agentctx.store import Store
 
@@ -52,7 +51,7 @@ async def consolidate(
     def log(line: str) -> None:
         for project_id, name in names.items():  # the library logs id prefixes; people read names
             line = line.replace(f" {project_id[:12]}", f" {name}")
-        sys.stderr.write(f"agentctx: {line}\n")
+        _err(f"agentctx: {line}")
 
     async with await Store.open() as store:
         known = await store.projects()

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Annotated
 from cyclopts import Parameter
 
 from agentctx.claude import claudemd
-from agentctx.cli import Json, _json, _project, _with_store, app
+from agentctx.cli import Json, _err, _json, _project, _with_store, app
 from agentctx.core.errors import ValidationError
+from agentctx.core.text import reveal
 
 if TYPE_CHECKING:
     from agentctx.store import Store
@@ -31,20 +32,20 @@ def _confirm(target: str) -> bool:
 
 
 def _summary(sync: claudemd.SyncReport) -> None:
-    err = sys.stderr.write
+    err = _err
     for m in sync.missing:
-        err(f"missing     {m.id}  {m.type:<10} {m.title}  (coverage {m.coverage:.0%})\n")
+        err(f"missing     {m.id}  {m.type:<10} {m.title}  (coverage {m.coverage:.0%})")
     if sync.missing_total > len(sync.missing):
-        err(f"missing     … and {sync.missing_total - len(sync.missing)} more\n")
+        err(f"missing     … and {sync.missing_total - len(sync.missing)} more")
     for c in sync.contradictions:
         err(
             f"superseded  {c.id}  {c.file}:{c.line}: {c.text}  (now {c.superseded_by}: "
-            f"{c.current_title})\n"
+            f"{c.current_title})"
         )
     err(
         f"{sync.checked} records checked, {sync.missing_total} missing, "
         f"{len(sync.contradictions)} superseded snippets in {sync.target} "
-        f"({sync.candidates} drift candidates; {sync.method})\n"
+        f"({sync.candidates} drift candidates; {sync.method})"
     )
 
 
@@ -108,7 +109,7 @@ async def sync(
             embedder=embedder,
         )
         if not json:
-            sys.stdout.write(sync.diff)
+            sys.stdout.write(reveal(sync.diff))  # reviewed before --apply: nothing hidden
             sys.stdout.flush()
             _summary(sync)
         applied = False

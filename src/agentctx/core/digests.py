@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 #: The digest's caps, which every assembled text (each checkout's) is within.
 MAX_TOKENS = 1500
 MAX_CHARS = 10_000
-#: The file format; a file of another version is ignored (rebuilt).
-FORMAT_VERSION = 2
+#: The file format; a file of another version is ignored (rebuilt). 3: record text escaped on
+#: every line boundary, invisible characters removed (issue 24).
+FORMAT_VERSION = 3
 
 
 def assemble(parts: DigestParts, checkout: str | None) -> tuple[str, list[str]]:

@@ -11,13 +11,15 @@ The fence (issue 16): the blocks sit between ``<agentctx-records>`` and ``</agen
 under a note that says they are stored data, not instructions, and each heading starts with a
 label the record's own text cannot reach -- ``[type | provenance | confidence | age | id]`` --
 so that Claude can tell the user's own statements from what a session, a hook or an imported team
-file put there. Record text cannot close the fence or forge a heading (:func:`fenced_text`). What
-the fence does and does not protect against: docs/security.md.
+file put there. Record text cannot close the fence, forge a heading or a label, or hide characters
+(:func:`fenced_text`, :func:`fenced_line`). What the fence does and does not protect against:
+docs/security.md.
 """
 
 from __future__ import annotations
 
 from agentctx.core import clock, search
+from agentctx.core.text import for_model
 from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
 
 TYPE_CHECKING = False
@@ -91,8 +93,7 @@ def render_rules(rows: list[Any]) -> str:
     chars = len(opening) + len(FENCE_CLOSE) + 1
     lines: list[str] = []
     for row in rows:
-        body = " ".join(str(row["body"]).split())
-        line = f"- [{label(row)}] {fenced_text(row['title'])}: {fenced_text(body)}"
+        line = f"- [{label(row)}] {fenced_line(row['title'])}: {fenced_line(row['body'])}"
         line = truncate_to_tokens(line, RULES_MAX_TOKENS - used, RULES_MAX_CHARS - chars - 1)
         cost, size = estimate_tokens(line) + 1, len(line) + 1
         if not line or used + cost > RULES_MAX_TOKENS or chars + size > RULES_MAX_CHARS:
@@ -109,13 +110,13 @@ def format_record(row: Any) -> str:
     """One record as injected: ``### [label] title``, then the body (fenced text)."""
     age = clock.age_days(row["valid_from"])
     when = "today" if age < 1 else f"{int(age)}d ago"
-    notes = [label(row), when, f"id {row['id']}"]
+    notes = [label(row), when, f"id {fenced_line(row['id'])}"]
     if row["scope"] == "global":
         notes.append("all projects")
     body = truncate_to_tokens(row["body"], 450, RECORD_BODY_CHARS)
     if len(body) < len(row["body"]):
         body += " […]"
-    return f"### [{' | '.join(notes)}] {fenced_text(row['title'])}\n{fenced_text(body)}"
+    return f"### [{' | '.join(notes)}] {fenced_line(row['title'])}\n{fenced_text(body)}"
 
 
 def label(row: Any) -> str:
@@ -141,35 +142,73 @@ def hub_author(origin: str) -> str:
 
 
 def fenced_text(text: str) -> str:
-    """Record text made unable to end the fence or forge a heading or label of its own.
+    """Record text made unable to end the fence, forge a heading or a label, or hide anything.
 
-    A line that starts with ``#`` is escaped (``\\#``: still readable, no longer a heading), and an
-    ``agentctx-records``/``agentctx-context`` tag is broken (``<\\/agentctx-…``). Hook path:
-    string methods only.
+    The one way record text enters a fence (the prompt's blocks, the subagent's rules, the digest):
+
+    1. :func:`agentctx.core.text.for_model`: invisible characters (zero-width, bidi controls, tag
+       characters, controls) are removed and every line boundary ``str.splitlines()`` knows
+       (``\\r``, ``\\v``, ``\\f``, ``\\x1c``-``\\x1e``, ``\\x85``, U+2028, U+2029) becomes ``\\n``,
+       so what follows can neither be split by a hidden character nor miss a line start;
+    2. a line that starts (after spaces) with ``#``, ``[`` or a list marker before ``[`` -- a
+       heading or a label such as ``[decision | you | stated]`` -- is escaped with a backslash
+       (``\\#``, ``\\[``, ``\\- [``: still readable, no longer a heading or label);
+    3. a ``<`` that opens a tag named ``agentctx…`` (spaces and slashes between them allowed; the
+       full-width and small ``<`` too) is followed by a backslash (``<\\/agentctx-records>``).
+
+    Hook path: string methods only.
     """
-    if "#" in text:
+    text = for_model(text)
+    if "#" in text or "[" in text:
         lines = text.split("\n")
         for i, line in enumerate(lines):
-            if line.lstrip().startswith("#"):
+            if _forges_a_line(line):
                 lines[i] = "\\" + line.lstrip()
         text = "\n".join(lines)
-    if "agentctx-" in text.lower():
-        for tag in ("agentctx-records", "agentctx-context"):
-            text = _break_tag(text, tag)
-    return text
+    return _break_tags(text)
 
 
-def _break_tag(text: str, tag: str) -> str:
+def fenced_line(text: str) -> str:
+    """:func:`fenced_text` on one line: every run of spaces and line boundaries one space (titles,
+    ids and other fields that sit on a label's line)."""
+    return fenced_text(" ".join(for_model(text).split()))
+
+
+def _forges_a_line(line: str) -> bool:
+    """A heading (``#``), a label (``[``) or a list item that starts with a label."""
+    start = line.lstrip()
+    if start[:1] in _LIST_MARKERS:
+        start = start[1:].lstrip()
+    return start[:1] in ("#", "[")
+
+
+_LIST_MARKERS = ("-", "*", "+", ">")
+#: What opens a tag (``<`` and its full-width and small forms), and what may stand between it and
+#: the name (spaces, slashes; the backslash this function adds).
+_TAG_OPEN = "<\uff1c\ufe64"
+_TAG_GAP = "/\\\uff0f\u2044\u2215"
+_TAG_NAME = "agentctx"
+_TAG_LOOKBACK = 32
+
+
+def _break_tags(text: str) -> str:
     low = text.lower()
+    if _TAG_NAME not in low:
+        return text
+    if len(low) != len(text):  # a character whose lower case is longer: keep the positions
+        low = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    at = low.find(_TAG_NAME)
     out: list[str] = []
     last = 0
-    at = low.find(tag)
     while at >= 0:
-        if at > 0 and text[at - 1] in "</":
-            out.append(text[last : at - 1])
-            out.append("\\/" if text[at - 1] == "/" else "<\\")
-            last = at
-        at = low.find(tag, at + len(tag))
+        i = at - 1
+        while i >= 0 and at - i <= _TAG_LOOKBACK and (text[i] in _TAG_GAP or text[i].isspace()):
+            i -= 1
+        if i >= 0 and text[i] in _TAG_OPEN and text[i + 1 : i + 2] != "\\":
+            out.append(text[last : i + 1])
+            out.append("\\")
+            last = i + 1
+        at = low.find(_TAG_NAME, at + len(_TAG_NAME))
     out.append(text[last:])
     return "".join(out)
 

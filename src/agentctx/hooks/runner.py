@@ -80,8 +80,13 @@ def run_hook(argv: list[str]) -> int:
             handler = sys.modules[module_name].handle
             text = handler(HookContext(event, payload))
             if text and event in INJECTING:
+                # the fence escaped each record's text; this removes what no one can see from
+                # all of it (a hand-edited digest file, a note), issue 24
+                from agentctx.core.text import for_model
+
+                context = for_model(text)
                 output = jsonio.dumps(
-                    {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+                    {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
                 )
     except BaseException as exc:
         _log_exception(events[0], exc)

@@ -23,11 +23,12 @@ import logging
 import os
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, cast
 
 import anyio
 import sqlean
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
 
 from agentctx import config
 from agentctx.claude import claudemd
@@ -35,6 +36,7 @@ from agentctx.core import clock
 from agentctx.core.errors import AgentctxError, NotFoundError, ValidationError
 from agentctx.core.project import ProjectIdentity, identify
 from agentctx.core.search import TYPE_WEIGHT, query_terms, scope_projects
+from agentctx.core.text import for_model
 from agentctx.mcp import graph
 from agentctx.mcp.models import (
     ClaudeMdReport,
@@ -83,20 +85,36 @@ _NAMED_FACTS = ("stack", "languages", "package_manager", "entry_points")
 
 
 def _translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """Library errors become tool errors carrying their message (P-5)."""
+    """Library errors become tool errors carrying their message (P-5); every string of the
+    answer goes to the model without invisible characters (:func:`_for_model`)."""
 
     @functools.wraps(fn)
     async def call(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return await fn(*args, **kwargs)
+            return cast("R", _for_model(await fn(*args, **kwargs)))
         except AgentctxError as exc:
-            raise ToolError(str(exc)) from exc
+            raise ToolError(for_model(str(exc))) from exc
         except sqlean.Error as exc:
             raise ToolError(
                 f"the database failed ({exc}); run `agentctx doctor` for a fix"
             ) from exc
 
     return call
+
+
+def _for_model(value: Any) -> Any:
+    """A tool's answer with every string through :func:`agentctx.core.text.for_model` (invisible
+    characters removed, line boundaries ``\\n``; issue 24): the one way out of the tools."""
+    if isinstance(value, str):
+        return for_model(value)
+    if isinstance(value, BaseModel):
+        fields = type(value).model_fields
+        return value.model_copy(update={name: _for_model(getattr(value, name)) for name in fields})
+    if isinstance(value, list | tuple):
+        return [_for_model(item) for item in value]
+    if isinstance(value, dict):
+        return {_for_model(k): _for_model(v) for k, v in value.items()}
+    return value
 
 
 def settings() -> dict[str, Any]:

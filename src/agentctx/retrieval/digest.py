@@ -23,8 +23,10 @@ The fence (issue 16): after its title line, the digest sits between ``<agentctx-
 ``</agentctx-context>`` under a note that it is stored data, not instructions, and every record
 line carries the label of :func:`agentctx.core.inject.label` (type, provenance, confidence), so
 that the user's own records read apart from extracted, captured and team-file ones. Record text
-cannot close the fence (:func:`agentctx.core.inject.fenced_text`). The fence's lines count against
-the caps. docs/security.md says what the fence does and does not protect against.
+cannot close the fence, start a line of its own that reads as a heading or a label, or hide
+characters (:func:`agentctx.core.inject.fenced_text`, ``fenced_line`` for one-line fields: on every
+line boundary ``str.splitlines()`` knows, after invisible characters are removed). The fence's
+lines count against the caps. docs/security.md says what the fence does and does not protect against.
 
 The digest's file (reading, writing, invalidation) is :mod:`agentctx.core.digests`. Standard
 library plus the SQLite connection the caller passes: the SessionStart hook builds a missing digest.
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 from agentctx.core import clock, essentials, inject, pinned, plan
 from agentctx.core.digests import FORMAT_VERSION, MAX_CHARS, MAX_TOKENS, assemble
-from agentctx.core.inject import fenced_text, label
+from agentctx.core.inject import fenced_line, fenced_text, label
 from agentctx.core.schema import GLOBAL_PROJECT_ID
 from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
 
@@ -217,7 +219,7 @@ def render(
             f"Note: {drift_candidates} decisions or conventions in the store are not reflected in "
             "CLAUDE.md; the developer can review them with `agentctx sync`."
         )
-    name = " ".join(fenced_text(project_name).split())
+    name = fenced_line(project_name)
     title = f"# agentctx: context for {name}" if name else "# agentctx: context"
     head_text = "\n\n".join([f"{title}\n{FENCE_OPEN}\n{FENCE_NOTE}", *head])
     tail_text = "\n\n".join(tail)
@@ -262,7 +264,8 @@ def _handover_horizon() -> str:
 
 def _handover_section(row: Any) -> list[str]:
     """``[section text, record id]`` of one handover (the text is "" when nothing of it fits)."""
-    heading = f"## Last handover ({row['valid_from'][:10]}, id {row['id']})\n[{label(row)}]"
+    when, record_id = fenced_line(row["valid_from"][:10]), fenced_line(row["id"])
+    heading = f"## Last handover ({when}, id {record_id})\n[{label(row)}]"
     room = BUDGETS["handover"] - estimate_tokens(heading) - 2
     body = truncate_to_tokens(fenced_text(row["body"]), max(room, 0), 2000)
     text, _ids = _fit(heading, [(body, row["id"])] if body else [], BUDGETS["handover"])
@@ -307,13 +310,13 @@ def _decision_line(row: Any) -> str:
     pin = " | pinned" if row["pinned"] else ""
     body = _one_line(_without_title(row["title"], row["body"]), _ITEM_BODY_CHARS)
     said = f": {fenced_text(body)}" if body else ""
-    return f"- [{label(row)}{pin}] {fenced_text(row['title'])}{said} (id {row['id']})"
+    return f"- [{label(row)}{pin}] {fenced_line(row['title'])}{said} (id {fenced_line(row['id'])})"
 
 
 def _profile_line(row: Any, limit: int = 160, *, compact: bool = False) -> str:
     text = _without_provenance(row["body"]) if compact else row["body"]
     body = fenced_text(_one_line(text, limit))
-    return f"- [{label(row)}] {fenced_text(row['title'])}: {body}"
+    return f"- [{label(row)}] {fenced_line(row['title'])}: {body}"
 
 
 def _without_provenance(text: str) -> str:
@@ -358,7 +361,7 @@ def _profile_lines(profile: Iterable[Any]) -> list[tuple[str, str | None]]:
 
 def _preference_line(row: Any) -> str:
     body = _one_line(_without_title(row["title"], row["body"]), 160)
-    title = fenced_text(row["title"])
+    title = fenced_line(row["title"])
     return f"- [{label(row)}] {title}: {fenced_text(body)}" if body else f"- [{label(row)}] {title}"
 
 

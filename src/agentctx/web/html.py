@@ -3,13 +3,17 @@
 Record bodies, titles, file names and CLAUDE.md text are untrusted (a transcript can put anything
 in them), so the views never format HTML from strings. They call :func:`tag`, which escapes every
 child and attribute value that is not :class:`Safe`, and the only way to make a :class:`Safe` is
-through this module. A ``<script>`` in a record body therefore arrives as ``&lt;script&gt;``.
+through this module. A ``<script>`` in a record body therefore arrives as ``&lt;script&gt;``, and
+a bidi override, a zero-width or a tag character (invisible, read by the model: issue 24) as a
+visible ``<U+202E>``, so that the user reviews what the model reads.
 """
 
 from __future__ import annotations
 
 import html
 from typing import TYPE_CHECKING, TypeAlias
+
+from agentctx.core.text import reveal
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -26,10 +30,11 @@ class Safe(str):
 
 
 def escape(value: object) -> Safe:
-    """``value`` as text: ``& < > " '`` escaped, unless it is :class:`Safe` already."""
+    """``value`` as text: ``& < > " '`` escaped, and invisible characters and odd line breaks
+    shown as ``<U+XXXX>`` (:func:`agentctx.core.text.reveal`), unless it is :class:`Safe` already."""
     if isinstance(value, Safe):
         return value
-    return Safe(html.escape(str(value), quote=True))
+    return Safe(html.escape(reveal(str(value)), quote=True))
 
 
 def _children(children: Iterable[Child], out: list[str]) -> None:

@@ -37,6 +37,7 @@ from agentctx.claude.claudemd.files import (
 from agentctx.claude.claudemd.semantic import LIST_MARK, evaluate
 from agentctx.core import files as core_files
 from agentctx.core.errors import ValidationError
+from agentctx.core.text import for_model
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -104,17 +105,26 @@ def render_block(missing: Sequence[Record], stale: Sequence[StaleText], root: st
         if not group:
             continue
         lines += ["", f"### {heading}", ""]
-        lines += [f"- **{r.title}**: {one_line(r.body, 200)} ({r.type} `{r.id}`)" for r in group]
+        lines += [
+            f"- **{_flat(r.title)}**: {_flat(r.body, 200)} ({r.type} `{_flat(r.id)}`)"
+            for r in group
+        ]
     if stale:
         lines += ["", "### Superseded text to review (your text above is left as it is)", ""]
         for s in stale:
             where = os.path.relpath(s.file, root) if os.path.isabs(s.file) else s.file
             lines.append(
                 f"- ~~{LIST_MARK.sub('', one_line(s.text, 200))}~~ ({where} line {s.line}: `{s.id}` is superseded "
-                f"by `{s.superseded_by}`, **{s.current_title}**)"
+                f"by `{s.superseded_by}`, **{_flat(s.current_title)}**)"
             )
     lines.append(SYNC_END)
     return "\n".join(lines) + "\n"
+
+
+def _flat(text: str, limit: int = 10_000) -> str:
+    """Record text for CLAUDE.md, which Claude reads as instructions: on one line (every line
+    boundary a space) and without invisible characters (issue 24)."""
+    return one_line(for_model(text), limit)
 
 
 def propose(current: str | None, block: str) -> str:
