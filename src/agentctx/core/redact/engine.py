@@ -23,6 +23,7 @@ from agentctx.core.redact.assignments import (
     name_strength,
     value_is_secret,
 )
+from agentctx.core.redact.commands import find_commands
 from agentctx.core.redact.rules import (
     AGE_KEY,
     ALNUM,
@@ -57,7 +58,6 @@ from agentctx.core.redact.rules import (
     STRIPE,
     TELEGRAM,
     TELEGRAM_ID,
-    TOKEN_CHARS,
     TOKEN_RULES,
     URL_PASSWORD,
     URL_USER_TOKEN,
@@ -66,16 +66,51 @@ from agentctx.core.redact.rules import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
     from agentctx.core.redact.rules import Add
 
 _MAX_PASSES = 8
+#: Known secret values shorter than this are not masked elsewhere (a 3-letter word would mangle
+#: the text); shorter than MIN_ANYWHERE, only as a whole word.
+MIN_MASKED = 4
+MIN_ANYWHERE = 6
+MAX_MASKED = 200
 
 
 # -- the API ---------------------------------------------------------------------------------------
 
 
-def redact(text: str) -> str:
-    """``text`` with every secret the rules recognize replaced by ``[REDACTED:<kind>]``."""
+def redact(text: str, known: Iterable[str] = ()) -> str:
+    """``text`` with every secret the rules recognize replaced by ``[REDACTED:<kind>]``.
+
+    A value found secret once is masked at every occurrence in the text (a password redacted in a
+    command is masked in the output it echoed too); ``known`` adds values found secret in other
+    texts of the same event (:func:`secret_values`).
+    """
+    return redact_all([text], known)[0]
+
+
+def redact_all(texts: Sequence[str], known: Iterable[str] = ()) -> list[str]:
+    """Redact the texts of one event as one unit: a value secret in one is masked in all."""
+    values: dict[str, str] = dict.fromkeys(known, "password")
+    out = [_redact_one(text, values) for text in texts]
+    if values:
+        ordered = sorted(_maskable(values), key=len, reverse=True)
+        if ordered:
+            out = [_mask(text, ordered, values) for text in out]
+    return out
+
+
+def secret_values(texts: Iterable[str]) -> dict[str, str]:
+    """The values the rules find secret in ``texts`` (value -> kind), to pass on as ``known``."""
+    values: dict[str, str] = {}
+    for text in texts:
+        _redact_one(text, values)
+    return values
+
+
+def _redact_one(text: str, values: dict[str, str]) -> str:
     if not text:
         return text
     for _ in range(_MAX_PASSES):
@@ -87,10 +122,66 @@ def redact(text: str) -> str:
         for kind, start, end in spans:
             parts.append(text[last:start])
             parts.append(f"[REDACTED:{kind}]")
+            values.setdefault(text[start:end], kind)
             last = end
         parts.append(text[last:])
         text = "".join(parts)
     return text
+
+
+def _maskable(values: dict[str, str]) -> list[str]:
+    """The values worth masking elsewhere, longest first: not markers, not a short common word.
+
+    At most :data:`MAX_MASKED` of them (each is a scan of every text; a hostile text of many
+    secrets keeps its rule findings redacted, its repeats beyond the bound are not looked for).
+    """
+    kept = [
+        value
+        for value in values
+        if len(value) >= MIN_MASKED and value == value.strip() and "[REDACTED:" not in value
+    ]
+    return sorted(kept, key=len, reverse=True)[:MAX_MASKED]
+
+
+def _mask(text: str, ordered: list[str], values: dict[str, str]) -> str:
+    """Every occurrence of a known secret value in ``text`` replaced by its marker.
+
+    A value shorter than :data:`MIN_ANYWHERE` is masked only as a whole word (``pa55`` not in
+    ``pa556``); longer ones anywhere, inside a word too (a token in a file or branch name).
+    """
+    if not text:
+        return text
+    # (start, -end, kind): existing markers block (kind ""), then every occurrence of each value
+    spans: list[tuple[int, int, str]] = []
+    if "[REDACTED:" in text:
+        spans.extend((m.start(), -m.end(), "") for m in MARKER_PATTERN.finditer(text))
+    for value in ordered:
+        start = text.find(value)
+        while start >= 0:
+            end = start + len(value)
+            if len(value) >= MIN_ANYWHERE or (
+                (start == 0 or not text[start - 1].isalnum())
+                and (end == len(text) or not text[end].isalnum())
+            ):
+                spans.append((start, -end, values[value]))
+            start = text.find(value, start + 1)
+    if not any(kind for _, _, kind in spans):
+        return text
+    spans.sort()
+    parts: list[str] = []
+    last = 0
+    for start, neg_end, kind in spans:
+        if start < last:
+            continue  # inside a marker or a longer value already masked
+        if kind:
+            parts.append(text[last:start])
+            parts.append(f"[REDACTED:{kind}]")
+            last = -neg_end
+        else:
+            parts.append(text[last:-neg_end])
+            last = -neg_end
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def find_secrets(text: str) -> list[tuple[str, int, int]]:
@@ -116,6 +207,7 @@ def find_secrets(text: str) -> list[tuple[str, int, int]]:
     _find_tokens(text, add)
     _find_aws_secrets(text, low, found, add)
     _find_passwords(text, low, add)
+    find_commands(text, low, add)
     find_assignments(text, low, add)
     return _merge(text, found) if found else []
 
@@ -177,7 +269,7 @@ def _find_tokens(text: str, add: Add) -> None:
         if (
             start >= 0
             and text[start] in "srp"
-            and (start == 0 or text[start - 1] not in TOKEN_CHARS)
+            and (start == 0 or text[start - 1] not in ALNUM)
         ):
             add(P_TOKEN, "stripe", start, match.end())
     if ":AA" in text:
