@@ -34,7 +34,20 @@ the PostToolUse hook imports this package.
 
 from __future__ import annotations
 
-from agentctx.core.redact.engine import find_secrets, redact, redact_all, secret_values
+from agentctx.core.redact.engine import (
+    find_secrets,
+    redact,
+    redact_all,
+    redact_name,
+    secret_values,
+)
 from agentctx.core.redact.rules import MARKER_PATTERN
 
-__all__ = ["MARKER_PATTERN", "find_secrets", "redact", "redact_all", "secret_values"]
+__all__ = [
+    "MARKER_PATTERN",
+    "find_secrets",
+    "redact",
+    "redact_all",
+    "redact_name",
+    "secret_values",
+]

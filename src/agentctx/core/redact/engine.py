@@ -102,6 +102,44 @@ def redact_all(texts: Sequence[str], known: Iterable[str] = ()) -> list[str]:
     return out
 
 
+def redact_name(name: str, known: Iterable[str] = ()) -> str:
+    """A graph node's name (a file path, a branch) redacted, without compiling the rules when the
+    name is plainly clean (:func:`plainly_clean`): the capture hook writes a node on every edit."""
+    if not plainly_clean(name):
+        return redact(name, known)
+    values = dict.fromkeys(known, "password")
+    ordered = _maskable(values)
+    return _mask(name, ordered, values) if ordered else name
+
+
+#: The characters of a name that no rule can match when its parts are short (below).
+_PLAIN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/-")
+#: Words that start a rule's match, or name a secret, in any case (the assignment hints and the
+#: token prefixes that can hide in a short part: a JWT's ``eyJ``, a key's ``sk-``/``AKIA``).
+_PLAIN_HINTS = (
+    "pass", "pwd", "secret", "token", "key", "auth", "cred", "bearer", "cookie", "session",
+    "salt", "sig", "otp", "hmac", "csrf", "xsrf", "sid", "pat", "private", "eyj", "sk-", "akia",
+    "xox", "ghp", "gho", "ghs", "ghu", "ghr", "glpat",
+)  # fmt: skip
+#: A part (between ``/`` and ``.``) this long may be a token: the shortest token shape is 15.
+_PLAIN_PART = 12
+
+
+def plainly_clean(text: str) -> bool:
+    """True when no rule can match ``text``, judged without the rules: a short name of letters,
+    digits and ``._/-`` whose parts are shorter than any token and hold no hint word.
+
+    A cheap gate, not a rule: anything else goes through :func:`redact`.
+    tests/security/test_sideways_secrets.py checks that every kind of secret fails it.
+    """
+    if len(text) > 256 or not _PLAIN_CHARS.issuperset(text):
+        return False
+    low = text.lower()
+    if any(hint in low for hint in _PLAIN_HINTS):
+        return False
+    return all(len(part) < _PLAIN_PART for part in low.replace(".", "/").split("/"))
+
+
 def secret_values(texts: Iterable[str]) -> dict[str, str]:
     """The values the rules find secret in ``texts`` (value -> kind), to pass on as ``known``."""
     values: dict[str, str] = {}
