@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from agentctx.core.redact.rules import MAX_LINE, MARKER_PATTERN, P_PASSWORD, Lazy
+from agentctx.core.redact.rules import MARKER_PATTERN, MAX_LINE, P_PASSWORD, Lazy, wordset
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,7 +62,9 @@ _MYSQL = (
     "mysql mysqldump mysqladmin mysqlimport mysqlshow mysqlcheck mysqlpump mysqlbinlog "
     "mariadb mariadb-dump mariadb-admin mariadb-import mariadb-check mariadb-show"
 )
-_MONGO = "mongosh mongo mongodump mongorestore mongoexport mongoimport mongostat mongotop mongofiles"
+_MONGO = (
+    "mongosh mongo mongodump mongorestore mongoexport mongoimport mongostat mongotop mongofiles"
+)
 _NMCLI_KEYS = (
     "password wifi-sec.psk wifi-sec.leap-password wifi-sec.wep-key0 wifi-sec.wep-key1 "
     "wifi-sec.wep-key2 wifi-sec.wep-key3 802-1x.password 802-1x.private-key-password "
@@ -145,12 +147,13 @@ TABLE: tuple[Row, ...] = (
 
 #: Words that run the command after them: a tool after one is in command position too. The value
 #: words of their options (``sudo -u root``, ``timeout -s KILL 60``) are skipped.
-_WRAPPERS = frozenset(
-    "sudo doas env time nohup exec command timeout nice ionice stdbuf xargs watch pkexec run0 "
-    "runuser chroot caffeinate unbuffer".split()
+_WRAPPERS = wordset(
+    """
+    sudo doas env time nohup exec command timeout nice ionice stdbuf xargs watch pkexec run0
+    runuser chroot caffeinate unbuffer
+    """
 )
-_WRAPPER_VALUE_FLAGS = frozenset("-u -g -h -p -C -D -r -t -U -T -s -k -n -c -o -e -i".split())
-_FEEDERS = frozenset({"echo", "printf", "cat"})
+_WRAPPER_VALUE_FLAGS = wordset("-u -g -h -p -C -D -r -t -U -T -s -k -n -c -o -e -i")
 _PROMPTS = frozenset({"$", "#", "%", ">", "❯", "➜", "λ", "PS>"})
 #: The redirections whose next word is a file or a delimiter, not an argument.
 _REDIRECTS = frozenset({"<", ">", ">>", ">|", "<>", "&>", "&>>", "2>", "2>>", ">&", "<&"})
@@ -511,7 +514,7 @@ def _operands(rest: list[Word], row: Row) -> list[Word]:
         if word.op:
             break
         value = word.value
-        if not value or value.startswith("-") or value.startswith("/") and row.tools == "net":
+        if not value or value.startswith("-") or (value.startswith("/") and row.tools == "net"):
             continue
         if row.tools == "net" and (
             value.startswith(("\\", "//")) or (len(value) == 2 and value[1] == ":")
@@ -539,9 +542,11 @@ def _stdin(
                 _heredoc(text, feeder[i + 1].value, word.op == "<<-", row, line_end, add)
     if fed_by:
         args = [w for w in _args(fed_by) if not w.op]
-        if args and args[0].value.rsplit("/", 1)[-1] in _FEEDERS - {"cat"}:
-            echo = args[0].value.endswith("echo")
-            for word in args[1:]:
+        first = min(_command_positions(args), default=len(args))
+        feeder = args[first].value.rsplit("/", 1)[-1] if first < len(args) else ""
+        if feeder in ("echo", "printf"):
+            echo = feeder == "echo"
+            for word in args[first + 1 :]:
                 value = word.value
                 if echo and value.startswith("-") and value[1:].isalpha():
                     continue  # echo -n, -e
@@ -551,18 +556,26 @@ def _stdin(
 
 
 def _payload(word: Word, row: Row, add: Add) -> None:
-    """A value fed on stdin: every line of it, or each line's part after ``row.split``."""
+    """A value fed on stdin: its first line (a password prompt reads one), or for a row with a
+    ``split`` (``user:PW`` lines) each line's part after it, escaped ``\\n`` breaks included."""
+    if not row.split:
+        end = word.value.find("\n")
+        _secret(word, 0, row, add, end if end >= 0 else None)
+        return
     offset = 0
     for match in _SPLIT_LINES.pattern.finditer(word.value + "\n"):
         line_end = match.start()
         if line_end > offset:
-            _secret(word, offset, row, add, line_end)
+            if row.split in word.value[offset:line_end]:
+                _secret(word, offset, row, add, line_end)
+            else:
+                _mark(word, offset, line_end, add)  # not a user:PW line: all of it
         offset = match.end()
-        if not row.split:
-            break  # a password prompt reads one line
 
 
-def _heredoc(text: str, delimiter: str, strip_tabs: bool, row: Row, line_end: int, add: Add) -> None:
+def _heredoc(
+    text: str, delimiter: str, strip_tabs: bool, row: Row, line_end: int, add: Add
+) -> None:
     """The lines of a here-document after its command line, up to its delimiter."""
     pos = line_end + 1
     limit = min(len(text), pos + MAX_LINE * 4)
@@ -622,6 +635,6 @@ def _pgpass_word(word: Word, add: Add) -> None:
     offset = 0
     for match in _SPLIT_LINES.pattern.finditer(word.value + "\n"):
         head = _PGPASS_WORD.pattern.match(word.value, offset, match.start())
-        if head is not None and head.end() < match.start():
+        if head is not None and head.end() < match.start() and head.end() not in word.expands:
             _mark(word, head.end(), match.start(), add)
         offset = match.end()

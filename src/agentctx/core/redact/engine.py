@@ -304,11 +304,7 @@ def _find_tokens(text: str, add: Add) -> None:
             add(P_TOKEN + index, kind, start, match.end())
     for match in STRIPE.pattern.finditer(text):
         start = match.start() - 1
-        if (
-            start >= 0
-            and text[start] in "srp"
-            and (start == 0 or text[start - 1] not in ALNUM)
-        ):
+        if start >= 0 and text[start] in "srp" and (start == 0 or text[start - 1] not in ALNUM):
             add(P_TOKEN, "stripe", start, match.end())
     if ":AA" in text:
         for match in TELEGRAM.pattern.finditer(text):
