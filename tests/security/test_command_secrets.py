@@ -22,7 +22,7 @@ import string
 from typing import TYPE_CHECKING
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from agentctx.core.redact.commands import TABLE, Row
@@ -104,8 +104,8 @@ def commands(row: Row, tool: str, password: str) -> Iterator[str]:
         if "last" in forms:
             yield f"{tool}{sub}{when} /etc/nginx/.htpasswd admin {word} 2>/dev/null"
         if "operand" in forms:
-            user = "" if row.nth == 1 else " bob"
             share = " Z: \\\\srv\\share" if row.tools == "net" and row.sub == "use" else ""
+            user = " bob" if row.nth == 2 and not share else ""
             yield f"{tool}{sub}{share}{user} {word} /persistent:no"
         if "stdin" in forms:
             yield f"echo {word} | {tool}{sub}{when} --quiet"
@@ -114,7 +114,7 @@ def commands(row: Row, tool: str, password: str) -> Iterator[str]:
             yield f"{tool}{sub}{when} <<< {word}"
             yield f"cd /srv && {tool}{sub}{when} <<'EOF'\n{secret}\nEOF\necho done"
             yield f"$ {tool}{sub}{when} <<EOF\n  {secret}\nEOF"
-        if "opts" in forms and "," not in secret:
+        if "opts" in forms and "," not in password:
             option = shlex.quote(f"username=bob,password={password},vers=3.0")
             yield f"{tool} -t cifs //srv/share /mnt {row.flags.split()[0]} {option}"
         if "pgpass" in forms and ":" not in password:
@@ -133,6 +133,9 @@ def _ids() -> list[str]:
 
 
 def _check(row: Row, tool: str, password: str) -> int:
+    # a .pgpass field cannot hold ":", an -o option list item cannot hold ","
+    assume(not ("pgpass" in row.forms and ":" in password))
+    assume(not ("opts" in row.forms and "," in password))
     checked = 0
     for command in commands(row, tool, password):
         text = f"Bash: {command}\nexit 1"

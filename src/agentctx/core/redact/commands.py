@@ -89,7 +89,7 @@ TABLE: tuple[Row, ...] = (
     Row("htpasswd", "last", when="-b"),  # htpasswd -b[c] file user PW, htpasswd -nb user PW
     Row("wpa_passphrase", "last"),
     Row("openssl", "last", sub="passwd"),  # openssl passwd -6 PW
-    Row("net", "operand", sub="use", nth=1),  # net use [Z:] \\srv\share PW /user:NAME
+    Row("net", "operand", sub="use", nth=2),  # net use [Z:|*] \\srv\share PW /user:NAME
     Row("net", "operand", sub="user", nth=2),  # net user NAME PW [/add]
     Row("rabbitmqctl", "operand", sub="add_user", nth=2),
     Row("rabbitmqctl", "operand", sub="change_password", nth=2),
@@ -516,10 +516,8 @@ def _operands(rest: list[Word], row: Row) -> list[Word]:
         value = word.value
         if not value or value.startswith("-") or (value.startswith("/") and row.tools == "net"):
             continue
-        if row.tools == "net" and (
-            value.startswith(("\\", "//")) or (len(value) == 2 and value[1] == ":")
-        ):
-            continue  # net use Z: \\server\share
+        if row.tools == "net" and (value == "*" or (len(value) == 2 and value[1] == ":")):
+            continue  # net use Z: (or *): a device; the share and the password follow
         out.append(word)
     return out
 
