@@ -99,8 +99,8 @@ def operations(
                 ]
                 subject = clip(scrub(stopped.group(2).strip()), 100)
                 item = f'rebase stopped on conflicts at {stopped.group(1)} "{subject}"'
-                head = _branch(scrub, head_branch(ctx.cwd))
-                found.append(_git(base, "rebase", item, "", head, conflicts))
+                at = _branch(scrub, head_branch(ctx.cwd))
+                found.append(_git(base, "rebase", item, "", at, conflicts))
     pr = _GH_PR.search(command)
     url = _PR_URL.search(output) if pr else None
     if pr and url and not failed:

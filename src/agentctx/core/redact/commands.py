@@ -532,12 +532,12 @@ def _stdin(
     add: Add,
 ) -> None:
     """The secret fed on standard input: a here-string, a here-document, or an echo/printf pipe."""
-    for feeder in (stage, fed_by or []):
-        for i, word in enumerate(feeder):
-            if word.op == "<<<" and i + 1 < len(feeder) and not feeder[i + 1].op:
-                _payload(feeder[i + 1], row, add)
-            elif word.op in ("<<", "<<-") and i + 1 < len(feeder) and not feeder[i + 1].op:
-                _heredoc(text, feeder[i + 1].value, word.op == "<<-", row, line_end, add)
+    for words in (stage, fed_by or []):
+        for i, word in enumerate(words):
+            if word.op == "<<<" and i + 1 < len(words) and not words[i + 1].op:
+                _payload(words[i + 1], row, add)
+            elif word.op in ("<<", "<<-") and i + 1 < len(words) and not words[i + 1].op:
+                _heredoc(text, words[i + 1].value, word.op == "<<-", row, line_end, add)
     if fed_by:
         args = [w for w in _args(fed_by) if not w.op]
         first = min(_command_positions(args), default=len(args))
