@@ -18,8 +18,6 @@ that takes one (openssl's ``-passin``). docs/redaction.md has the table as prose
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from agentctx.core.redact.rules import MARKER_PATTERN, MAX_LINE, P_PASSWORD, Lazy, wordset
 
 TYPE_CHECKING = False
@@ -27,30 +25,48 @@ if TYPE_CHECKING:
     from agentctx.core.redact.rules import Add
 
 
-class Row(NamedTuple):
+class Row:
     """One way a tool takes a secret. ``forms`` (space-separated) say how the value follows:
 
     ``next`` (the next word after a flag), ``attached`` (``-pVALUE``), ``eq`` (``--flag=VALUE``),
     ``stdin`` (piped from ``echo``/``printf``, a here-string or a here-document), ``last`` (the
     last operand), ``operand`` (the ``nth`` operand after ``sub``), ``keyword`` (the word after one
-    of ``flags``), ``opts`` (``flag key=VALUE,…`` for the keys in ``keys``).
+    of ``flags``), ``opts`` (``flag key=VALUE,…`` for the keys in ``keys``), ``pgpass`` (a
+    ``.pgpass`` line in an argument). ``split``: the secret is what follows the first of these
+    characters in the value (``user%PW``). ``when``: a flag that must be present (``sudo -S``).
+    ``sub``: words that must be among the command's words (``docker login``). ``source``: the
+    value may name its source (``pass:PW`` is secret; ``env:X``, ``file:X``, ``fd:N`` are not).
+
+    A plain class, not a NamedTuple: the hook path does not import :mod:`typing`.
     """
 
-    tools: str
-    forms: str
-    flags: str = ""
-    #: The secret is what follows the first of these characters in the value (``user%PW``).
-    split: str = ""
-    #: A flag that must be present for the row to apply (``sudo -S``, ``htpasswd -b``).
-    when: str = ""
-    #: Words that must be among the command's words (``docker login``, ``gh auth login``).
-    sub: str = ""
-    #: For ``operand``: which operand after ``sub`` (1 = the first).
-    nth: int = 0
-    #: The value may name its source: ``pass:PW`` (secret), ``env:X``/``file:X``/``fd:N`` (not).
-    source: bool = False
-    #: For ``opts``: the keys whose values are secret.
-    keys: str = ""
+    __slots__ = ("flags", "forms", "keys", "nth", "source", "split", "sub", "tools", "when")
+
+    def __init__(
+        self,
+        tools: str,
+        forms: str,
+        flags: str = "",
+        split: str = "",
+        *,
+        when: str = "",
+        sub: str = "",
+        nth: int = 0,
+        source: bool = False,
+        keys: str = "",
+    ) -> None:
+        self.tools = tools
+        self.forms = forms
+        self.flags = flags
+        self.split = split
+        self.when = when
+        self.sub = sub
+        self.nth = nth
+        self.source = source
+        self.keys = keys
+
+    def __repr__(self) -> str:
+        return f"Row({self.tools!r}, {self.forms!r}, {self.flags!r})"
 
 
 _REGISTRY_LOGIN = "docker podman nerdctl buildah skopeo helm oras crane regctl"
@@ -191,16 +207,22 @@ _NAME_BEFORE = frozenset(" \t\n\r/\\|;&(`'\"$=")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 
 
-class Word(NamedTuple):
+class Word:
     """A shell word: its value (quotes removed), the text index of each value character, and
-    the value indices where an expansion starts (``$X``, ``${X}``, ``$(…)``, a backquote)."""
+    the value indices where an expansion starts (``$X``, ``${X}``, ``$(…)``, a backquote); or an
+    operator (``|``, ``;``, ``<<<``…) in ``op``."""
 
-    value: str
-    pos: list[int]
-    start: int
-    end: int
-    expands: frozenset[int]
-    op: str  # an operator ("|", ";", "<<<"…) instead of a word, else ""
+    __slots__ = ("end", "expands", "op", "pos", "start", "value")
+
+    def __init__(
+        self, value: str, pos: list[int], start: int, end: int, expands: frozenset[int], op: str
+    ) -> None:
+        self.value = value
+        self.pos = pos
+        self.start = start
+        self.end = end
+        self.expands = expands
+        self.op = op
 
 
 def find_commands(text: str, low: str, add: Add) -> None:
