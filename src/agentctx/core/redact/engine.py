@@ -372,13 +372,17 @@ def _find_passwords(text: str, low: str, add: Add) -> None:
     _find_pairs(text, low, add)
 
 
-def _add_value(text: str, start: int, end: int, add: Add, numbers: bool = False) -> None:
-    """Report a password value, unquoted, unless it is a reference, a placeholder or (unless
-    ``numbers``) a number, as in a uid:gid."""
+def _add_value(text: str, start: int, end: int, add: Add, literal: bool = False) -> None:
+    """Report a password value, unquoted, unless it is a reference, a placeholder or a number (a
+    uid:gid). ``literal``: a file's field that nothing expands (``.pgpass``): only a mask is no
+    password."""
     if end - start >= 2 and text[start] in "'\"" and text[end - 1] == text[start]:
         start, end = start + 1, end - 1
     value = text[start:end]
-    if is_reference(value) or is_placeholder(value) or (value.isdigit() and not numbers):
+    if literal:
+        if MASK_ONLY.pattern.match(value) or MARKER_PATTERN.fullmatch(value):
+            return
+    elif is_reference(value) or is_placeholder(value) or value.isdigit():
         return
     add(P_PASSWORD, "password", start, end)
 
@@ -405,8 +409,8 @@ def _find_pairs(text: str, low: str, add: Add) -> None:
     if ":" in text:
         for match in PGPASS.pattern.finditer(text):
             head = PGPASS_HOST.pattern.search(text, max(0, match.start() - 260), match.start())
-            if head is not None:  # a .pgpass password may be all digits
-                _add_value(text, match.start("v"), match.end("v"), add, numbers=True)
+            if head is not None:  # a .pgpass password is any text: digits, %A…, a.b…
+                _add_value(text, match.start("v"), match.end("v"), add, literal=True)
     if "sig=" in text:
         for match in AZURE_SAS.pattern.finditer(text):
             start = match.start()
