@@ -359,8 +359,7 @@ def _stage(
     for index, word in enumerate(args):
         if word.op:
             continue
-        name = word.value.rsplit("/", 1)[-1].rsplit("\\", 1)[-1].lower().removesuffix(".exe")
-        rows = ROWS.get(name)
+        rows = ROWS.get(_name(word))
         if rows is None:
             continue
         tools += 1
@@ -391,13 +390,26 @@ def _args(stage: list[Word]) -> list[Word]:
 
 
 def _command_positions(args: list[Word]) -> set[int]:
-    """The indices of the words that run a command: the first, and the one after each wrapper."""
+    """The indices of the words that run a command: the first (after a prompt) and the word after
+    a label ending in ``:`` ("Test failure: cmd", "Bash: cmd"), each with the words after the
+    wrappers that follow it (``sudo -u root cmd``)."""
+    starts = [0]
+    starts.extend(
+        i + 1
+        for i, word in enumerate(args[:-1])
+        if len(word.value) > 2 and word.value.endswith(":") and "/" not in word.value
+    )
     found: set[int] = set()
-    i = 0
+    for start in starts:
+        _chain(args, start, found)
+    return found
+
+
+def _chain(args: list[Word], i: int, found: set[int]) -> None:
     prompts = 0
     while i < len(args) and not args[i].op:
         value = args[i].value
-        if i == prompts < 2 and (value in _PROMPTS or value.endswith((":", "$", "#"))):
+        if prompts < 2 and (value in _PROMPTS or value.endswith((":", "$", "#"))):
             prompts += 1
             i += 1
             continue
@@ -406,7 +418,7 @@ def _command_positions(args: list[Word]) -> set[int]:
             continue
         found.add(i)
         if value.rsplit("/", 1)[-1] not in _WRAPPERS:
-            break
+            return
         i += 1
         while i < len(args) and not args[i].op:
             word = args[i].value
@@ -416,7 +428,6 @@ def _command_positions(args: list[Word]) -> set[int]:
                 i += 1
             else:
                 break
-    return found
 
 
 def _apply(
@@ -562,8 +573,13 @@ def _stdin(
                 _heredoc(text, words[i + 1].value, word.op == "<<-", row, line_end, add)
     if fed_by:
         args = [w for w in _args(fed_by) if not w.op]
-        first = min(_command_positions(args), default=len(args))
-        feeder = args[first].value.rsplit("/", 1)[-1] if first < len(args) else ""
+        # the echo/printf that feeds the pipe: in command position, or after prose ("Deploy
+        # fails: echo PW | sudo -S …"): the last one in the stage
+        first = next(
+            (i for i in range(len(args) - 1, -1, -1) if _name(args[i]) in ("echo", "printf")),
+            len(args),
+        )
+        feeder = _name(args[first]) if first < len(args) else ""
         if feeder in ("echo", "printf"):
             echo = feeder == "echo"
             for word in args[first + 1 :]:
@@ -573,6 +589,11 @@ def _stdin(
                 if not echo and value.replace("%s", "").replace("\\n", "").strip() == "":
                     continue  # printf '%s\n'
                 _payload(word, row, add)
+
+
+def _name(word: Word) -> str:
+    """A command word's name: its basename, lower case, without ``.exe``."""
+    return word.value.rsplit("/", 1)[-1].rsplit("\\", 1)[-1].lower().removesuffix(".exe")
 
 
 def _payload(word: Word, row: Row, add: Add) -> None:
