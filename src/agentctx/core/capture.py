@@ -22,7 +22,9 @@ observations (:mod:`agentctx.core.observe` writes them). Deterministic, no LLM. 
   touched, read from the transcript tail) that supersedes the previous handover of this checkout
   (worktree); the other worktrees of the project keep theirs.
 
-All text is redacted before it is stored.
+All text is redacted before it is stored, as one event: a value found secret anywhere in the
+event (the command, its output, a path) is masked in every text and name the event gives
+(:class:`Scrub`), so a password redacted in the command is not kept in the output it echoed.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import re
 from agentctx.core import jsonio
 from agentctx.core.files import read_tail
 from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX, TEST_FAILURE
-from agentctx.core.redact import redact
+from agentctx.core.redact import redact, redact_name, secret_values
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -104,6 +106,31 @@ _SWITCHED = re.compile(r"Switched to (?:a new )?branch '([^'\n]+)'|Already on '(
 _NEW_BRANCH = re.compile(r"\bgit\s+(?:checkout\s+-[bB]|switch\s+(?:-[cC]|--create))\s+([^\s;&|]+)")
 
 
+class Scrub:
+    """Redaction for the texts of one event: each is redacted with the secret values found in all
+    the event's sources (computed once, when the first text is redacted: an event that records
+    nothing compiles no rule)."""
+
+    def __init__(self, *sources: str) -> None:
+        self.sources = sources
+        self._known: dict[str, str] | None = None
+
+    @property
+    def known(self) -> dict[str, str]:
+        """The values the rules find secret in the event's sources."""
+        if self._known is None:
+            self._known = secret_values(self.sources)
+        return self._known
+
+    def __call__(self, text: str) -> str:
+        """A text of the event (a title, a body, a summary), redacted."""
+        return redact(text, self.known)
+
+    def name(self, name: str) -> str:
+        """A node's name (a file, a branch) of the event, redacted."""
+        return redact_name(name, self.known)
+
+
 def tool_use(ctx: Event) -> list[Observation]:
     """Observations of one PostToolUse / PostToolUseFailure event."""
     tool = ctx.text("tool_name")
@@ -114,7 +141,7 @@ def tool_use(ctx: Event) -> list[Observation]:
     if tool in EDIT_TOOLS:
         path = tool_input.get("file_path") or tool_input.get("notebook_path")
         if isinstance(path, str) and path:
-            return [{**base, "kind": "file", "name": relative(ctx, path)}]
+            return [{**base, "kind": "file", "name": redact_name(relative(ctx, path))}]
         return []
     if tool != "Bash":
         return []
@@ -123,21 +150,23 @@ def tool_use(ctx: Event) -> list[Observation]:
         return []
     output = _tool_output(ctx)
     failed = ctx.event == "PostToolUseFailure"
+    scrub = Scrub(command, output)
     found: list[Observation] = []
     for match in _SWITCHED.finditer(output):
-        found.append({**base, "kind": "branch", "name": match.group(1) or match.group(2)})
+        name = scrub.name(match.group(1) or match.group(2))
+        found.append({**base, "kind": "branch", "name": name})
     if failed is False:
         for match in _NEW_BRANCH.finditer(command):
-            found.append({**base, "kind": "branch", "name": match.group(1)})
-    short = _short_command(command)
+            found.append({**base, "kind": "branch", "name": scrub.name(match.group(1))})
     scan = _HEREDOC.sub(r"<<\1\2\1\3", command) if "<<" in command else command
     if ("git " in scan or "gh pr" in scan) and output:
         from agentctx.core import gitops  # its patterns compile only for a git or gh command
 
-        found.extend(gitops.operations(ctx, base, scan, output, failed))
+        found.extend(gitops.operations(ctx, base, scan, output, failed, scrub))
     if _runs_tests(scan):
+        short = _short_command(command, scrub)
         if failed or _TEST_FAILED.search(output):
-            files = _failing_files(ctx, output)
+            files = _failing_files(ctx, output, scrub)
             summary = _first_lines(output, _TEST_FAILED)
             body = (
                 f"A test run failed in this session: `{short}`."
@@ -145,20 +174,21 @@ def tool_use(ctx: Event) -> list[Observation]:
                 + (f"\nOutput:\n{summary}" if summary else "")
                 + f"\n{STUB_NOTE_FIX}"
             )
-            found.append(_stub(base, TEST_FAILURE + short, body, files, "test failure"))
+            stub = _stub(base, TEST_FAILURE + short, body, files, "test failure", scrub)
+            found.append(stub)
         elif _TEST_PASSED.search(output) and not _FILTERED.search(scan):
-            summary = _last_line(output, _TEST_PASSED)
+            summary = _last_line(output, _TEST_PASSED, scrub)
             found.append({**base, "kind": "test_pass", "command": short, "summary": summary})
     elif _HARD_ERROR.search(output) and (failed or "Traceback" in output or "panic:" in output):
+        short = _short_command(command, scrub)
         summary = _first_lines(output, _HARD_ERROR)
         body = (
             f"A command failed with an error in this session: `{short}`."
             + (f"\nOutput:\n{summary}" if summary else "")
             + f"\n{STUB_NOTE}"
         )
-        found.append(
-            _stub(base, f"Error observed: {short}", body, _failing_files(ctx, output), "error")
-        )
+        files = _failing_files(ctx, output, scrub)
+        found.append(_stub(base, f"Error observed: {short}", body, files, "error", scrub))
     return found
 
 
@@ -200,14 +230,15 @@ def pre_compact(ctx: Event) -> list[Observation]:
     if note:
         lines.append(f"Last assistant note: {clip(note, 400)}")
     title = "Handover: " + clip(" ".join((request or "work in progress").split()), 100)
+    scrub = Scrub(request, note, *files)
     return [
         {
             **_base(ctx),
             "kind": "handover",
             "checkout": ctx.project.checkout,
-            "title": redact(title),
-            "body": redact("\n".join(lines)),
-            "files": [relative(ctx, f) for f in files],
+            "title": scrub(title),
+            "body": scrub("\n".join(lines)),
+            "files": [scrub.name(relative(ctx, f)) for f in files],
         }
     ]
 
@@ -229,12 +260,14 @@ def _base(ctx: Event) -> Observation:
     return base
 
 
-def _stub(base: Observation, title: str, body: str, files: list[str], word: str) -> Observation:
+def _stub(
+    base: Observation, title: str, body: str, files: list[str], word: str, scrub: Scrub
+) -> Observation:
     return {
         **base,
         "kind": "stub",
-        "title": redact(title),
-        "body": redact(body),
+        "title": scrub(title),
+        "body": scrub(body),
         "files": files,
         "keywords": word,
     }
@@ -257,9 +290,10 @@ def _tool_output(ctx: Event) -> str:
     return text[-OUTPUT_TAIL_CHARS:]
 
 
-def _short_command(command: str) -> str:
+def _short_command(command: str, scrub: Scrub) -> str:
+    # the whole first line is redacted before it is cut: a cut must not split a secret off its cue
     first = " ".join(command.strip().splitlines()[0].split()) if command.strip() else ""
-    return clip(redact(first), 90)
+    return clip(scrub(first), 90)
 
 
 def clip(text: str, limit: int) -> str:
@@ -272,9 +306,9 @@ def _first_lines(output: str, pattern: re.Pattern[str], limit: int = 6) -> str:
     return clip("\n".join(lines[:limit]), 600)
 
 
-def _last_line(output: str, pattern: re.Pattern[str]) -> str:
+def _last_line(output: str, pattern: re.Pattern[str], scrub: Scrub) -> str:
     lines = [line.strip(" =") for line in output.splitlines() if pattern.search(line)]
-    return clip(redact(lines[-1]), 200) if lines else ""
+    return clip(scrub(lines[-1]), 200) if lines else ""
 
 
 def relative(ctx: Event, path: str) -> str:
@@ -289,11 +323,11 @@ def relative(ctx: Event, path: str) -> str:
     return full if rel.startswith("..") else rel
 
 
-def _failing_files(ctx: Event, output: str) -> list[str]:
+def _failing_files(ctx: Event, output: str, scrub: Scrub) -> list[str]:
     for pattern in _FAILING_FILE:
         found = list(dict.fromkeys(m.group(1) for m in pattern.finditer(output)))
         if found:
-            return [relative(ctx, f) for f in found[:5]]
+            return [scrub.name(relative(ctx, f)) for f in found[:5]]
     return []
 
 

@@ -12,10 +12,10 @@ import re
 
 from agentctx.core.capture import clip, relative
 from agentctx.core.project import head_branch
-from agentctx.core.redact import redact
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from agentctx.core.capture import Scrub
     from agentctx.core.event import Event
     from agentctx.core.shapes import Observation
 
@@ -49,29 +49,31 @@ FILES_MAX = 12
 
 
 def operations(
-    ctx: Event, base: Observation, command: str, output: str, failed: bool
+    ctx: Event, base: Observation, command: str, output: str, failed: bool, scrub: Scrub
 ) -> list[Observation]:
-    """Commits, merges, pulls, rebases and opened pull requests that git's output confirms."""
+    """Commits, merges, pulls, rebases and opened pull requests that git's output confirms.
+
+    Every text and name is redacted with the event's ``scrub`` (branch names and file paths too).
+    """
     found: list[Observation] = []
     ops = {m.group(1): m.group(2) for m in _GIT_OP.finditer(command)}
     if ops:
-        paths = _command_paths(ctx, command)
+        paths = [scrub.name(p) for p in _command_paths(ctx, command)]
         for match in list(_COMMIT_LINE.finditer(output))[:COMMITS_MAX]:
             branch, sha, subject = match.groups()
             op = next((o for o in ("cherry-pick", "revert") if o in ops), "commit")
             stat = _STAT_LINE.search(output, match.end())
-            files = paths or [relative(ctx, f) for f in _MODE_LINE.findall(output)]
-            item = f'{op} {sha} "{clip(redact(subject.strip()), 100)}"' + (
+            files = paths or [scrub.name(relative(ctx, f)) for f in _MODE_LINE.findall(output)]
+            branch = None if branch == "detached HEAD" else scrub.name(branch)
+            item = f'{op} {sha} "{clip(scrub(subject.strip()), 100)}"' + (
                 f" ({clip(stat.group(1).strip(), 80)})" if stat else ""
             )
-            found.append(
-                _git(base, op, item, sha, None if branch == "detached HEAD" else branch, files)
-            )
+            found.append(_git(base, op, item, sha, branch, files))
         for op in ("merge", "pull"):
             if op not in ops or (op == "pull" and "--rebase" in ops[op]):  # a rebase: below
                 continue
-            conflicts = [relative(ctx, f.strip()) for f in _CONFLICT.findall(output)]
-            ref = _first_argument(ops[op])
+            conflicts = [scrub.name(relative(ctx, f.strip())) for f in _CONFLICT.findall(output)]
+            ref = scrub(_first_argument(ops[op]))
             what = op + (f" of {ref}" if ref and op == "merge" else f" from {ref}" if ref else "")
             if conflicts:
                 item = f"{what} stopped on conflicts"
@@ -80,39 +82,49 @@ def operations(
                 item = what + ff
             else:
                 continue
-            files = conflicts or [relative(ctx, f.strip()) for f in _DIFFSTAT.findall(output)]
-            found.append(_git(base, op, item, "", head_branch(ctx.cwd), files))
+            files = conflicts or [
+                scrub.name(relative(ctx, f.strip())) for f in _DIFFSTAT.findall(output)
+            ]
+            found.append(_git(base, op, item, "", _branch(scrub, head_branch(ctx.cwd)), files))
         if "rebase" in ops or ("pull" in ops and "--rebase" in ops["pull"]):
             rebased = _REBASED.search(output)
             stopped = _NOT_APPLIED.search(output)
-            upstream = _first_argument(ops.get("rebase", ""))
+            upstream = scrub(_first_argument(ops.get("rebase", "")))
             if rebased:
                 item = "rebase" + (f" onto {upstream}" if upstream else "")
-                found.append(_git(base, "rebase", item, "", rebased.group(1), []))
+                found.append(_git(base, "rebase", item, "", scrub.name(rebased.group(1)), []))
             elif stopped:
-                conflicts = [relative(ctx, f.strip()) for f in _CONFLICT.findall(output)]
-                subject = clip(redact(stopped.group(2).strip()), 100)
+                conflicts = [
+                    scrub.name(relative(ctx, f.strip())) for f in _CONFLICT.findall(output)
+                ]
+                subject = clip(scrub(stopped.group(2).strip()), 100)
                 item = f'rebase stopped on conflicts at {stopped.group(1)} "{subject}"'
-                found.append(_git(base, "rebase", item, "", head_branch(ctx.cwd), conflicts))
+                at = _branch(scrub, head_branch(ctx.cwd))
+                found.append(_git(base, "rebase", item, "", at, conflicts))
     pr = _GH_PR.search(command)
     url = _PR_URL.search(output) if pr else None
     if pr and url and not failed:
         args = pr.group(1)
         title_match = _PR_TITLE.search(args)
         title = next((g for g in title_match.groups() if g), "") if title_match else ""
-        title = clip(" ".join(redact(title).split()), 90)
+        title = clip(" ".join(scrub(title).split()), 90)
         source = _PR_FOR.search(output)
         head = _PR_HEAD.search(args)
         branch = source.group(1) if source else head.group(1) if head else head_branch(ctx.cwd)
-        link = clip(url.group(1), 200)
+        branch = _branch(scrub, branch)
+        link = clip(scrub(url.group(1)), 200)
         item = f"PR opened: {link}" + (f' "{title}"' if title else "")
         if source:
-            item += f" into {source.group(2)}"
+            item += f" into {scrub.name(source.group(2))}"
         found.append({**_git(base, "pr", item, link, branch, []), "title": title})
     for obs in list(found):
         if obs.get("branch"):
             found.append({**base, "kind": "branch", "name": str(obs["branch"])})
     return found
+
+
+def _branch(scrub: Scrub, branch: str | None) -> str | None:
+    return scrub.name(branch) if branch else branch
 
 
 def _git(

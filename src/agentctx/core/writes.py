@@ -69,22 +69,24 @@ CUE_MAX = schema.CUE_MAX
 def scrub(row: dict[str, Any]) -> dict[str, Any]:
     """Redact the secrets in a row's (or new record's) text columns, in place; the row.
 
-    The rules (:mod:`agentctx.core.redact`) compile on the first call, so a hook that writes
-    nothing pays nothing. A marker longer than the secret it replaced may push a title or body
-    over its limit: the text is then cut at the limit.
+    The columns are redacted as one unit: a value found secret in one (a password in the title's
+    command) is masked in the others too (the output quoted in the body). The rules
+    (:mod:`agentctx.core.redact`) compile on the first call, so a hook that writes nothing pays
+    nothing. A marker longer than the secret it replaced may push a title or body over its limit:
+    the text is then cut at the limit.
     """
-    from agentctx.core.redact import redact
+    from agentctx.core.redact import redact_all
 
-    for name in TEXT_COLUMNS:
-        value = row.get(name)
-        if name == "cues":
-            if value:  # each cue on its own: a rule never reaches across two of them
-                row[name] = cues_text(normalize_cues([redact(c) for c in normalize_cues(value)]))
-            continue
-        if isinstance(value, str) and value:
-            clean = redact(value)
-            limit = _LIMITS.get(name)
-            row[name] = clean[:limit] if limit else clean
+    names = [n for n in TEXT_COLUMNS if n != "cues" and isinstance(row.get(n), str) and row[n]]
+    cues = normalize_cues(row["cues"]) if row.get("cues") else []
+    if not names and not cues:
+        return row
+    clean = redact_all([row[n] for n in names] + cues)  # each cue on its own: no rule spans two
+    for name, value in zip(names, clean, strict=False):
+        limit = _LIMITS.get(name)
+        row[name] = value[:limit] if limit else value
+    if cues:
+        row["cues"] = cues_text(normalize_cues(clean[len(names) :]))
     return row
 
 
@@ -356,7 +358,11 @@ def add_stub(new: Mapping[str, Any]) -> Plan[str]:
 
 
 def node(project_id: str, kind: str, name: str, at: str) -> Plan[str]:
-    """The id of the graph node of this project, kind and name (created if new)."""
+    """The id of the graph node of this project, kind and name (created if new).
+
+    The name (a file path, a branch, a symbol) is redacted like record text (:func:`node_name`).
+    """
+    name = node_name(name)
     yield execute(
         "INSERT OR IGNORE INTO nodes(id, project_id, kind, name, created_at) VALUES (?, ?, ?, ?, ?)",
         (clock.ulid(), project_id, kind, name, at),
@@ -366,6 +372,17 @@ def node(project_id: str, kind: str, name: str, at: str) -> Plan[str]:
         (project_id, kind, name),
     )
     return str(found[0])
+
+
+def node_name(name: str) -> str:
+    """A node's name as stored: redacted (a token in a path or a branch name, issue 24).
+
+    :func:`agentctx.core.redact.redact_name` compiles the rules only for a name that could hold a
+    secret, so the edit hook's file nodes stay cheap.
+    """
+    from agentctx.core.redact import redact_name
+
+    return redact_name(name)
 
 
 def edge(from_id: str, to_id: str, rel_type: str, at: str) -> Plan[bool]:

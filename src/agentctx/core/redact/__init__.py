@@ -17,6 +17,10 @@ measurements, and why these are our own rules rather than a secret-scanner libra
   A value is redacted unless it is plainly not a literal (a reference, a call, a type, a path, a
   placeholder); names that are only weakly secret (``cache_key``, ``signature``…) need high entropy.
 
+A value found secret once is masked at every occurrence, in the text and in the other texts of the
+same event (``redact_all``, ``known``); the passwords that tools take on their command lines are a
+table (:mod:`~agentctx.core.redact.commands`) read by one engine.
+
 Every pattern starts with a literal so that ``re`` can skip ahead (a leading look-behind or ``\\b``
 makes a scan many times slower; docs/redaction.md); case-insensitive rules run on an ASCII-lowercased copy of the text,
 which has the same length, so that offsets carry over. ``redact`` is idempotent: markers are never
@@ -30,7 +34,20 @@ the PostToolUse hook imports this package.
 
 from __future__ import annotations
 
-from agentctx.core.redact.engine import find_secrets, redact
+from agentctx.core.redact.engine import (
+    find_secrets,
+    redact,
+    redact_all,
+    redact_name,
+    secret_values,
+)
 from agentctx.core.redact.rules import MARKER_PATTERN
 
-__all__ = ["MARKER_PATTERN", "find_secrets", "redact"]
+__all__ = [
+    "MARKER_PATTERN",
+    "find_secrets",
+    "redact",
+    "redact_all",
+    "redact_name",
+    "secret_values",
+]

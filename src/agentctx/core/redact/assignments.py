@@ -133,6 +133,8 @@ _LINE_PREFIX = Lazy(
     r"(?:^|\n|\\n)[ \t]*(?:\d+(?:→|\t)[ \t]*)?(?:export[ \t]+|set[ \t]+|setx[ \t]+|-[ \t]+|\$env:)?\Z"
 )
 _ENV_NAME = Lazy(r"^[A-Z][A-Z0-9_]*$")
+_BLOCK_INDICATOR = Lazy(r"[|>][+\-]?[1-9]?|[|>][1-9][+\-]?")
+_NESTED = Lazy(r"-(?:\s|$)|[\w.\-\"']+\s*:(?:\s|$)|#")
 # An unquoted value: one word, ended as _value_span says.
 _STRICT_VALUE = Lazy(r"(?:[^\s\"'`&#|;)\\]|\\(?![nrt\"']))*+")
 _CODE_VALUE = Lazy(r"(?:[^\s\"'`,;)}\]>&|\\]|\\(?![nrt\"']))*+")
@@ -224,6 +226,13 @@ def _assignment(text: str, match: re.Match[str], name_start: int, add: Add) -> i
     strength = _name_strength(name, env=env)
     if strength is None:
         return match.end()
+    if mode == "line" and sep.strip() == ":":
+        block = _next_line_value(text, name_start, match.end())
+        if block is not None:  # password:\n  value, password: |\n  value
+            start, end, scalar = block
+            if scalar or value_is_secret(text[start:end], "line", strength, name):
+                add(P_ASSIGN, _assignment_kind(name, strength), start, end)
+            return end
     span = _value_span(text, match.end(), mode)
     if span is None:
         return match.end()
@@ -340,6 +349,12 @@ def _value_span(text: str, pos: int, mode: str) -> tuple[int, int, bool] | None:
             j += 1
         if j < n and text[j] in "\"'":
             i = j
+    while text.startswith(("\\\n", "\\\r\n"), i):  # KEY=\<newline>  value: a continued line
+        i += 2 if text[i + 1] == "\n" else 3
+        while i < n and text[i] in " \t":
+            i += 1
+    if i >= n:
+        return None
     char = text[i]
     escaped = char == "\\" and i + 1 < n and text[i + 1] in "\"'"
     if char in "\"'`" or escaped:
@@ -358,6 +373,43 @@ def _value_span(text: str, pos: int, mode: str) -> tuple[int, int, bool] | None:
     match = pattern.match(text, i, min(n, i + MAX_VALUE))
     end = match.end() if match is not None else i
     return (i, end, False) if end > i else None
+
+
+def _next_line_value(text: str, name_start: int, pos: int) -> tuple[int, int, bool] | None:
+    """A YAML value on the lines after its key: ``(start, end, is a block scalar)``, or None.
+
+    After ``key:`` with nothing else on its line (or a block scalar indicator, ``|``, ``>-`` …),
+    the value is the following lines indented deeper than the key: a block scalar's lines, or a
+    plain scalar's first line. A nested mapping (``key:`` then ``  sub: x``) or a list is no value.
+    """
+    line_end = text.find("\n", pos, pos + MAX_LINE)
+    if line_end < 0:
+        return None
+    indicator = text[pos:line_end].strip()
+    if indicator and not _BLOCK_INDICATOR.pattern.fullmatch(indicator):
+        return None
+    line_start = text.rfind("\n", 0, name_start) + 1
+    indent = len(text[line_start:name_start]) - len(text[line_start:name_start].lstrip(" -"))
+    start = end = -1
+    cursor = line_end + 1
+    limit = min(len(text), cursor + MAX_VALUE)
+    while cursor < limit:
+        nl = text.find("\n", cursor, limit)
+        nl = limit if nl < 0 else nl
+        line = text[cursor:nl].rstrip("\r")
+        body = line.lstrip(" \t")
+        if body:
+            if len(line) - len(body) <= indent:
+                break
+            if start < 0:
+                if not indicator and _NESTED.pattern.match(body):
+                    return None  # a mapping or a list under the key, not a value
+                start = cursor + len(line) - len(body)
+            end = cursor + len(line)
+            if not indicator:
+                break  # a plain scalar: its first line is enough to judge and redact
+        cursor = nl + 1
+    return (start, end, bool(indicator)) if start >= 0 else None
 
 
 def _backslashed(text: str, pos: int) -> bool:

@@ -23,6 +23,7 @@ from agentctx.core.redact.assignments import (
     name_strength,
     value_is_secret,
 )
+from agentctx.core.redact.commands import find_commands
 from agentctx.core.redact.rules import (
     AGE_KEY,
     ALNUM,
@@ -57,7 +58,6 @@ from agentctx.core.redact.rules import (
     STRIPE,
     TELEGRAM,
     TELEGRAM_ID,
-    TOKEN_CHARS,
     TOKEN_RULES,
     URL_PASSWORD,
     URL_USER_TOKEN,
@@ -66,16 +66,89 @@ from agentctx.core.redact.rules import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
     from agentctx.core.redact.rules import Add
 
 _MAX_PASSES = 8
+#: Known secret values shorter than this are not masked elsewhere (a 3-letter word would mangle
+#: the text); shorter than MIN_ANYWHERE, only as a whole word.
+MIN_MASKED = 4
+MIN_ANYWHERE = 6
+MAX_MASKED = 200
 
 
 # -- the API ---------------------------------------------------------------------------------------
 
 
-def redact(text: str) -> str:
-    """``text`` with every secret the rules recognize replaced by ``[REDACTED:<kind>]``."""
+def redact(text: str, known: Iterable[str] = ()) -> str:
+    """``text`` with every secret the rules recognize replaced by ``[REDACTED:<kind>]``.
+
+    A value found secret once is masked at every occurrence in the text (a password redacted in a
+    command is masked in the output it echoed too); ``known`` adds values found secret in other
+    texts of the same event (:func:`secret_values`).
+    """
+    return redact_all([text], known)[0]
+
+
+def redact_all(texts: Sequence[str], known: Iterable[str] = ()) -> list[str]:
+    """Redact the texts of one event as one unit: a value secret in one is masked in all."""
+    values: dict[str, str] = dict.fromkeys(known, "password")
+    out = [_redact_one(text, values) for text in texts]
+    if values:
+        ordered = sorted(_maskable(values), key=len, reverse=True)
+        if ordered:
+            out = [_mask(text, ordered, values) for text in out]
+    return out
+
+
+def redact_name(name: str, known: Iterable[str] = ()) -> str:
+    """A graph node's name (a file path, a branch) redacted, without compiling the rules when the
+    name is plainly clean (:func:`plainly_clean`): the capture hook writes a node on every edit."""
+    if not plainly_clean(name):
+        return redact(name, known)
+    values = dict.fromkeys(known, "password")
+    ordered = _maskable(values)
+    return _mask(name, ordered, values) if ordered else name
+
+
+#: The characters of a name that no rule can match when its parts are short (below).
+_PLAIN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/-")
+#: Words that start a rule's match, or name a secret, in any case (the assignment hints and the
+#: token prefixes that can hide in a short part: a JWT's ``eyJ``, a key's ``sk-``/``AKIA``).
+_PLAIN_HINTS = (
+    "pass", "pwd", "secret", "token", "key", "auth", "cred", "bearer", "cookie", "session",
+    "salt", "sig", "otp", "hmac", "csrf", "xsrf", "sid", "pat", "private", "eyj", "sk-", "akia",
+    "xox", "ghp", "gho", "ghs", "ghu", "ghr", "glpat",
+)  # fmt: skip
+#: A part (between ``/`` and ``.``) this long may be a token: the shortest token shape is 15.
+_PLAIN_PART = 12
+
+
+def plainly_clean(text: str) -> bool:
+    """True when no rule can match ``text``, judged without the rules: a short name of letters,
+    digits and ``._/-`` whose parts are shorter than any token and hold no hint word.
+
+    A cheap gate, not a rule: anything else goes through :func:`redact`.
+    tests/security/test_sideways_secrets.py checks that every kind of secret fails it.
+    """
+    if len(text) > 256 or not _PLAIN_CHARS.issuperset(text):
+        return False
+    low = text.lower()
+    if any(hint in low for hint in _PLAIN_HINTS):
+        return False
+    return all(len(part) < _PLAIN_PART for part in low.replace(".", "/").split("/"))
+
+
+def secret_values(texts: Iterable[str]) -> dict[str, str]:
+    """The values the rules find secret in ``texts`` (value -> kind), to pass on as ``known``."""
+    values: dict[str, str] = {}
+    for text in texts:
+        _redact_one(text, values)
+    return values
+
+
+def _redact_one(text: str, values: dict[str, str]) -> str:
     if not text:
         return text
     for _ in range(_MAX_PASSES):
@@ -87,10 +160,66 @@ def redact(text: str) -> str:
         for kind, start, end in spans:
             parts.append(text[last:start])
             parts.append(f"[REDACTED:{kind}]")
+            values.setdefault(text[start:end], kind)
             last = end
         parts.append(text[last:])
         text = "".join(parts)
     return text
+
+
+def _maskable(values: dict[str, str]) -> list[str]:
+    """The values worth masking elsewhere, longest first: not markers, not a short common word.
+
+    At most :data:`MAX_MASKED` of them (each is a scan of every text; a hostile text of many
+    secrets keeps its rule findings redacted, its repeats beyond the bound are not looked for).
+    """
+    kept = [
+        value
+        for value in values
+        if len(value) >= MIN_MASKED and value == value.strip() and "[REDACTED:" not in value
+    ]
+    return sorted(kept, key=len, reverse=True)[:MAX_MASKED]
+
+
+def _mask(text: str, ordered: list[str], values: dict[str, str]) -> str:
+    """Every occurrence of a known secret value in ``text`` replaced by its marker.
+
+    A value shorter than :data:`MIN_ANYWHERE` is masked only as a whole word (``pa55`` not in
+    ``pa556``); longer ones anywhere, inside a word too (a token in a file or branch name).
+    """
+    if not text:
+        return text
+    # (start, -end, kind): existing markers block (kind ""), then every occurrence of each value
+    spans: list[tuple[int, int, str]] = []
+    if "[REDACTED:" in text:
+        spans.extend((m.start(), -m.end(), "") for m in MARKER_PATTERN.finditer(text))
+    for value in ordered:
+        start = text.find(value)
+        while start >= 0:
+            end = start + len(value)
+            if len(value) >= MIN_ANYWHERE or (
+                (start == 0 or not text[start - 1].isalnum())
+                and (end == len(text) or not text[end].isalnum())
+            ):
+                spans.append((start, -end, values[value]))
+            start = text.find(value, start + 1)
+    if not any(kind for _, _, kind in spans):
+        return text
+    spans.sort()
+    parts: list[str] = []
+    last = 0
+    for start, neg_end, kind in spans:
+        if start < last:
+            continue  # inside a marker or a longer value already masked
+        if kind:
+            parts.append(text[last:start])
+            parts.append(f"[REDACTED:{kind}]")
+            last = -neg_end
+        else:
+            parts.append(text[last:-neg_end])
+            last = -neg_end
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def find_secrets(text: str) -> list[tuple[str, int, int]]:
@@ -116,6 +245,7 @@ def find_secrets(text: str) -> list[tuple[str, int, int]]:
     _find_tokens(text, add)
     _find_aws_secrets(text, low, found, add)
     _find_passwords(text, low, add)
+    find_commands(text, low, add)
     find_assignments(text, low, add)
     return _merge(text, found) if found else []
 
@@ -174,11 +304,7 @@ def _find_tokens(text: str, add: Add) -> None:
             add(P_TOKEN + index, kind, start, match.end())
     for match in STRIPE.pattern.finditer(text):
         start = match.start() - 1
-        if (
-            start >= 0
-            and text[start] in "srp"
-            and (start == 0 or text[start - 1] not in TOKEN_CHARS)
-        ):
+        if start >= 0 and text[start] in "srp" and (start == 0 or text[start - 1] not in ALNUM):
             add(P_TOKEN, "stripe", start, match.end())
     if ":AA" in text:
         for match in TELEGRAM.pattern.finditer(text):
@@ -246,14 +372,19 @@ def _find_passwords(text: str, low: str, add: Add) -> None:
     _find_pairs(text, low, add)
 
 
-def _add_value(text: str, start: int, end: int, add: Add, kind: str = "password") -> None:
-    """Report a password value, unquoted, unless it is a reference, a placeholder or a uid:gid."""
+def _add_value(text: str, start: int, end: int, add: Add, literal: bool = False) -> None:
+    """Report a password value, unquoted, unless it is a reference, a placeholder or a number (a
+    uid:gid). ``literal``: a file's field that nothing expands (``.pgpass``): only a mask is no
+    password."""
     if end - start >= 2 and text[start] in "'\"" and text[end - 1] == text[start]:
         start, end = start + 1, end - 1
     value = text[start:end]
-    if is_reference(value) or is_placeholder(value) or value.isdigit():
+    if literal:
+        if MASK_ONLY.pattern.match(value) or MARKER_PATTERN.fullmatch(value):
+            return
+    elif is_reference(value) or is_placeholder(value) or value.isdigit():
         return
-    add(P_PASSWORD, kind, start, end)
+    add(P_PASSWORD, "password", start, end)
 
 
 def _find_pairs(text: str, low: str, add: Add) -> None:
@@ -278,8 +409,8 @@ def _find_pairs(text: str, low: str, add: Add) -> None:
     if ":" in text:
         for match in PGPASS.pattern.finditer(text):
             head = PGPASS_HOST.pattern.search(text, max(0, match.start() - 260), match.start())
-            if head is not None:
-                _add_value(text, match.start("v"), match.end("v"), add)
+            if head is not None:  # a .pgpass password is any text: digits, %A…, a.b…
+                _add_value(text, match.start("v"), match.end("v"), add, literal=True)
     if "sig=" in text:
         for match in AZURE_SAS.pattern.finditer(text):
             start = match.start()

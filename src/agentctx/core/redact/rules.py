@@ -34,7 +34,6 @@ def wordset(words: str) -> frozenset[str]:
     return frozenset(words.split())
 
 
-TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
 # Priorities: when findings overlap, the merged span takes the kind of the lowest number.
@@ -92,71 +91,73 @@ AGE_KEY = Lazy(r"AGE-SECRET-KEY-1[0-9A-Z]{58}")
 
 # -- provider tokens -------------------------------------------------------------------------------
 # (kind, pattern, characters that must not come just before the match). The whole match is the
-# secret. Each pattern starts with a literal.
+# secret. Each pattern starts with a literal. A letter or digit before a token makes it part of a
+# longer word; ``_`` and ``-`` do not (issue 24: ``test_ghp_…``, ``backup-sk-ant-…``, a token in
+# an identifier, a file name or a branch name), so they are not in the set.
 
 TOKEN_RULES = tuple(
     (kind, Lazy(pattern), before)
     for kind, pattern, before in (
-        ("anthropic", r"sk-ant-(?:[a-z]+\d*-)?[A-Za-z0-9_\-]{20,}", TOKEN_CHARS),
+        ("anthropic", r"sk-ant-(?:[a-z]+\d*-)?[A-Za-z0-9_\-]{20,}", ALNUM),
         # Legacy sk-…, sk-proj-/sk-svcacct-/sk-admin-, and OpenAI-compatible providers' sk-…; a digit
         # or capital letter is required (see _find_tokens) so that kebab-case words never match.
-        ("openai", r"sk-[A-Za-z0-9_\-]{20,}", TOKEN_CHARS),
+        ("openai", r"sk-[A-Za-z0-9_\-]{20,}", ALNUM),
         (
             "aws-access-key-id",
             r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])",
             ALNUM,
         ),
-        ("github", r"g(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{22,})", TOKEN_CHARS),
+        ("github", r"g(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{22,})", ALNUM),
         (
             "gitlab",
             r"gl(?:pat|dt|rt|rtr|cbt|ptt|ft|imt|agent|soat|oas|ffct|wt|sa)-[A-Za-z0-9_\-]{20,}"
             r"(?:\.[A-Za-z0-9_\-]+)*",
-            TOKEN_CHARS,
+            ALNUM,
         ),
-        ("gitlab", r"GR1348941[A-Za-z0-9_\-]{20,}", TOKEN_CHARS),
-        ("slack", r"x(?:ox[a-z](?:\.xox[a-z])?|app-\d)-[A-Za-z0-9\-]{10,}", TOKEN_CHARS),
+        ("gitlab", r"GR1348941[A-Za-z0-9_\-]{20,}", ALNUM),
+        ("slack", r"x(?:ox[a-z](?:\.xox[a-z])?|app-\d)-[A-Za-z0-9\-]{10,}", ALNUM),
         (
             "slack-webhook",
             r"(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_\-]{8,}",
             frozenset(),
         ),
-        ("stripe", r"whsec_[A-Za-z0-9]{20,}", TOKEN_CHARS),
-        ("google-api-key", r"AIza[0-9A-Za-z_\-]{35}", TOKEN_CHARS),
-        ("google-oauth", r"ya29\.[0-9A-Za-z_\-]{20,}", TOKEN_CHARS),
-        ("google-oauth", r"GOCSPX-[0-9A-Za-z_\-]{20,}", TOKEN_CHARS),
+        ("stripe", r"whsec_[A-Za-z0-9]{20,}", ALNUM),
+        ("google-api-key", r"AIza[0-9A-Za-z_\-]{35}", ALNUM),
+        ("google-oauth", r"ya29\.[0-9A-Za-z_\-]{20,}", ALNUM),
+        ("google-oauth", r"GOCSPX-[0-9A-Za-z_\-]{20,}", ALNUM),
         ("google-oauth", r"1//0[0-9A-Za-z_\-]{30,}", frozenset("0123456789/:")),
-        ("npm", r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", TOKEN_CHARS),
-        ("pypi", r"pypi-Ag[A-Za-z0-9_\-]{40,}", TOKEN_CHARS),
-        ("huggingface", r"hf_[A-Za-z0-9]{30,}", TOKEN_CHARS),
-        ("sendgrid", r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", TOKEN_CHARS),
-        ("twilio", r"(?:SK|AC)[0-9a-f]{32}(?![A-Za-z0-9])", TOKEN_CHARS),
-        ("digitalocean", r"do[pro]_v1_[a-f0-9]{64}", TOKEN_CHARS),
-        ("shopify", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", TOKEN_CHARS),
-        ("databricks", r"dapi[a-f0-9]{32}(?![A-Za-z0-9])", TOKEN_CHARS),
-        ("sentry", r"sntry?[su]?_[A-Za-z0-9_=\-]{30,}", TOKEN_CHARS),
-        ("grafana", r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}", TOKEN_CHARS),
-        ("postman", r"PMAK-[A-Fa-f0-9]{24}-[A-Fa-f0-9]{34}", TOKEN_CHARS),
-        ("atlassian", r"ATATT3[A-Za-z0-9_\-=]{100,}", TOKEN_CHARS),
-        ("groq", r"gsk_[A-Za-z0-9]{40,}", TOKEN_CHARS),
-        ("replicate", r"r8_[A-Za-z0-9]{30,}", TOKEN_CHARS),
-        ("xai", r"xai-[A-Za-z0-9]{40,}", TOKEN_CHARS),
-        ("perplexity", r"pplx-[A-Za-z0-9]{40,}", TOKEN_CHARS),
-        ("linear", r"lin_(?:api|oauth)_[A-Za-z0-9]{30,}", TOKEN_CHARS),
-        ("notion", r"ntn_[A-Za-z0-9]{40,}", TOKEN_CHARS),
-        ("supabase", r"sbp_[a-f0-9]{40}", TOKEN_CHARS),
-        ("doppler", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}", TOKEN_CHARS),
+        ("npm", r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", ALNUM),
+        ("pypi", r"pypi-Ag[A-Za-z0-9_\-]{40,}", ALNUM),
+        ("huggingface", r"hf_[A-Za-z0-9]{30,}", ALNUM),
+        ("sendgrid", r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", ALNUM),
+        ("twilio", r"(?:SK|AC)[0-9a-f]{32}(?![A-Za-z0-9])", ALNUM),
+        ("digitalocean", r"do[pro]_v1_[a-f0-9]{64}", ALNUM),
+        ("shopify", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", ALNUM),
+        ("databricks", r"dapi[a-f0-9]{32}(?![A-Za-z0-9])", ALNUM),
+        ("sentry", r"sntry?[su]?_[A-Za-z0-9_=\-]{30,}", ALNUM),
+        ("grafana", r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}", ALNUM),
+        ("postman", r"PMAK-[A-Fa-f0-9]{24}-[A-Fa-f0-9]{34}", ALNUM),
+        ("atlassian", r"ATATT3[A-Za-z0-9_\-=]{100,}", ALNUM),
+        ("groq", r"gsk_[A-Za-z0-9]{40,}", ALNUM),
+        ("replicate", r"r8_[A-Za-z0-9]{30,}", ALNUM),
+        ("xai", r"xai-[A-Za-z0-9]{40,}", ALNUM),
+        ("perplexity", r"pplx-[A-Za-z0-9]{40,}", ALNUM),
+        ("linear", r"lin_(?:api|oauth)_[A-Za-z0-9]{30,}", ALNUM),
+        ("notion", r"ntn_[A-Za-z0-9]{40,}", ALNUM),
+        ("supabase", r"sbp_[a-f0-9]{40}", ALNUM),
+        ("doppler", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}", ALNUM),
         # -- issue 16: kinds that leaked, and the prefixed kinds of gitleaks' default rules and
         # detect-secrets' plugins (docs/security.md has the table) --
-        ("vault", r"hv[sbr]\.[A-Za-z0-9_\-]{24,}", TOKEN_CHARS),
-        ("square", r"sq0(?:atp|csp|idp)-[A-Za-z0-9_\-]{22,}", TOKEN_CHARS),
-        ("square", r"EAAA[A-Za-z0-9_\-+=]{60,}", TOKEN_CHARS),
-        ("facebook", r"EAA[CGM][A-Za-z0-9]{90,}", TOKEN_CHARS),
-        ("mailgun", r"key-[A-Za-z0-9]{32}(?![A-Za-z0-9])", TOKEN_CHARS),
-        ("mailgun", r"pubkey-[a-f0-9]{32}(?![A-Za-z0-9])", TOKEN_CHARS),
+        ("vault", r"hv[sbr]\.[A-Za-z0-9_\-]{24,}", ALNUM),
+        ("square", r"sq0(?:atp|csp|idp)-[A-Za-z0-9_\-]{22,}", ALNUM),
+        ("square", r"EAAA[A-Za-z0-9_\-+=]{60,}", ALNUM),
+        ("facebook", r"EAA[CGM][A-Za-z0-9]{90,}", ALNUM),
+        ("mailgun", r"key-[A-Za-z0-9]{32}(?![A-Za-z0-9])", ALNUM),
+        ("mailgun", r"pubkey-[a-f0-9]{32}(?![A-Za-z0-9])", ALNUM),
         (
             "discord",
             r"(?:MT|Mj|Mz|ND|NT|Nj|Nz|OD|OT)[A-Za-z0-9]{21,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}",
-            TOKEN_CHARS,
+            ALNUM,
         ),
         (
             "discord-webhook",
@@ -177,49 +178,49 @@ TOKEN_RULES = tuple(
             frozenset(),
         ),
         ("password-hash", r"\{SHA\}[A-Za-z0-9+/]{27}=", frozenset()),
-        ("heroku", r"HRKU-[A-Za-z0-9_\-]{30,}", TOKEN_CHARS),
-        ("pulumi", r"pul-[a-f0-9]{40}(?![A-Za-z0-9])", TOKEN_CHARS),
-        ("planetscale", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_\-=.]{32,64}", TOKEN_CHARS),
-        ("newrelic", r"NR(?:AK|JS|II)-[A-Za-z0-9]{19,32}", TOKEN_CHARS),
-        ("dynatrace", r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}", TOKEN_CHARS),
-        ("shippo", r"shippo_(?:live|test)_[a-f0-9]{40}", TOKEN_CHARS),
-        ("rubygems", r"rubygems_[a-f0-9]{48}", TOKEN_CHARS),
-        ("clojars", r"CLOJARS_[a-z0-9]{60}", TOKEN_CHARS),
-        ("adobe", r"p8e-[A-Za-z0-9]{32}(?![A-Za-z0-9])", TOKEN_CHARS),
-        ("alibaba", r"LTAI[A-Za-z0-9]{20}(?![A-Za-z0-9])", TOKEN_CHARS),
-        ("flutterwave", r"FLW(?:SECK|PUBK)_TEST-[A-Za-z0-9]{32}-X", TOKEN_CHARS),
-        ("frameio", r"fio-u-[A-Za-z0-9_\-=]{64}", TOKEN_CHARS),
-        ("prefect", r"pnu_[A-Za-z0-9]{36}(?![A-Za-z0-9])", TOKEN_CHARS),
-        ("readme", r"rdme_[a-z0-9]{70}", TOKEN_CHARS),
-        ("scalingo", r"tk-us-[A-Za-z0-9_\-]{48}", TOKEN_CHARS),
-        ("brevo", r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}", TOKEN_CHARS),
-        ("settlemint", r"sm_(?:pat|aat|sat)_[A-Za-z0-9]{16}", TOKEN_CHARS),
-        ("sourcegraph", r"sgp_(?:[a-f0-9]{16}_)?[a-f0-9]{40}", TOKEN_CHARS),
-        ("easypost", r"EZ[AT]K[A-Za-z0-9]{54}", TOKEN_CHARS),
-        ("duffel", r"duffel_(?:test|live)_[A-Za-z0-9_\-=]{43}", TOKEN_CHARS),
-        ("openshift", r"sha256~[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])", TOKEN_CHARS),
-        ("infracost", r"ico-[A-Za-z0-9]{32}(?![A-Za-z0-9])", TOKEN_CHARS),
+        ("heroku", r"HRKU-[A-Za-z0-9_\-]{30,}", ALNUM),
+        ("pulumi", r"pul-[a-f0-9]{40}(?![A-Za-z0-9])", ALNUM),
+        ("planetscale", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_\-=.]{32,64}", ALNUM),
+        ("newrelic", r"NR(?:AK|JS|II)-[A-Za-z0-9]{19,32}", ALNUM),
+        ("dynatrace", r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}", ALNUM),
+        ("shippo", r"shippo_(?:live|test)_[a-f0-9]{40}", ALNUM),
+        ("rubygems", r"rubygems_[a-f0-9]{48}", ALNUM),
+        ("clojars", r"CLOJARS_[a-z0-9]{60}", ALNUM),
+        ("adobe", r"p8e-[A-Za-z0-9]{32}(?![A-Za-z0-9])", ALNUM),
+        ("alibaba", r"LTAI[A-Za-z0-9]{20}(?![A-Za-z0-9])", ALNUM),
+        ("flutterwave", r"FLW(?:SECK|PUBK)_TEST-[A-Za-z0-9]{32}-X", ALNUM),
+        ("frameio", r"fio-u-[A-Za-z0-9_\-=]{64}", ALNUM),
+        ("prefect", r"pnu_[A-Za-z0-9]{36}(?![A-Za-z0-9])", ALNUM),
+        ("readme", r"rdme_[a-z0-9]{70}", ALNUM),
+        ("scalingo", r"tk-us-[A-Za-z0-9_\-]{48}", ALNUM),
+        ("brevo", r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}", ALNUM),
+        ("settlemint", r"sm_(?:pat|aat|sat)_[A-Za-z0-9]{16}", ALNUM),
+        ("sourcegraph", r"sgp_(?:[a-f0-9]{16}_)?[a-f0-9]{40}", ALNUM),
+        ("easypost", r"EZ[AT]K[A-Za-z0-9]{54}", ALNUM),
+        ("duffel", r"duffel_(?:test|live)_[A-Za-z0-9_\-=]{43}", ALNUM),
+        ("openshift", r"sha256~[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])", ALNUM),
+        ("infracost", r"ico-[A-Za-z0-9]{32}(?![A-Za-z0-9])", ALNUM),
         ("terraform-cloud", r"\.atlasv1\.[A-Za-z0-9_\-=]{60,70}", frozenset()),
-        ("harness", r"pat\.[A-Za-z0-9_\-]{22}\.[0-9a-f]{24}\.[0-9A-Za-z]{20}", TOKEN_CHARS),
-        ("cloudflare", r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}", TOKEN_CHARS),
-        ("artifactory", r"AKC[A-Za-z0-9]{69,}", TOKEN_CHARS),
-        ("airtable", r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}", TOKEN_CHARS),
+        ("harness", r"pat\.[A-Za-z0-9_\-]{22}\.[0-9a-f]{24}\.[0-9A-Za-z]{20}", ALNUM),
+        ("cloudflare", r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}", ALNUM),
+        ("artifactory", r"AKC[A-Za-z0-9]{69,}", ALNUM),
+        ("airtable", r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}", ALNUM),
         ("azure-ad", r"Q~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-])", frozenset()),
-        ("bitbucket", r"ATBB[A-Za-z0-9_=.\-]{32,}", TOKEN_CHARS),
-        ("twitch", r"oauth:[a-z0-9]{30}(?![A-Za-z0-9])", TOKEN_CHARS),
+        ("bitbucket", r"ATBB[A-Za-z0-9_=.\-]{32,}", ALNUM),
+        ("twitch", r"oauth:[a-z0-9]{30}(?![A-Za-z0-9])", ALNUM),
         (
             "onepassword",
             r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
-            TOKEN_CHARS,
+            ALNUM,
         ),
-        ("fly", r"fo1_[A-Za-z0-9_\-]{43}", TOKEN_CHARS),
-        ("anthropic-admin", r"sk-ant-admin01-[A-Za-z0-9_\-]{80,}", TOKEN_CHARS),
+        ("fly", r"fo1_[A-Za-z0-9_\-]{43}", ALNUM),
+        ("anthropic-admin", r"sk-ant-admin01-[A-Za-z0-9_\-]{80,}", ALNUM),
         (
             "jwt",
             # the header run is matched whole even with no dots after it (then rejected in
             # _find_tokens), so that "eyJeyJeyJ…" is not rescanned from every "eyJ"
             r"eyJ[A-Za-z0-9_\-]{5,}(?:\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+)?)?",
-            TOKEN_CHARS,
+            ALNUM,
         ),
     )
 )
@@ -258,18 +259,12 @@ DSN_PASSWORD = Lazy(
 )
 # A command-line password: unquoted, or quoted (the quotes are not part of the secret).
 _CLI_VALUE = r"(?P<v>'[^'\n]{1,256}'|\"[^\"\n]{1,256}\"|[^\s'\"\-][^\s'\"]*)"
+# Tool-independent command-line shapes (the tools' own options are the table of
+# :mod:`agentctx.core.redact.commands`).
 CLI_PASSWORDS = (
-    ("mysql", Lazy(r"mysql(?:dump|admin)?\b[^\n|;&]{0,200}?\s-p" + _CLI_VALUE)),
-    ("mariadb", Lazy(r"mariadb\b[^\n|;&]{0,200}?\s-p" + _CLI_VALUE)),
-    (
-        "login",
-        Lazy(r"login\b[^\n|;&]{0,200}?\s(?:-p|--password)[ \t=]+(?P<v>[^\s'\"\-$][^\s'\"]*)"),
-    ),
-    ("sshpass", Lazy(r"sshpass\s+-p\s*" + _CLI_VALUE)),
-    ("redis-cli", Lazy(r"redis-cli\b[^\n|;&]{0,200}?\s-a\s+" + _CLI_VALUE)),
     # curl -u user:pw, curl -uuser:pw, --user user:pw, --user=user:pw (the user is kept)
     ("-u", Lazy(r"-(?:u[ \t]*|-user[ \t=]+)[\"']?[^\s:'\"\-][^\s:'\"]*:(?P<v>[^\s'\"]+)")),
-    # openssl … -pass pass:pw, -passin pass:pw, -passout 'pass:pw'
+    # openssl … -pass pass:pw, -passin pass:pw, -passout 'pass:pw', apksigner --ks-pass pass:pw
     ("pass:", Lazy(r"-pass(?:in|out)?[ \t]+[\"']?pass:(?P<v>[^\s'\"]+)")),
 )
 # A credential pair passed to a call: auth=('user', 'pw'), HTTPBasicAuth("user", "pw"), BasicAuth(…)
