@@ -207,6 +207,10 @@ PROPERTY_TESTS = (
     "tests/security/test_import_validation.py",
     "tests/security/test_mcp_bounds.py",
     "tests/hub/test_interleavings.py",
+    "tests/security/test_command_secrets.py",
+    "tests/security/test_fence.py",
+    "tests/security/test_invisible.py",
+    "tests/security/test_mcp_entry.py",
 )
 
 

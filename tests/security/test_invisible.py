@@ -109,7 +109,7 @@ def test_line_breaks_become_newlines_for_the_model_and_markers_for_people() -> N
     assert text.for_model("a\r\nb") == text.reveal("a\r\nb") == "a\nb"
 
 
-@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     st.text(st.sampled_from([*SAMPLE, *text.LINE_BREAKS, "a", " ", "\t", "\u00e9", "\u65e5", "<"]))
 )
