@@ -240,3 +240,44 @@ async def test_the_claude_md_block_sync_writes_carries_none(
     lines = block.splitlines()
     assert len([line for line in lines if line.startswith("- **")]) == len(records)
     assert not [line for line in lines if line.startswith(("## Always", "- **Disable"))]
+
+
+# -- a secret split by invisible characters -------------------------------------------------------
+
+TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+@pytest.mark.parametrize("char", SAMPLE[:8] + TAGS[:2] + CONTROL[:2])
+@pytest.mark.parametrize("cut", [4, 10, 30])
+def test_a_secret_split_by_an_invisible_character_is_redacted(char: str, cut: int) -> None:
+    """The model reads the token joined (the fence removes the character), so redaction judges
+    the text without it: the stored text holds neither the token nor its pieces' join."""
+    from agentctx.redact import redact
+
+    split = TOKEN[:cut] + char + TOKEN[cut:]
+    out = redact(f"export GH={split} && gh pr list")
+    assert TOKEN not in text.for_model(out) and TOKEN[cut:] not in out
+    assert "[REDACTED" in out
+
+
+def test_text_with_invisible_characters_and_no_secret_is_stored_as_written() -> None:
+    from agentctx.redact import redact
+
+    family = "the team \U0001f468\u200d\U0001f469\u200d\U0001f467 and a right-to-left \u200f mark"
+    assert redact(family) == family  # joiners of an emoji sequence are not stripped on write
+
+
+@pytest.mark.anyio
+async def test_the_write_path_redacts_a_split_secret(store: Store, project_dir: Path) -> None:
+    project = identify(str(project_dir))
+    await store.touch_project(project)
+    split = TOKEN[:12] + "\u200b" + TOKEN[12:]
+    record = await store.add(
+        NewRecord(
+            project_id=project.project_id,
+            type="discovery",
+            title="CI token",
+            body=f"The CI job reads GH_TOKEN={split} from the vault.",
+        )
+    )
+    assert TOKEN not in text.for_model(record.body) and "[REDACTED" in record.body

@@ -95,6 +95,7 @@ _ASCII_SPECIAL += "".join(c for c in _ODD_BREAKS if c < "\x80")
 #: ASCII text (most of it) goes through one ``str.translate`` with these small tables.
 _ASCII_MODEL = {ord(c): ("\n" if c in _ODD_BREAKS else None) for c in _ASCII_SPECIAL}
 _ASCII_REVEAL = {ord(c): _marker(c) for c in _ASCII_SPECIAL}
+_ASCII_STRIP = {ord(c): None for c in _ASCII_SPECIAL if c not in _ODD_BREAKS}
 #: The ASCII bytes that need nothing (deleted from a UTF-8 copy to find the rest quickly).
 _ORDINARY = bytes(b for b in range(0x80) if chr(b) not in _ASCII_SPECIAL)
 #: The characters to replace below U+E0000, built on the first text that is not ASCII.
@@ -133,6 +134,16 @@ def for_model(text: str) -> str:
         return text.translate(_ASCII_MODEL)
     for char in _present(text):
         text = text.replace(char, "\n" if char in _ODD_BREAKS else "")
+    return text
+
+
+def without_invisible(text: str) -> str:
+    """``text`` with its invisible characters removed and its line boundaries as they are."""
+    if text.isascii():
+        return text.translate(_ASCII_STRIP)
+    for char in _present(text):
+        if char not in _ODD_BREAKS:
+            text = text.replace(char, "")
     return text
 
 

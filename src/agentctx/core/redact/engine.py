@@ -149,8 +149,22 @@ def secret_values(texts: Iterable[str]) -> dict[str, str]:
 
 
 def _redact_one(text: str, values: dict[str, str]) -> str:
+    """``text`` redacted; when invisible characters split a secret (a zero-width space inside a
+    token, which the model would read joined), the text without them, redacted."""
     if not text:
         return text
+    from agentctx.core.text import without_invisible
+
+    visible = without_invisible(text)
+    if visible != text:
+        probe: dict[str, str] = {}
+        if _redacted(visible, probe) != visible:  # a secret, once the invisibles are gone
+            values.update(probe)
+            return _redacted(visible, values)
+    return _redacted(text, values)
+
+
+def _redacted(text: str, values: dict[str, str]) -> str:
     for _ in range(_MAX_PASSES):
         spans = find_secrets(text)
         if not spans:
