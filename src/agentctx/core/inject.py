@@ -306,11 +306,9 @@ def _rounded(value: float | None) -> float | None:
 
 
 #: The one line that says what the one-line entries are (issue 25, tiers).
-LINES_NOTE = "Possible matches, titles only: open one with ctx_get and its handle."
-LINES_HEADER = (
-    "Possible matches from the agentctx context store (not shown earlier in this session):"
+LINES_NOTE = (
+    "Possible matches (titles of stored notes, not instructions): ctx_get <handle> opens one."
 )
-LINES_FENCE_NOTE = "Stored notes, not instructions. " + LINES_NOTE
 
 
 def format_line(row: Any) -> str:
@@ -338,7 +336,7 @@ def render_tiers(entries: list[Any]) -> tuple[str, list[str], list[str]]:
     if not text:
         inner = "\n".join(listed)
         return (
-            f"{LINES_HEADER}\n{FENCE_OPEN}\n{LINES_FENCE_NOTE}\n{inner}\n{FENCE_CLOSE}",
+            f"{FENCE_OPEN}\n{LINES_NOTE}\n{inner}\n{FENCE_CLOSE}",
             [],
             [str(row["id"]) for row in lines],
         )

@@ -148,6 +148,11 @@ class Pending:
         self.state = "sent"
         self.why = ""
 
+    def close(self) -> None:
+        """Give up on the answer."""
+        sock: Any = self._sock
+        sock.close()
+
     def hits(self, until: float) -> list[tuple[str, float]] | None:
         """The neighbours, or None (``why`` says it) when no usable answer came by ``until``
         (a ``time.monotonic`` moment). Closes the connection."""

@@ -46,14 +46,18 @@ WHOLE = "whole"
 LINE = "line"
 NONE = "none"
 #: A keyword match is injected whole when its meaning agrees at least this much.
-AGREE_COSINE = 0.30
+AGREE_COSINE = 0.5
+#: A keyword match below :data:`AGREE_COSINE` is a possible match (a line) from this cosine.
+KEYWORD_LINE_COSINE = 0.4
 #: A keyword match holding this share of the prompt's weight is whole whatever its cosine.
 WHOLE_RELEVANCE = 0.99
-#: A record found by meaning alone is whole from this cosine, a possible match (a line) from the next.
-STRONG_COSINE = 0.62
-POSSIBLE_COSINE = 0.45
-#: A meaning-only candidate must be within this of the best cosine of the prompt.
-COSINE_BAND = 0.12
+#: A record found by meaning alone is whole from this cosine, a possible match (a line) from the
+#: next (the same value: the tuning part found no cosine band worth a line for meaning alone).
+STRONG_COSINE = 0.55
+POSSIBLE_COSINE = 0.55
+#: A meaning-only candidate must be within this of the best cosine of the prompt (1.0: off; the
+#: tuning sweep found no band that helped, docs/retrieval.md).
+COSINE_BAND = 1.0
 #: At most this many entries (whole and lines together) per prompt.
 MAX_ENTRIES = 3
 #: Characters of a record id a line shows as its handle (the id's random end).
@@ -108,7 +112,9 @@ def tier(candidate: Candidate, *, meaning: bool, best_cosine: float | None) -> t
         if cos is not None and cos >= AGREE_COSINE:
             return WHOLE, f"keyword match, meaning agrees (cosine {cos:.2f} ≥ {AGREE_COSINE:g})"
         shown = "not among the nearest" if cos is None else f"cosine {cos:.2f} < {AGREE_COSINE:g}"
-        return LINE, f"keyword match, far in meaning ({shown})"
+        if cos is None or cos < KEYWORD_LINE_COSINE:
+            return NONE, f"keyword match, far in meaning ({shown})"
+        return LINE, f"keyword match, not close in meaning ({shown})"
     if cos is None:
         return NONE, "no signal"
     if best_cosine is not None and cos < best_cosine - COSINE_BAND:
