@@ -25,13 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import minilm
 import numpy as np
 
+import minilm
 from agentctx import embed
 from agentctx.core import clock, db, meaning, plan, search, vectors
 
-EMBEDDED = 1500
+EMBEDDED = 500
 NOISE = 0.35
 READY_WAIT = 600.0
 
@@ -64,7 +64,7 @@ def add_vectors(db_path: str, prompt: str, model_dir: Path, seed: int) -> tuple[
             f"SELECT seq, type, title, body FROM records WHERE seq IN ({','.join('?' * len(chosen))})",
             chosen,
         ):
-            texts[int(seq)] = f"[{kind}] {title} — {body}"
+            texts[int(seq)] = f"[{kind}] {title} — {body}"[:600]  # the model reads ~256 tokens
         order = sorted(texts)
         real = model.embed_sync([texts[s] for s in order])
         by_seq = dict(zip(order, real, strict=True))
@@ -81,7 +81,9 @@ def add_vectors(db_path: str, prompt: str, model_dir: Path, seed: int) -> tuple[
                 vector = vector / np.linalg.norm(vector)
             batch.append((str(record_id), np.asarray(vector, dtype=np.float32).tobytes()))
             if len(batch) >= 4096:
-                conn.executemany("INSERT INTO records_vec(record_id, embedding) VALUES (?, ?)", batch)
+                conn.executemany(
+                    "INSERT INTO records_vec(record_id, embedding) VALUES (?, ?)", batch
+                )
                 batch.clear()
         if batch:
             conn.executemany("INSERT INTO records_vec(record_id, embedding) VALUES (?, ?)", batch)
@@ -97,7 +99,7 @@ class Server:
     """A real ``agentctx mcp`` for the project, its handshake done, its socket answering."""
 
     def __init__(self, exe: str, env: dict[str, str], project: Path) -> None:
-        self.err = tempfile.TemporaryFile()
+        self.err = tempfile.TemporaryFile()  # noqa: SIM115  # closed by stop()
         self.proc = subprocess.Popen(
             [exe, "mcp"],
             stdin=subprocess.PIPE,
@@ -143,7 +145,9 @@ class Server:
                     return time.monotonic() - self.began
                 if time.monotonic() - self.began > READY_WAIT or self.proc.poll() is not None:
                     self.err.seek(0)
-                    raise SystemExit(f"the server's socket never got ready: {self.err.read()[-2000:]!r}")
+                    raise SystemExit(
+                        f"the server's socket never got ready: {self.err.read()[-2000:]!r}"
+                    )
                 time.sleep(0.25)
         finally:
             if saved is None:

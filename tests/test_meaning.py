@@ -132,7 +132,9 @@ async def test_the_server_lends_its_model_and_the_hook_fuses_meaning(
             other = meaning.ask(PROMPT, "b" * 64)  # another project's prompt: none of these
             assert other is not None and other.hits(time.monotonic() + 10) == []
             # the hook: meaning took part (explain in the log), the answer whole
-            text = hook(project_dir, PROMPT, AGENTCTX_DEBUG="1", AGENTCTX_MEANING_DEADLINE_MS="5000")
+            text = hook(
+                project_dir, PROMPT, AGENTCTX_DEBUG="1", AGENTCTX_MEANING_DEADLINE_MS="5000"
+            )
             assert text is not None and f"id {embedded[1]}" in text
             log = hooks_log(agentctx_home)
             assert "keywords alone" not in log and "cos None" not in log
@@ -151,9 +153,7 @@ async def test_the_server_lends_its_model_and_the_hook_fuses_meaning(
     assert list((agentctx_home / "run").iterdir()) == []  # removed when the server ended
 
 
-def test_the_server_socket_says_off_without_a_model(
-    project_dir: Path, agentctx_home: Path
-) -> None:
+def test_the_server_socket_says_off_without_a_model(project_dir: Path, agentctx_home: Path) -> None:
     """Embeddings off: the server still lends nothing, and says so; the hook uses keywords."""
     seed(project_dir, RECORDS)
     assert run_cli("config", "set", "embeddings", "off").returncode == 0
@@ -169,7 +169,7 @@ def test_the_server_socket_says_off_without_a_model(
         with anyio.fail_after(60):
             async with Client(create_server(str(project_dir))) as connected:
                 await connected.list_tools()
-                while (state := await anyio.to_thread.run_sync(ask_state)) != "off":
+                while (state := await anyio.to_thread.run_sync(ask_state)) != "off":  # noqa: ASYNC110
                     await anyio.sleep(0.1)  # the server answers on this loop: ask from a thread
                 return state, await anyio.to_thread.run_sync(
                     lambda: hook(project_dir, PROMPT, AGENTCTX_DEBUG="1")
@@ -249,9 +249,7 @@ def test_the_hook_falls_back_to_keywords(
     alone = hook(project_dir, PROMPT, AGENTCTX_MEANING="off")
     assert alone is not None and f"id {ids[1]}" in alone
     with fake_server(answer, delay) as requests:
-        text = hook(
-            project_dir, PROMPT, AGENTCTX_DEBUG="1", AGENTCTX_MEANING_DEADLINE_MS="200"
-        )
+        text = hook(project_dir, PROMPT, AGENTCTX_DEBUG="1", AGENTCTX_MEANING_DEADLINE_MS="200")
     assert text == alone  # keywords alone, exactly as with no server
     assert len(requests) == 1 and requests[0]["text"] == PROMPT
     assert requests[0]["project"] == identify(str(project_dir)).project_id
@@ -318,7 +316,7 @@ def test_protocol_lines_are_bounded_and_checked() -> None:
             meaning.parse_request(bad)
     state, hits = meaning.parse_answer(meaning.answer_line("ready", "m", [("a", 0.5)]))
     assert (state, hits) == ("ready", [("a", 0.5)])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not \\[id, cosine\\]"):
         meaning.parse_answer(b'{"v": 1, "state": "ready", "hits": [["a", true]]}')
 
 
@@ -442,7 +440,7 @@ def test_handles_name_records_everywhere(project_dir: Path, agentctx_home: Path)
     short = run_cli("show", money[-5:])
     assert short.returncode != 0 and "Traceback" not in short.stderr
     # every record of one process shares its ULID's time prefix: ambiguous, said in one line
-    common = os.path.commonprefix(ids)
+    common = os.path.commonprefix(ids)  # noqa: RUF071  # strings, on purpose
     if len(common) >= tiers.MIN_HANDLE:
         ambiguous = run_cli("show", common)
         assert ambiguous.returncode != 0

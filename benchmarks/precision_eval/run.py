@@ -48,13 +48,11 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
-
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -72,6 +70,8 @@ from precision_eval import dataset  # noqa: E402
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from precision_eval.dataset import Dataset, Item, Prompt
 
 K_HOOK = 3
@@ -442,11 +442,11 @@ def score(data: Dataset, prompts: list[Prompt], outcomes: dict[str, Outcome]) ->
     figures["hook"] = hook
     # the fallback: the same hook with no server (keywords alone)
     alone: dict[str, Any] = {}
-    got = {p.id: set(outcomes[p.id].keyword_injected) for p in prompts}
-    alone["hit3"] = share([bool(set(p.answers) & got[p.id]) for p in answerable])
-    alone["full3"] = share([set(p.answers) <= got[p.id] for p in answerable])
-    alone["unanswerable_injected"] = share([bool(got[p.id]) for p in of_kind["unanswerable"]])
-    alone["chitchat_injected"] = share([bool(got[p.id]) for p in of_kind["chitchat"]])
+    alone_got = {p.id: set(outcomes[p.id].keyword_injected) for p in prompts}
+    alone["hit3"] = share([bool(set(p.answers) & alone_got[p.id]) for p in answerable])
+    alone["full3"] = share([set(p.answers) <= alone_got[p.id] for p in answerable])
+    alone["unanswerable_injected"] = share([bool(alone_got[p.id]) for p in of_kind["unanswerable"]])
+    alone["chitchat_injected"] = share([bool(alone_got[p.id]) for p in of_kind["chitchat"]])
     alone["tokens_negative"] = mean([float(outcomes[p.id].keyword_tokens) for p in negatives])
     alone["tokens_unanswerable"] = mean(
         [float(outcomes[p.id].keyword_tokens) for p in of_kind["unanswerable"]]
@@ -455,10 +455,10 @@ def score(data: Dataset, prompts: list[Prompt], outcomes: dict[str, Outcome]) ->
         [float(outcomes[p.id].keyword_tokens) for p in of_kind["chitchat"]]
     )
     alone["leaks"] = [
-        f"{p.id}:{key}" for p in prompts for key in got[p.id]
+        f"{p.id}:{key}" for p in prompts for key in alone_got[p.id]
         if not by_key[key].is_global and by_key[key].project != p.project
     ]  # fmt: skip
-    alone["superseded"] = [f"{p.id}:{k}" for p in prompts for k in got[p.id] if k in superseded]
+    alone["superseded"] = [f"{p.id}:{k}" for p in prompts for k in alone_got[p.id] if k in superseded]
     figures["keywords_alone"] = alone
     for mode in ("keyword", "hybrid"):
         if not all(mode in outcomes[p.id].search for p in prompts):
@@ -584,7 +584,9 @@ async def evaluate(
                 sessions[session] = prompt.id
         log = home / "logs" / "hooks.log"
         debug = log.read_text() if log.exists() else ""
-        alone = {line.split()[2] for line in debug.splitlines() if "meaning: keywords alone" in line}
+        alone = {
+            line.split()[2] for line in debug.splitlines() if "meaning: keywords alone" in line
+        }
         for session, prompt_id in sessions.items():
             outcomes[prompt_id].meaning = session not in alone
         meaningful = sum(1 for o in outcomes.values() if o.meaning)
@@ -608,6 +610,7 @@ async def evaluate(
             "embedded": embedded,
             "hook_log": hook_log,
             "model_ready_seconds": round(warm, 1),
+            "eval_deadline_ms": EVAL_DEADLINE_MS,
             "prompts_with_meaning": meaningful,
         }
     return outcomes, run

@@ -107,7 +107,9 @@ def simulate(item: dict[str, Any]) -> list[tiers.Candidate]:
             by_id[rid] = tiers.Candidate(item["rows"][rid])
     for rid, c in by_id.items():
         c.cosine = cos.get(rid)
-    kw = [c.id for c in sorted(by_id.values(), key=lambda c: c.keyword_rank or 99) if c.keyword_rank]
+    kw = [
+        c.id for c in sorted(by_id.values(), key=lambda c: c.keyword_rank or 99) if c.keyword_rank
+    ]
     mo = [rid for rid, _ in sorted(cos.items(), key=lambda p: (-p[1], p[0]))]
     fused = dict(search.rrf([kw, mo]))
     best = max(cos.values(), default=None)
@@ -158,9 +160,7 @@ GRID = {
 }
 
 
-def describe(
-    items: list[dict[str, Any]], to_key: dict[str, str], prompts: dict[str, Any]
-) -> None:
+def describe(items: list[dict[str, Any]], to_key: dict[str, str], prompts: dict[str, Any]) -> None:
     """Per kind: the answers' cosines and the best cosine of a non-answer (keyword-kept or not)."""
     for kind in dataset.KINDS:
         kept_other: list[float] = []
