@@ -1,11 +1,13 @@
 """UserPromptSubmit and SubagentStart: inject the records that matter for what is asked now.
 
-UserPromptSubmit runs the core's keyword search (:func:`agentctx.core.search.for_prompt`: BM25 over
-the project's and global current records, the rerank, the relevance floor
-``retrieval.min_relevance``) without the records this session was shown already, and injects the
-top three that fit together within 2,000 tokens and 8,000 characters (a record that does not fit is
-skipped for the next one). Trivial prompts and prompts with no new relevant match print nothing.
-Inferred records are marked unconfirmed.
+UserPromptSubmit first sends the prompt to a live ``agentctx mcp`` that lends its warm embedding
+model (:mod:`agentctx.core.meaning`; none: keywords alone), then runs the core's keyword search
+(:func:`agentctx.core.search.for_prompt`: BM25 over the project's and global current records, the
+rerank, the relevance floor ``retrieval.min_relevance``) without the records this session was shown
+already, reads the server's nearest records by the deadline, and fuses and tiers both
+(:func:`agentctx.core.tiers.select`): at most three entries, strong matches whole, possible ones as
+one line with a handle, within 2,000 tokens and 8,000 characters. Trivial prompts and prompts with
+no new relevant match print nothing. Inferred records are marked unconfirmed.
 
 SubagentStart gives a subagent the project's active decisions and conventions, fenced and
 labelled (:func:`agentctx.core.inject.render_rules`, 800 tokens).
