@@ -216,20 +216,19 @@ class Lender:
         self.index: VectorIndex | None = None
         self._conn: Any = None
         self._version: int | None = None
-        self._vec = False
         self._rebuilding = False
         self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
         self.waiting = 0
 
     def _connection(self) -> Any:
+        """The connection that watches the store's ``data_version`` (worker threads, locked)."""
         if self._conn is None:
             from agentctx.core import db
 
-            conn, caps = db.connect(
-                self.db_path, create=False, readonly=True, check_same_thread=False
+            self._conn, _caps = db.connect(
+                self.db_path, create=False, readonly=True, load_vec=False, check_same_thread=False
             )
-            self._conn, self._vec = conn, bool(caps.vec_version)
         return self._conn
 
     def refresh(self, *, wait: bool) -> None:
@@ -250,15 +249,19 @@ class Lender:
             threading.Thread(target=self._rebuild, name="agentctx-index", daemon=True).start()
 
     def _rebuild(self) -> None:
+        # its own connection: a rebuild of a large store takes seconds, and the requests' cheap
+        # data_version check must not wait for it
+        from agentctx.core import db
+
         try:
             began = time.monotonic()
-            with self._lock:
-                conn = self._connection()
+            conn, caps = db.connect(self.db_path, create=False, readonly=True)
+            try:
                 conn.execute("BEGIN")  # one snapshot for the count and the rows
-                try:
-                    index = VectorIndex.load(conn, self._vec)
-                finally:
-                    conn.execute("COMMIT")
+                index = VectorIndex.load(conn, bool(caps.vec_version))
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
             self.index = index
             log.info(
                 "agentctx: vector index of %d records built in %.2f s",
