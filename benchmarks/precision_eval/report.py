@@ -80,7 +80,7 @@ TIER_ROWS = (
 
 def tier_lines(figures: dict[str, Any], meta: dict[str, Any]) -> list[str]:
     """Issue 25: the hook with meaning and tiers, with and without cues, and keywords alone."""
-    runs = [("with cues", figures)]
+    runs = [("without cues" if meta.get("cues") == "without" else "with cues", figures)]
     if "no_cues" in figures:
         runs.append(("without cues", figures["no_cues"]))
     lines = [
@@ -246,6 +246,9 @@ def markdown(
         "|---|--:|---|--:|--:|--:|--:|",
     ]
     for mode in ("keyword", "hybrid"):
+        if f"search_{mode}" not in figures["overall"]:
+            lines.append(f"| (not run: `--no-search`) | | {mode} | | | | |")
+            continue
         ds = db.get(f"search_{mode}", {})
         for label, key, target, dev, t in (
             ("recall@5", "recall5", "≥ 95%", pct(ds.get("recall5")), 0.95),
@@ -270,7 +273,10 @@ def markdown(
                            ("superseded records", "superseded")):  # fmt: skip
             cells = [str(len(figures[c][f"search_{mode}"][key])) for c in COLUMNS]
             lines.append(f"| {label} | 0 | {mode} | {' | '.join(cells)} | — |")
-    modes = {m: figures["overall"][f"search_{m}"]["modes"] for m in ("keyword", "hybrid")}
+    modes = {
+        m: figures["overall"].get(f"search_{m}", {}).get("modes", "not run")
+        for m in ("keyword", "hybrid")
+    }
     lines += [
         "",
         "How `ctx_search` says it has no answer: every hit carries a `match` label, `strong` "

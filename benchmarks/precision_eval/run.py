@@ -458,7 +458,9 @@ def score(data: Dataset, prompts: list[Prompt], outcomes: dict[str, Outcome]) ->
         f"{p.id}:{key}" for p in prompts for key in alone_got[p.id]
         if not by_key[key].is_global and by_key[key].project != p.project
     ]  # fmt: skip
-    alone["superseded"] = [f"{p.id}:{k}" for p in prompts for k in alone_got[p.id] if k in superseded]
+    alone["superseded"] = [
+        f"{p.id}:{k}" for p in prompts for k in alone_got[p.id] if k in superseded
+    ]
     figures["keywords_alone"] = alone
     for mode in ("keyword", "hybrid"):
         if not all(mode in outcomes[p.id].search for p in prompts):
@@ -666,6 +668,11 @@ def main() -> None:
         help="run with the records' hand-written retrieval cues, without them (stripped), or "
         "both (default: the full run with cues, then the hook again without)",
     )
+    parser.add_argument(
+        "--no-search",
+        action="store_true",
+        help="the hook only: skip the ctx_search passes (a quicker run)",
+    )
     args = parser.parse_args()
     data = dataset.load()
     wrong = dataset.problems(data)
@@ -674,7 +681,8 @@ def main() -> None:
     began = time.perf_counter()
     if args.cues == "without":
         data = without_cues(data)
-    outcomes, run = anyio.run(evaluate, data)
+    outcomes, run = anyio.run(functools.partial(evaluate, data, search=not args.no_search))
+    run["search"] = not args.no_search
     parts = {
         part: [p for p in data.prompts if data.part_of(p.project) == part] for part in dataset.PARTS
     }
