@@ -40,6 +40,11 @@ def main() -> None:
         for part in (*dataset.PARTS, "overall")
     }
     cued["meta"]["cues"] = "both"
+    flag = "" if cued["meta"].get("search", True) else " --no-search"
+    cued["meta"]["command"] = (
+        f"python benchmarks/precision_eval/run.py{flag} --cues with, and --cues without in "
+        "parallel, joined by benchmarks/precision_eval/merge.py"
+    )
     cued["meta"]["no_cues_prompts_with_meaning"] = bare["meta"]["prompts_with_meaning"]
     cued["meta"]["no_cues_run"] = {k: bare["meta"][k] for k in ("date", "revision", "seconds")}
     outcomes = {}

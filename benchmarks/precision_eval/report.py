@@ -180,7 +180,8 @@ def markdown(
         "the capture stubs through `agentctx hook post-tool-use`, each prompt through "
         "`agentctx hook user-prompt-submit` (a subprocess, fresh session, cwd = the project) and "
         "through `ctx_search` (limit 5) of the `agentctx mcp` stdio server, with embeddings off "
-        "(keyword) and on (hybrid).",
+        "(keyword) and on (hybrid)"
+        + ("." if meta.get("search", True) else " (not in this run: `--no-search`)."),
         "",
         "## Prompts",
         "",
