@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,8 @@ READ_TIMEOUT = 2.0
 #: Above this many rows, the sign bits narrow the search to :data:`PREFILTER` rows first.
 EXACT_MAX = 20_000
 PREFILTER = 1_000
+#: The longest socket path (bytes): ``sun_path`` holds 108 on Linux, 104 on macOS, with its NUL.
+MAX_PATH = 107 if sys.platform.startswith("linux") else 103
 _BATCH = 2048
 
 
@@ -347,7 +350,7 @@ async def serve(model: QueryModel, db_path: str, *, ready: anyio.Event | None = 
         folder = prepare_dir()
         clean_stale(folder)
         path = socket_path()
-        if len(path.encode()) > 100:  # AF_UNIX paths are limited to ~104-108 bytes
+        if len(path.encode()) > MAX_PATH:
             raise OSError(f"the socket path {path} is too long for a Unix socket")
         try:
             if stat.S_ISSOCK(os.lstat(path).st_mode):
