@@ -140,8 +140,11 @@ def meaning_rows(
         search.scope_projects(project_id, "all"), (), None, False, exclude_ids
     )
     marks = ", ".join("?" * len(ids))
+    # The ids first, by the primary key (materialized: otherwise the planner walks the project's
+    # index instead, every record of the project: 40 ms at 20K records), then the filters.
     found: list[Any] = yield plan.rows(
-        f"SELECT {_COLUMNS_SQL}, 0.0 AS rank FROM records AS r WHERE r.id IN ({marks}) AND {where}",
+        f"WITH named AS MATERIALIZED (SELECT * FROM records WHERE id IN ({marks})) "
+        f"SELECT {_COLUMNS_SQL}, 0.0 AS rank FROM named AS r WHERE {where}",
         [*ids, *params],
     )
     return found
