@@ -60,6 +60,7 @@ from agentctx.retrieval import digest
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "hooks.md"
@@ -101,11 +102,19 @@ SS_WARM = "session-start"
 SS_COLD = "session-start-cold"
 UPS = "user-prompt-submit"
 SCENARIOS = (BASELINE, SS_WARM, SS_COLD, UPS)
+#: The meaning phase (issue 25): the baseline again, and UserPromptSubmit with a live server.
+BASELINE2 = "baseline-meaning-phase"
+UPS_MEANING = "user-prompt-submit-meaning"
+MEANING_SCENARIOS = (BASELINE2, UPS_MEANING)
+#: Untimed runs with ``AGENTCTX_DEBUG`` that count the prompts answered within the deadline.
+ANSWER_CHECKS = 15
 LABELS = {
     BASELINE: "`python -c pass` (baseline)",
     SS_WARM: "SessionStart, digest present (normal path)",
     SS_COLD: "SessionStart, digest deleted (cold path, info)",
     UPS: "UserPromptSubmit",
+    BASELINE2: "`python -c pass` (baseline, meaning phase)",
+    UPS_MEANING: "UserPromptSubmit, meaning on (live `agentctx mcp`)",
 }
 
 
@@ -115,6 +124,8 @@ def target_for(scenario: str, size: int) -> float | None:
         return 1.25
     if scenario == UPS:
         return 2.0 if size <= 10_000 else 2.5
+    if scenario == UPS_MEANING:  # issue 25
+        return 2.5 if size <= 10_000 else 3.0
     return None
 
 
@@ -150,7 +161,9 @@ class SizeResult:
     def __init__(self, size: int, stats: synthetic_store.BuildStats) -> None:
         self.size = size
         self.stats = stats
-        self.samples = {name: Sample() for name in SCENARIOS}
+        self.samples = {name: Sample() for name in (*SCENARIOS, *MEANING_SCENARIOS)}
+        self.meaning: dict[str, Any] = {}  # the meaning phase's facts (vectors, server, answers)
+        self.meaning_entries: list[tuple[int, int]] = []  # (whole records, lines) per run
         self.injected: list[int] = []  # records injected per UserPromptSubmit run
         self.digest_tokens = 0
         self.importtime: dict[str, list[str]] = {}
@@ -180,16 +193,17 @@ class Bench:
             "cwd": str(self.project),
             "permission_mode": "default",
         }
-        if scenario == UPS:
+        if scenario in (UPS, UPS_MEANING):
             data.update(hook_event_name="UserPromptSubmit", prompt=PROMPT)
         else:
             data.update(hook_event_name="SessionStart", source="startup")
         return json.dumps(data).encode()
 
     def command(self, scenario: str) -> list[str]:
-        if scenario == BASELINE:
+        if scenario in (BASELINE, BASELINE2):
             return [sys.executable, "-c", "pass"]
-        return [self.exe, "hook", "user-prompt-submit" if scenario == UPS else "session-start"]
+        name = "user-prompt-submit" if scenario in (UPS, UPS_MEANING) else "session-start"
+        return [self.exe, "hook", name]
 
     def run(
         self, scenario: str, stdin: bytes, extra_env: dict[str, str] | None = None
@@ -240,7 +254,8 @@ class Bench:
     def round(self, scenario: str, result: SizeResult | None, ups_payload: bytes) -> None:
         """Prepare, run, time and check one command (the preparation is not timed)."""
         session_id = f"bench-{uuid.uuid4().hex}"
-        stdin = ups_payload if scenario == BASELINE else self.payload(scenario, session_id)
+        baseline = scenario in (BASELINE, BASELINE2)
+        stdin = ups_payload if baseline else self.payload(scenario, session_id)
         before: tuple[int, int] | None = None
         if scenario == SS_COLD:
             self.digest.unlink(missing_ok=True)
@@ -248,8 +263,15 @@ class Bench:
             info = self.digest.stat()  # the normal path needs the digest: it must exist
             before = (info.st_ino, info.st_mtime_ns)
         ms, cpu_ms, proc = self.run(scenario, stdin)
-        text = check_output(scenario, proc)
-        if scenario == UPS:
+        text = None if scenario == UPS_MEANING else check_output(scenario, proc)
+        if scenario == UPS_MEANING:
+            # whole records, one-line entries or nothing: what the tiers give this prompt
+            text = check_output(UPS, proc) if proc.stdout.strip() else None
+            if result is not None:
+                result.meaning_entries.append(
+                    (text.count("\n### ") if text else 0, text.count("\n- ") if text else 0)
+                )
+        elif scenario == UPS:
             blocks = text.count("\n### ") if text is not None else 0
             if not text or not text.startswith(HEADER) or blocks < 1:
                 raise SystemExit(f"user-prompt-submit injected nothing: {proc.stdout!r}")
@@ -278,7 +300,7 @@ def check_output(scenario: str, proc: subprocess.CompletedProcess[bytes]) -> str
     """The ``additionalContext`` of a run, after checking the exact contract shape."""
     if proc.returncode != 0:
         raise SystemExit(f"{scenario} exited {proc.returncode}: {proc.stderr.decode()}")
-    if scenario == BASELINE:
+    if scenario in (BASELINE, BASELINE2):
         return None
     if proc.stderr:
         raise SystemExit(f"{scenario} wrote to stderr: {proc.stderr.decode()}")
@@ -308,7 +330,9 @@ def make_project(folder: Path) -> None:
     )
 
 
-def measure_size(size: int, runs: int, exe: Path, profile: bool) -> SizeResult:
+def measure_size(
+    size: int, runs: int, exe: Path, profile: bool, meaning: bool = True
+) -> SizeResult:
     """Build a store of ``size`` records in a temporary home and time the hooks against it."""
     with tempfile.TemporaryDirectory(prefix="agentctx-bench-") as tmp:
         home = Path(tmp) / "home"
@@ -364,7 +388,78 @@ def measure_size(size: int, runs: int, exe: Path, profile: bool) -> SizeResult:
         problems = bench.log_lines()
         if problems:
             raise SystemExit("hooks.log is not empty:\n" + "\n".join(problems))
+        if meaning:
+            measure_meaning(result, bench, runs, exe, Path(tmp), ups_payload, rng)
         return result
+
+
+def measure_meaning(
+    result: SizeResult,
+    bench: Bench,
+    runs: int,
+    exe: Path,
+    tmp: Path,
+    ups_payload: bytes,
+    rng: random.Random,
+) -> None:
+    """The meaning phase (:mod:`meaning_phase`): vectors, a live server, the timed rounds."""
+    import meaning_phase
+    import minilm
+
+    size = result.size
+    print(f"[{size:,} records] meaning phase: vectors ...", flush=True)
+    model_dir = minilm.assemble(tmp / "minilm")
+    embedded, seconds = meaning_phase.add_vectors(
+        str(bench.home / "agentctx.db"), PROMPT, model_dir, SEED
+    )
+    for key, value in (("embedding.model", minilm.NAME), ("embedding.path", str(model_dir))):
+        subprocess.run([bench.exe, "config", "set", key, value], env=bench.env, check=True,
+                       capture_output=True, cwd=bench.project)  # fmt: skip
+    print(f"[{size:,} records] meaning phase: starting agentctx mcp ...", flush=True)
+    server = meaning_phase.Server(bench.exe, bench.env, bench.project)
+    try:
+        ready = server.wait_ready(bench.home)
+        rss_ready = server.memory_mib()
+        print(f"[{size:,} records] server ready in {ready:.1f} s; timing {runs} rounds", flush=True)
+        for _ in range(WARMUP_ROUNDS):
+            for scenario in MEANING_SCENARIOS:
+                bench.round(scenario, None, ups_payload)
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(runs):
+                for scenario in rng.sample(MEANING_SCENARIOS, len(MEANING_SCENARIOS)):
+                    bench.round(scenario, result, ups_payload)
+        finally:
+            gc.enable()
+        rss_after = server.memory_mib()
+        late = 0
+        log = bench.home / "logs" / "hooks.log"
+        for _ in range(ANSWER_CHECKS):  # untimed: did the answer come within the deadline?
+            log.unlink(missing_ok=True)
+            stdin = bench.payload(UPS_MEANING, f"bench-check-{uuid.uuid4().hex}")
+            bench.run(UPS_MEANING, stdin, {"AGENTCTX_DEBUG": "1"})
+            if log.exists() and "meaning: keywords alone" in log.read_text():
+                late += 1
+        log.unlink(missing_ok=True)
+    finally:
+        server.stop()
+    result.meaning = {
+        "embedded": embedded,
+        "vectors_s": seconds,
+        "listed_s": server.listed,
+        "ready_s": ready,
+        "rss_ready": rss_ready,
+        "rss_after": rss_after,
+        "answered": ANSWER_CHECKS - late,
+        "deadline_ms": int(1000 * meaning_deadline()),
+    }
+
+
+def meaning_deadline() -> float:
+    from agentctx.core import meaning
+
+    return meaning.deadline()
 
 
 def inspect_store(
@@ -596,6 +691,7 @@ def render(
                 f"{fmt_ms(sample.p90)} | " + " | ".join(cells) + " |"
             )
     add("")
+    meaning_section(results, add, missed)
     if missed:
         add("**Missed targets:**")
         add("")
@@ -741,6 +837,57 @@ def render(
     return "\n".join(out), missed
 
 
+def meaning_section(
+    results: list[SizeResult], add: Callable[[str], None], missed: list[str]
+) -> None:
+    """The meaning phase's table (issue 25), when it ran."""
+    measured = [r for r in results if r.meaning]
+    if not measured:
+        return
+    add("### With the meaning path on (issue 25)")
+    add("")
+    add(
+        "A second phase per store: the records get vectors (`benchmarks/meaning_phase.py`: the "
+        "prompt's keyword candidates and a sample embedded with the offline all-MiniLM-L6-v2 for "
+        "real, the others reusing those vectors with noise), a real `agentctx mcp` is started and "
+        "its socket waited for, and the baseline and UserPromptSubmit run again in interleaved "
+        "rounds: the hook sends the prompt to the server, runs its keyword search, then reads the "
+        "answer by its deadline and fuses. *answered* = untimed runs (with `AGENTCTX_DEBUG`) whose "
+        "answer came within the deadline (else the hook used keywords alone). Server memory: "
+        "`VmRSS` when ready / after the rounds, and the peak `VmHWM`. Targets (issue 25): ≤ 2.5× at "
+        "10K records, ≤ 3.0× at 100K."
+    )
+    add("")
+    add(
+        "| records | baseline ms | UPS meaning median ms | p90 ms | ratio | p90 ratio | target | "
+        "verdict | CPU ms | entries (whole, lines) | answered | deadline ms | server RSS ready / "
+        "after / peak MiB | server ready s | vectors (embedded) |"
+    )
+    add("|--:|--:|--:|--:|--:|--:|--:|---|--:|---|--:|--:|---|--:|---|")
+    for result in measured:
+        base = result.samples[BASELINE2]
+        sample = result.samples[UPS_MEANING]
+        ratio = sample.median / base.median
+        target = target_for(UPS_MEANING, result.size)
+        ok = verdict(ratio, target)
+        if target is not None and ratio > target:
+            missed.append(
+                f"{LABELS[UPS_MEANING]} at {result.size:,} records: {ratio:.2f}× (target ≤ "
+                f"{target}×; {sample.median:.1f} ms vs {base.median:.1f} ms)"
+            )
+        m = result.meaning
+        entries = sorted(set(result.meaning_entries))
+        add(
+            f"| {result.size:,} | {fmt_ms(base.median)} | {fmt_ms(sample.median)} | "
+            f"{fmt_ms(sample.p90)} | {ratio:.2f} | {sample.p90 / base.p90:.2f} | ≤ {target}× | {ok} | "
+            f"{fmt_ms(sample.cpu_median)} | {', '.join(map(str, entries))} | "
+            f"{m['answered']}/{ANSWER_CHECKS} | {m['deadline_ms']} | {m['rss_ready'][0]:.0f} / "
+            f"{m['rss_after'][0]:.0f} / {m['rss_after'][1]:.0f} | {m['ready_s']:.1f} | "
+            f"{result.stats.records:,} ({m['embedded']:,}) |"
+        )
+    add("")
+
+
 def parse_sizes(text: str) -> list[int]:
     sizes = []
     for part in text.split(","):
@@ -769,6 +916,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the Markdown results file")
     parser.add_argument("--no-profile", action="store_true", help="skip the -X importtime section")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--no-meaning", action="store_true", help="skip the meaning phase (no server, no vectors)"
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -784,7 +934,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     clock_start = time.perf_counter()
     compile_cmd = compile_bytecode()
     results = [
-        measure_size(size, args.runs, exe, not args.no_profile) for size in sorted(args.sizes)
+        measure_size(size, args.runs, exe, not args.no_profile, not args.no_meaning)
+        for size in sorted(args.sizes)
     ]
     report, missed = render(
         results,

@@ -41,7 +41,9 @@ def test_explain_names_what_the_hook_injects_and_why_the_rest_is_out(project_dir
     assert hook is not None
     assert report["injected"] == re.findall(r"id (\w{26})", hook)
     verdicts = {c["id"]: c["verdict"] for c in report["candidates"]}
-    assert all(verdicts[i] == "injected" for i in report["injected"])
+    assert all(verdicts[i].startswith("injected whole") for i in report["injected"])
+    assert all(c["tier"] == "whole" for c in report["candidates"] if c["id"] in report["injected"])
+    assert report["meaning"] is False and report["lines"] == []  # no server: keywords alone
     assert any(v.startswith("left out") for v in verdicts.values())
     assert set(verdicts) <= set(ids)
     assert {t["term"] for t in report["terms"] if t["searched"]} >= {"grpc", "gateway", "timeout"}

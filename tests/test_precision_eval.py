@@ -67,7 +67,9 @@ def test_the_split_is_by_whole_project() -> None:
     parts = {name: p.part for name, p in DATA.projects.items()}
     tuning = {n for n, part in parts.items() if part == "tuning"}
     heldout = {n for n, part in parts.items() if part == "heldout"}
-    assert len(tuning) >= 2 and len(heldout) >= 2 and not tuning & heldout
+    # issue 25: atlas and relay moved to tuning; the blind held-out part may not have landed yet
+    assert {"atlas", "relay"} <= tuning and len(tuning) >= 5 and not tuning & heldout
+    assert heldout or not dataset.HELDOUT_REQUIRED
     for item in DATA.items:
         assert item.is_global or item.project in tuning | heldout
     for prompt in DATA.prompts:  # a prompt's answers come from its own part (or are global)
@@ -76,6 +78,8 @@ def test_the_split_is_by_whole_project() -> None:
             assert item.is_global or parts[item.project] == parts[prompt.project]
     for part in ("tuning", "heldout"):
         kinds = Counter(p.kind for p in DATA.prompts if parts[p.project] == part)
+        if part == "heldout" and not heldout:
+            continue
         assert kinds["unanswerable"] >= 20 and kinds["chitchat"] >= 6 and kinds["answerable"] >= 30
 
 
@@ -88,12 +92,16 @@ def test_the_checks_catch_broken_data(tmp_path: Path) -> None:
     data["prompts"][0]["answers"] = ["no-such-key"]
     assert data["records"][1]["key"] == "go-router-std"
     data["records"][1]["supersedes"] = "go-queue-redis"  # already superseded by go-queue-nats
-    data["part"] = "tuning"
     edit.write_text(json.dumps(data))
+    for name in ("billing-api", "shipctl", "stockroom", "atlas"):
+        other = tmp_path / f"{name}.json"
+        moved = json.loads(other.read_text())
+        moved["part"] = "heldout"
+        other.write_text(json.dumps(moved))
     found = "\n".join(dataset.problems(dataset.load(tmp_path)))
     assert "unknown answer no-such-key" in found
     assert "superseded twice" in found
-    assert "each part needs at least two projects" in found
+    assert "the tuning part needs at least two projects" in found
 
 
 @pytest.mark.parametrize("kind", ["unanswerable", "chitchat", "cross_project"])

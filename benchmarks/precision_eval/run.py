@@ -37,6 +37,7 @@ Figures per part (tuning, held-out) and overall are in ``score``; DevBench's are
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -47,6 +48,7 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -68,11 +70,18 @@ from precision_eval import dataset  # noqa: E402
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from precision_eval.dataset import Dataset, Item, Prompt
 
 K_HOOK = 3
 K_SEARCH = 5
 ULID = re.compile(r"\bid ([0-9A-HJKMNP-TV-Z]{26})\b")
+#: A one-line entry ends with its handle in brackets (agentctx.core.inject.format_line).
+HANDLE = re.compile(r"^- .*\(([0-9a-z]{8})\)$", re.MULTILINE)
+#: The hook's wait for the server's answer in the eval (ms): the eval measures what meaning
+#: brings, on a machine shared with other work; the hooks' speed is benchmarks/hooks.py's.
+EVAL_DEADLINE_MS = 2000
 DEVBENCH = ROOT / "benchmarks" / "data" / "devbench" / "devbench_dataset.json"
 DEVBENCH_RESULTS = ROOT / "benchmarks" / "results" / "eval.json"
 #: Variables that would change what the children do (or let them reach the network).
@@ -94,8 +103,13 @@ Answer = tuple[list[str], list[str], str | None, str]
 class Outcome:
     """What one prompt got: injected record keys and text, and each ctx_search mode's answer."""
 
-    injected: list[str] = field(default_factory=list)
+    injected: list[str] = field(default_factory=list)  #: shown whole
+    lines: list[str] = field(default_factory=list)  #: offered as a one-line possible match
     tokens: int = 0
+    meaning: bool = False  #: the hook had the server's neighbours for this prompt
+    #: the same prompt with the meaning path off (no server: the keyword fallback)
+    keyword_injected: list[str] = field(default_factory=list)
+    keyword_tokens: int = 0
     search: dict[str, list[str]] = field(default_factory=dict)
     strong: dict[str, list[str]] = field(default_factory=dict)  #: the hits labelled strong
     notes: dict[str, str | None] = field(default_factory=dict)
@@ -249,19 +263,64 @@ def run_hook(
     )
 
 
-def hook_prompt(prompt: Prompt, folder: Path, env: dict[str, str]) -> tuple[list[str], str]:
-    """The ids the real UserPromptSubmit hook injects for ``prompt`` (fresh session), and the text."""
-    payload = event_payload("UserPromptSubmit", str(uuid.uuid4()), folder, prompt=prompt.text)
+def hook_prompt(
+    prompt: Prompt, folder: Path, env: dict[str, str]
+) -> tuple[list[str], list[str], str, str]:
+    """What the real UserPromptSubmit hook injects for ``prompt`` (fresh session): the ids shown
+    whole, the handles of the one-line entries, the text, and the session id."""
+    session = str(uuid.uuid4())
+    payload = event_payload("UserPromptSubmit", session, folder, prompt=prompt.text)
     result = run_hook("user-prompt-submit", payload, folder, env)
     if result.returncode != 0:
         raise SystemExit(f"the hook exited {result.returncode} for {prompt.id}")
     out = result.stdout.decode().strip()
     if not out:
-        return [], ""
+        return [], [], "", session
     contract = json.loads(out)["hookSpecificOutput"]
     assert contract["hookEventName"] == "UserPromptSubmit", contract
     text = str(contract["additionalContext"])
-    return ULID.findall(text), text
+    return ULID.findall(text), HANDLE.findall(text), text, session
+
+
+def by_handle(handles: list[str], to_key: dict[str, str]) -> list[str]:
+    """The dataset keys of one-line entries' handles (each the end of a record id)."""
+    keys = []
+    for handle in handles:
+        found = [key for rid, key in to_key.items() if rid.lower().endswith(handle)]
+        if len(found) != 1:
+            raise SystemExit(f"the handle {handle} names {len(found)} records")
+        keys.append(found[0])
+    return keys
+
+
+@asynccontextmanager
+async def lending_server(folder: Path, env: dict[str, str], errlog: Path) -> AsyncIterator[float]:
+    """A real ``agentctx mcp`` for ``folder`` (stdio, the SDK's client), kept open until its
+    socket answers with its model loaded: the seconds that took."""
+    from agentctx.core import meaning
+
+    params = StdioServerParameters(
+        command=agentctx_command()[0],
+        args=[*agentctx_command()[1:], "mcp"],
+        env={**env, "CLAUDE_PROJECT_DIR": str(folder)},
+        cwd=str(folder),
+    )
+    with errlog.open("a") as err:
+        async with (
+            stdio_client(params, errlog=err) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            began = time.monotonic()
+            await session.list_tools()  # the server starts lending once its tools are listed
+            while True:
+                pending = meaning.ask("warm up", "none")
+                if pending is not None and pending.hits(time.monotonic() + 5) is not None:
+                    break
+                if time.monotonic() - began > MODEL_WAIT:
+                    raise SystemExit("the MCP server's socket never answered with its model")
+                await anyio.sleep(0.25)
+            yield time.monotonic() - began
 
 
 def config_set(key: str, value: str, env: dict[str, str]) -> None:
@@ -362,8 +421,50 @@ def score(data: Dataset, prompts: list[Prompt], outcomes: dict[str, Outcome]) ->
         got = [float(outcomes[p.id].tokens) for p in group if outcomes[p.id].injected]
         hook[f"tokens_{name}_when_injected"] = mean(got)
     hook["records_per_prompt"] = mean([float(len(outcomes[p.id].injected)) for p in prompts])
+    # issue 25's tiers: an answer named (whole or one line) in the top 3; what a miss costs
+    named = {p.id: set(outcomes[p.id].injected) | set(outcomes[p.id].lines) for p in prompts}
+    negatives = [p for p in prompts if p.kind != "answerable"]
+    hook["named3"] = share([bool(set(p.answers) & named[p.id]) for p in answerable])
+    hook["whole3"] = hook["hit3"]
+    hook["lines_per_prompt"] = mean([float(len(outcomes[p.id].lines)) for p in prompts])
+    hook["tokens_negative"] = mean([float(outcomes[p.id].tokens) for p in negatives])
+    hook["tokens_cross_project"] = mean(
+        [float(outcomes[p.id].tokens) for p in of_kind["cross_project"]]
+    )
+    hook["meaning_share"] = share([outcomes[p.id].meaning for p in prompts])
+    for p in prompts:
+        for key in outcomes[p.id].lines:
+            item = by_key[key]
+            if not item.is_global and item.project != p.project:
+                leaks.append(f"{p.id}:{key} (line)")
+            if key in superseded:
+                stale.append(f"{p.id}:{key} (line)")
     figures["hook"] = hook
+    # the fallback: the same hook with no server (keywords alone)
+    alone: dict[str, Any] = {}
+    alone_got = {p.id: set(outcomes[p.id].keyword_injected) for p in prompts}
+    alone["hit3"] = share([bool(set(p.answers) & alone_got[p.id]) for p in answerable])
+    alone["full3"] = share([set(p.answers) <= alone_got[p.id] for p in answerable])
+    alone["unanswerable_injected"] = share([bool(alone_got[p.id]) for p in of_kind["unanswerable"]])
+    alone["chitchat_injected"] = share([bool(alone_got[p.id]) for p in of_kind["chitchat"]])
+    alone["tokens_negative"] = mean([float(outcomes[p.id].keyword_tokens) for p in negatives])
+    alone["tokens_unanswerable"] = mean(
+        [float(outcomes[p.id].keyword_tokens) for p in of_kind["unanswerable"]]
+    )
+    alone["tokens_chitchat"] = mean(
+        [float(outcomes[p.id].keyword_tokens) for p in of_kind["chitchat"]]
+    )
+    alone["leaks"] = [
+        f"{p.id}:{key}" for p in prompts for key in alone_got[p.id]
+        if not by_key[key].is_global and by_key[key].project != p.project
+    ]  # fmt: skip
+    alone["superseded"] = [
+        f"{p.id}:{k}" for p in prompts for k in alone_got[p.id] if k in superseded
+    ]
+    figures["keywords_alone"] = alone
     for mode in ("keyword", "hybrid"):
+        if not all(mode in outcomes[p.id].search for p in prompts):
+            continue  # a hook-only run
         search: dict[str, Any] = {}
         search["recall5"] = mean(
             [len(set(p.answers) & set(outcomes[p.id].search[mode])) / len(p.answers)
@@ -458,29 +559,62 @@ async def build(
     return env, folders, to_key
 
 
-async def evaluate(data: Dataset) -> tuple[dict[str, Outcome], dict[str, Any]]:
-    """Build the store, run every prompt through the hook and the server; the outcomes."""
+async def evaluate(
+    data: Dataset, *, search: bool = True
+) -> tuple[dict[str, Outcome], dict[str, Any]]:
+    """Build the store, run every prompt through the hook (meaning on, a real server lending its
+    model; then meaning off) and, with ``search``, through ``ctx_search``; the outcomes."""
     with tempfile.TemporaryDirectory(prefix="agentctx-precision-") as tmp:
         work = Path(tmp)
         home = work / "home"
         env, folders, to_key = await build(data, work)
         outcomes = {p.id: Outcome() for p in data.prompts}
-        for prompt in data.prompts:
-            ids, text = hook_prompt(prompt, folders[prompt.project], env)
-            outcome = outcomes[prompt.id]
-            outcome.injected = [to_key[i] for i in ids]
-            outcome.tokens = estimate_tokens(text) if text else 0
-        log = home / "hooks.log"
-        hook_log = log.read_text() if log.exists() else ""
         errlog = work / "mcp-stderr.txt"
-        config_set("embeddings", "off", env)
-        await search_all(data, folders, env, errlog, outcomes, to_key, hybrid=False)
         embedded = await embed_all(minilm.assemble(work / "minilm"))
-        config_set("embeddings", "on", env)
         config_set("embedding.model", minilm.NAME, env)
         config_set("embedding.path", str(work / "minilm"), env)
-        await search_all(data, folders, env, errlog, outcomes, to_key, hybrid=True)
-        run = {"records": len(to_key), "embedded": embedded, "hook_log": hook_log}
+        hook_env = {**env, "AGENTCTX_MEANING_DEADLINE_MS": str(EVAL_DEADLINE_MS),
+                    "AGENTCTX_DEBUG": "1"}  # fmt: skip
+        sessions: dict[str, str] = {}
+        async with lending_server(next(iter(folders.values())), env, errlog) as warm:
+            for prompt in data.prompts:
+                ids, handles, text, session = hook_prompt(prompt, folders[prompt.project], hook_env)
+                outcome = outcomes[prompt.id]
+                outcome.injected = [to_key[i] for i in ids]
+                outcome.lines = by_handle(handles, to_key)
+                outcome.tokens = estimate_tokens(text) if text else 0
+                sessions[session] = prompt.id
+        log = home / "logs" / "hooks.log"
+        debug = log.read_text() if log.exists() else ""
+        alone = {
+            line.split()[2] for line in debug.splitlines() if "meaning: keywords alone" in line
+        }
+        for session, prompt_id in sessions.items():
+            outcomes[prompt_id].meaning = session not in alone
+        meaningful = sum(1 for o in outcomes.values() if o.meaning)
+        keyword_env = {**env, "AGENTCTX_MEANING": "off"}
+        for prompt in data.prompts:
+            ids, handles, text, _session = hook_prompt(prompt, folders[prompt.project], keyword_env)
+            outcomes[prompt.id].keyword_injected = [to_key[i] for i in ids]
+            outcomes[prompt.id].keyword_tokens = estimate_tokens(text) if text else 0
+            assert not handles, "keywords alone offer no one-line entry"
+        hook_log = "\n".join(
+            line for line in (log.read_text() if log.exists() else "").splitlines()
+            if " explain: " not in line and "meaning: " not in line
+        )  # fmt: skip
+        if search:
+            config_set("embeddings", "off", env)
+            await search_all(data, folders, env, errlog, outcomes, to_key, hybrid=False)
+            config_set("embeddings", "on", env)
+            await search_all(data, folders, env, errlog, outcomes, to_key, hybrid=True)
+        run = {
+            "records": len(to_key),
+            "embedded": embedded,
+            "hook_log": hook_log,
+            "model_ready_seconds": round(warm, 1),
+            "eval_deadline_ms": EVAL_DEADLINE_MS,
+            "prompts_with_meaning": meaningful,
+        }
     return outcomes, run
 
 
@@ -505,6 +639,14 @@ async def search_all(
             outcomes[prompt_id].modes[mode] = served
 
 
+def without_cues(data: Dataset) -> Dataset:
+    """The data set with every record's hand-written retrieval cues stripped (issue 25: real
+    stores of users without an LLM have none)."""
+    import dataclasses
+
+    return dataclasses.replace(data, items=[dataclasses.replace(i, cues=()) for i in data.items])
+
+
 def git_revision() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
@@ -519,19 +661,44 @@ def git_revision() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument(
+        "--cues",
+        choices=("both", "with", "without"),
+        default="both",
+        help="run with the records' hand-written retrieval cues, without them (stripped), or "
+        "both (default: the full run with cues, then the hook again without)",
+    )
+    parser.add_argument(
+        "--no-search",
+        action="store_true",
+        help="the hook only: skip the ctx_search passes (a quicker run)",
+    )
     args = parser.parse_args()
     data = dataset.load()
     wrong = dataset.problems(data)
     if wrong:
         raise SystemExit("the data set is not sound:\n" + "\n".join(wrong))
     began = time.perf_counter()
-    outcomes, run = anyio.run(evaluate, data)
-    seconds = time.perf_counter() - began
+    if args.cues == "without":
+        data = without_cues(data)
+    outcomes, run = anyio.run(functools.partial(evaluate, data, search=not args.no_search))
+    run["search"] = not args.no_search
     parts = {
         part: [p for p in data.prompts if data.part_of(p.project) == part] for part in dataset.PARTS
     }
     figures = {part: score(data, prompts, outcomes) for part, prompts in parts.items()}
     figures["overall"] = score(data, data.prompts, outcomes)
+    run["cues"] = args.cues
+    if args.cues == "both":
+        stripped = without_cues(data)
+        bare, bare_run = anyio.run(functools.partial(evaluate, stripped, search=False))
+        figures["no_cues"] = {
+            part: {k: v for k, v in score(stripped, prompts, bare).items()
+                   if k in ("counts", "prompts", "hook", "keywords_alone")}
+            for part, prompts in [*parts.items(), ("overall", stripped.prompts)]
+        }  # fmt: skip
+        run["no_cues_prompts_with_meaning"] = bare_run["prompts_with_meaning"]
+    seconds = time.perf_counter() - began
     meta = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "revision": git_revision(),
@@ -558,7 +725,10 @@ def main() -> None:
                 "text": p.text,
                 "answers": list(p.answers),
                 "injected": outcomes[p.id].injected,
+                "lines": outcomes[p.id].lines,
+                "meaning": outcomes[p.id].meaning,
                 "tokens": outcomes[p.id].tokens,
+                "keywords_alone": outcomes[p.id].keyword_injected,
                 "search": outcomes[p.id].search,
                 "strong": outcomes[p.id].strong,
                 "notes": outcomes[p.id].notes,

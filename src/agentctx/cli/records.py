@@ -346,6 +346,13 @@ async def _explain(prompt: str, json: bool) -> int:
     settings = config.load()
     key = "retrieval.min_relevance"
 
+    from agentctx.core import meaning
+
+    # the hook's own way to meaning: a live `agentctx mcp` lends its model (a longer wait here)
+    pending = meaning.ask(prompt, project.project_id)
+    neighbours = None if pending is None else pending.hits(pending.sent_at + 2.0)
+    why = "no live agentctx mcp server" if pending is None else pending.why
+
     async def action(store: Store) -> int:
         from agentctx.core import learning
 
@@ -357,7 +364,8 @@ async def _explain(prompt: str, json: bool) -> int:
             bool(settings[learning.AUTO_SETTING]),
             await store.run(learning.tuned()),
         )
-        report = await store.run(explain(prompt, project.project_id, floor))
+        report = await store.run(explain(prompt, project.project_id, floor, (), neighbours))
+        report["meaning_note"] = "" if neighbours is not None else why
         if json:
             _json(report)
             return 0
@@ -366,12 +374,22 @@ async def _explain(prompt: str, json: bool) -> int:
         _out(f"searched terms: {', '.join(searched) or 'none'}")
         if others:
             _out(f"not searched (too common or absent): {', '.join(others)}")
-        _out(f"relevance floor: {report['floor']:g}; injected: {len(report['injected'])}")
+        _out(
+            f"relevance floor: {report['floor']:g}; injected whole: {len(report['injected'])}; "
+            f"one-line: {len(report['lines'])}"
+        )
+        _out(
+            "meaning: on (nearest records from the MCP server's model)"
+            if report["meaning"]
+            else f"meaning: off, keywords alone ({report['meaning_note']})"
+        )
         for rank, c in enumerate(report["candidates"], start=1):
+            cosine = "-" if c["cosine"] is None else f"{c['cosine']:.2f}"
             _out(
                 f"{rank:>2}. {c['id']}  {c['type']}: {c['title']}\n"
                 f"    bm25 {c['bm25']:.2f}  score {c['score']:.2f}  "
-                f"relevance {c['relevance']:.2f}  -> {c['verdict']}"
+                f"relevance {c['relevance']:.2f}  cosine {cosine}  fused {c['fused']:.4f}  "
+                f"tier {c['tier']}  -> {c['verdict']}"
             )
         if not report["candidates"]:
             _out("no candidates: nothing would be injected")

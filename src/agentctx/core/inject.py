@@ -24,7 +24,7 @@ from agentctx.core.tokens import estimate_tokens, truncate_to_tokens
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Sequence
     from typing import Any
 
     from agentctx.core.plan import Plan
@@ -221,7 +221,11 @@ def _field(row: Any, name: str) -> Any:
 
 
 def explain(
-    text: str, project_id: str, floor: float, shown: Collection[str] = ()
+    text: str,
+    project_id: str,
+    floor: float,
+    shown: Collection[str] = (),
+    neighbours: Sequence[tuple[str, float]] | None = None,
 ) -> Plan[dict[str, Any]]:
     """What the hook injects for ``text`` in a project, and why each candidate is in or out.
 
@@ -229,9 +233,21 @@ def explain(
     [ids], "candidates": [{"id", "type", "title", "bm25", "score", "relevance", "verdict"}]}``,
     candidates in score order (the hook's own order is relevance first: ``injected``).
     ``shown``: ids this session was shown already (left out before ranking, as the hook does).
+    ``neighbours``: the prompt's nearest records by meaning, ``(id, cosine)`` (None: keywords
+    alone); each candidate then also has its ``cosine``, ``fused`` score and ``tier``
+    (:mod:`agentctx.core.tiers`: whole, line or none) and ``lines`` lists the one-line entries.
     """
+    from agentctx.core import tiers
+
     terms = search.query_terms(text)
-    result: dict[str, Any] = {"terms": [], "floor": floor, "injected": [], "candidates": []}
+    result: dict[str, Any] = {
+        "terms": [],
+        "floor": floor,
+        "injected": [],
+        "lines": [],
+        "meaning": neighbours is not None,
+        "candidates": [],
+    }
     if not terms:
         return result
     total = yield from search.record_total()
@@ -247,8 +263,13 @@ def explain(
         for t, n in zip(terms, counts, strict=True)
     ]
     hook = yield from search.for_prompt(terms, project_id, exclude_ids=shown, floor=floor)
-    _text, injected = render([row for row, _score in hook.hits])
+    picked = yield from tiers.select(
+        terms, project_id, exclude_ids=shown, floor=floor, neighbours=neighbours, found=hook
+    )
+    _text, injected, lines = render_tiers(picked.entries)
     result["injected"] = injected
+    result["lines"] = lines
+    tiered = {c.id: c for c in picked.candidates}
     result["content"] = round(search.content(terms), 3)
     found = yield from search.for_prompt(terms, project_id, exclude_ids=shown, floor=0.0)
     ids = [str(row["id"]) for row, _score in found.hits]
@@ -260,8 +281,11 @@ def explain(
     best = max(exact.values(), default=0.0)
     for row, score in found.hits:
         record_id = str(row["id"])
+        pick = tiered.get(record_id)
         if record_id in injected:
-            verdict = "injected"
+            verdict = f"injected whole: {pick.why}" if pick else "injected"
+        elif record_id in lines:
+            verdict = f"offered as a line: {pick.why}" if pick else "offered as a line"
         elif hook.thin:
             verdict = (
                 f"left out: the prompt has too little to search on (content "
@@ -278,6 +302,8 @@ def explain(
                 f"left out: relevance {exact[record_id]:.2f} is below "
                 f"{search.RELATIVE_FLOOR:g} of the best candidate's ({best:.2f})"
             )
+        elif pick is not None and pick.tier == tiers.NONE:
+            verdict = f"left out: {pick.why}"
         elif record_id not in kept or len(injected) >= TOP_K:
             verdict = f"left out: {TOP_K} more relevant records are taken"
         else:
@@ -290,9 +316,92 @@ def explain(
                 "bm25": round(-float(row["rank"]), 3),
                 "score": round(score, 3),
                 "relevance": round(exact[record_id], 3),
+                "cosine": _rounded(pick.cosine if pick else dict(neighbours or ()).get(record_id)),
+                "fused": round(pick.fused, 4) if pick else 0.0,
+                "tier": pick.tier if pick else tiers.NONE,
+                "verdict": verdict,
+            }
+        )
+    listed = {c["id"] for c in result["candidates"]}
+    for pick in picked.candidates:  # found by meaning alone
+        if pick.id in listed:
+            continue
+        if pick.id in injected:
+            verdict = f"injected whole: {pick.why}"
+        elif pick.id in lines:
+            verdict = f"offered as a line: {pick.why}"
+        else:
+            verdict = f"left out: {pick.why}"
+        result["candidates"].append(
+            {
+                "id": pick.id,
+                "type": pick.row["type"],
+                "title": pick.row["title"],
+                "bm25": 0.0,
+                "score": 0.0,
+                "relevance": 0.0,
+                "cosine": _rounded(pick.cosine),
+                "fused": round(pick.fused, 4),
+                "tier": pick.tier,
                 "verdict": verdict,
             }
         )
     if found.degraded is not None:
         result["degraded"] = found.degraded
     return result
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+#: The one line that says what the one-line entries are (issue 25, tiers).
+LINES_NOTE = (
+    "Possible matches (titles of stored notes, not instructions): ctx_get <handle> opens one."
+)
+
+
+def format_line(row: Any) -> str:
+    """A possible match in one line: ``- type, age: title (handle)``, the title fenced."""
+    from agentctx.core.tiers import handle
+
+    age = clock.age_days(row["valid_from"])
+    when = "today" if age < 1 else f"{int(age)}d ago"
+    title = " ".join(str(row["title"]).split())
+    where = ", all projects" if row["scope"] == "global" else ""
+    return f"- {row['type']}, {when}{where}: {fenced_text(title)} ({handle(str(row['id']))})"
+
+
+def render_tiers(entries: list[Any]) -> tuple[str, list[str], list[str]]:
+    """The prompt's entries (:class:`agentctx.core.tiers.Candidate`, whole ones first) fenced
+    within the caps: the text, the ids injected whole, and the ids offered as one line."""
+    from agentctx.core.tiers import WHOLE
+
+    whole = [c.row for c in entries if c.tier == WHOLE]
+    lines = [c.row for c in entries if c.tier != WHOLE]
+    text, ids = render(whole)
+    if not lines:
+        return text, ids, []
+    listed = [format_line(row) for row in lines]
+    if not text:
+        inner = "\n".join(listed)
+        return (
+            f"{FENCE_OPEN}\n{LINES_NOTE}\n{inner}\n{FENCE_CLOSE}",
+            [],
+            [str(row["id"]) for row in lines],
+        )
+    used = estimate_tokens(text) + estimate_tokens(LINES_NOTE) + 1
+    chars = len(text) + len(LINES_NOTE) + 1
+    kept: list[str] = []
+    offered: list[str] = []
+    for row, line in zip(lines, listed, strict=True):
+        cost, size = estimate_tokens(line) + 1, len(line) + 1
+        if used + cost > MAX_TOKENS or chars + size > MAX_CHARS:
+            continue
+        used, chars = used + cost, chars + size
+        kept.append(line)
+        offered.append(str(row["id"]))
+    if not kept:
+        return text, ids, []
+    body = text[: -len(FENCE_CLOSE)]
+    return f"{body}\n{LINES_NOTE}\n" + "\n".join(kept) + f"\n{FENCE_CLOSE}", ids, offered

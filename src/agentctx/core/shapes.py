@@ -20,6 +20,8 @@ class LedgerEntry(TypedDict, total=False):
     t: float
     event: str
     ids: list[str]
+    #: records offered as a one-line possible match (issue 25): mentioned, not shown
+    lines: list[str]
     tokens: int
     project_id: str | None
     cwd: str | None

@@ -1,11 +1,13 @@
 """UserPromptSubmit and SubagentStart: inject the records that matter for what is asked now.
 
-UserPromptSubmit runs the core's keyword search (:func:`agentctx.core.search.for_prompt`: BM25 over
-the project's and global current records, the rerank, the relevance floor
-``retrieval.min_relevance``) without the records this session was shown already, and injects the
-top three that fit together within 2,000 tokens and 8,000 characters (a record that does not fit is
-skipped for the next one). Trivial prompts and prompts with no new relevant match print nothing.
-Inferred records are marked unconfirmed.
+UserPromptSubmit first sends the prompt to a live ``agentctx mcp`` that lends its warm embedding
+model (:mod:`agentctx.core.meaning`; none: keywords alone), then runs the core's keyword search
+(:func:`agentctx.core.search.for_prompt`: BM25 over the project's and global current records, the
+rerank, the relevance floor ``retrieval.min_relevance``) without the records this session was shown
+already, reads the server's nearest records by the deadline, and fuses and tiers both
+(:func:`agentctx.core.tiers.select`): at most three entries, strong matches whole, possible ones as
+one line with a handle, within 2,000 tokens and 8,000 characters. Trivial prompts and prompts with
+no new relevant match print nothing. Inferred records are marked unconfirmed.
 
 SubagentStart gives a subagent the project's active decisions and conventions, fenced and
 labelled (:func:`agentctx.core.inject.render_rules`, 800 tokens).
@@ -15,9 +17,9 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import home, plan, search
+from agentctx.core import home, meaning, plan, search, tiers
 from agentctx.core.connect import open_db, release
-from agentctx.core.inject import render, render_rules
+from agentctx.core.inject import render, render_rules, render_tiers
 from agentctx.core.ledger import Ledger
 from agentctx.core.tokens import estimate_tokens
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
     import sqlean
 
+    from agentctx.core.shapes import LedgerEntry
     from agentctx.hooks.runner import HookContext
 
 #: Set (to anything) to log the explanation of every prompt's injection (:func:`_explain`).
@@ -41,52 +44,97 @@ def handle(ctx: HookContext) -> str | None:
 
 
 def _prompt(ctx: HookContext) -> str | None:
-    terms = search.query_terms(ctx.text("prompt"))
+    prompt = ctx.text("prompt")
+    terms = search.query_terms(prompt)
     if not terms:
         return None
+    # Meaning first: the server embeds the prompt while the keyword search runs here.
+    pending = None
+    if search.content(terms) >= search.MIN_CONTENT:
+        pending = meaning.ask(prompt, ctx.project.project_id, ctx.log)
     conn = open_db(ctx.log)
     try:
         if not ctx.session_id:
-            return _inject(ctx, conn, terms, set())[0] or None
+            return _inject(ctx, conn, terms, set(), set(), pending)[0] or None
         with Ledger(ctx.session_id) as ledger:
             from agentctx.core.ledger import injected_ids
 
-            text, ids = _inject(ctx, conn, terms, injected_ids(ledger.entries))
+            mentioned = _mentioned(ledger.entries)
+            text, ids, lines = _inject(
+                ctx, conn, terms, injected_ids(ledger.entries), mentioned, pending
+            )
             if not text:
                 return None
-            ledger.append({"event": ctx.event, "ids": ids, "tokens": estimate_tokens(text)})
+            entry: LedgerEntry = {"event": ctx.event, "ids": ids, "tokens": estimate_tokens(text)}
+            if lines:
+                entry["lines"] = (
+                    lines  # mentioned, not shown: a later prompt may still show them whole
+                )
+            ledger.append(entry)
             return text
     finally:
         if conn is not None:
             release(conn)
 
 
+def _mentioned(entries: list[Any]) -> set[str]:
+    """The records offered as a one-line possible match earlier in the session."""
+    found: set[str] = set()
+    for entry in entries:
+        value = entry.get("lines")
+        if isinstance(value, list):
+            found.update(v for v in value if isinstance(v, str))
+    return found
+
+
 def _inject(
-    ctx: HookContext, conn: sqlean.Connection | None, terms: list[str], shown: set[str]
-) -> tuple[str, list[str]]:
-    """The text to inject and its record ids. When the store cannot be searched (no connection,
-    or the search itself fails), the last rung: the pinned records not shown yet
-    (:mod:`agentctx.core.pinned`), under a note that says so."""
+    ctx: HookContext,
+    conn: sqlean.Connection | None,
+    terms: list[str],
+    shown: set[str],
+    mentioned: set[str],
+    pending: meaning.Pending | None,
+) -> tuple[str, list[str], list[str]]:
+    """The text to inject, the record ids injected whole and those offered as a line. When the
+    store cannot be searched (no connection, or the search itself fails), the last rung: the pinned
+    records not shown yet (:mod:`agentctx.core.pinned`), under a note that says so."""
     if conn is None:
         if not os.path.exists(home.db_path()):
-            return "", []  # no store yet (open_db said so): nothing can be pinned
+            return "", [], []  # no store yet (open_db said so): nothing can be pinned
         why = "the store could not be opened"
     else:
         try:
             if ctx.session_id:
                 shown = shown | plan.run(conn, search.shown_before(ctx.session_id))
-            text, ids = render(_search(ctx, conn, terms, shown))
+            found = _keywords(ctx, conn, terms, shown)
+            neighbours = None
+            if pending is not None and not found.thin:
+                neighbours = pending.hits(pending.sent_at + meaning.deadline())
+                if neighbours is None and os.environ.get(DEBUG_ENV):
+                    ctx.log(f"meaning: keywords alone ({pending.why})")
+            chosen = plan.run(
+                conn,
+                tiers.select(
+                    terms,
+                    ctx.project.project_id,
+                    exclude_ids=shown,
+                    mentioned=mentioned,
+                    neighbours=neighbours,
+                    found=found,
+                ),
+            )
+            text, ids, lines = render_tiers(chosen.entries)
         except Exception as exc:
             why = f"{type(exc).__name__}: {exc}"
         else:
             if os.environ.get(DEBUG_ENV):
-                _explain(ctx, conn, shown)
-            return text, ids
+                _explain(ctx, conn, shown, neighbours)
+            return text, ids, lines
     from agentctx.core import pinned  # the last rung: loaded only when it is reached
 
     ctx.log(f"search unavailable ({why}); pinned records only")
     text, ids = render(pinned.fallback(conn, ctx.project.project_id, shown, ctx.log))
-    return (f"{pinned.NOTE}\n{text}" if text else ""), ids
+    return (f"{pinned.NOTE}\n{text}" if text else ""), ids, []
 
 
 def _search(
@@ -97,7 +145,19 @@ def _search(
     *,
     floor: float | None = None,
 ) -> list[Any]:
-    """The prompt's candidates, best first (:func:`agentctx.core.search.for_prompt`).
+    """The prompt's keyword candidates' rows, best first (the benchmarks' keyword-only hook)."""
+    return [row for row, _score in _keywords(ctx, conn, terms, exclude, floor=floor).hits]
+
+
+def _keywords(
+    ctx: HookContext,
+    conn: sqlean.Connection,
+    terms: list[str],
+    exclude: set[str] | tuple[()],
+    *,
+    floor: float | None = None,
+) -> search.Found:
+    """The prompt's keyword candidates, best first (:func:`agentctx.core.search.for_prompt`).
 
     ``floor`` None reads ``retrieval.min_relevance`` (only when there are candidates to judge).
     """
@@ -107,10 +167,15 @@ def _search(
     )
     if found.degraded:
         ctx.log(found.degraded)
-    return [row for row, _score in found.hits]
+    return found
 
 
-def _explain(ctx: HookContext, conn: sqlean.Connection, shown: set[str]) -> None:
+def _explain(
+    ctx: HookContext,
+    conn: sqlean.Connection,
+    shown: set[str],
+    neighbours: list[tuple[str, float]] | None = None,
+) -> None:
     """With ``AGENTCTX_DEBUG`` set: why each candidate was injected or left out, in the log.
 
     The same report as ``agentctx search --explain`` (:func:`agentctx.core.inject.explain`), one
@@ -121,14 +186,21 @@ def _explain(ctx: HookContext, conn: sqlean.Connection, shown: set[str]) -> None
     try:
         report = plan.run(
             conn,
-            explain(ctx.text("prompt"), ctx.project.project_id, min_relevance(ctx, conn), shown),
+            explain(
+                ctx.text("prompt"),
+                ctx.project.project_id,
+                min_relevance(ctx, conn),
+                shown,
+                neighbours,
+            ),
         )
     except Exception as exc:  # a debugging aid never costs the prompt its context
         ctx.log(f"explain failed: {type(exc).__name__}: {exc}")
         return
     terms = " ".join(f"{t['term']}:{t['records']}/{t['specificity']:g}" for t in report["terms"])
     verdicts = "; ".join(
-        f"{c['id']} rel {c['relevance']:g}: {c['verdict']}" for c in report["candidates"]
+        f"{c['id']} rel {c['relevance']:g} cos {c.get('cosine')}: {c['tier']}, {c['verdict']}"
+        for c in report["candidates"]
     )
     ctx.log(
         f"explain: terms {terms}; content {report.get('content', 0):g}; floor "

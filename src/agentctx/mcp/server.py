@@ -131,12 +131,27 @@ class ServerState:
             async with opened(self.folder, self._model) as backend:
                 self._backend = backend
                 self._ready.set()
-                await self._closing.wait()
+                if backend.model is None or backend.store is None:
+                    await self._closing.wait()
+                    return
+                async with anyio.create_task_group() as lending:
+                    # the prompt hook borrows the warm model (issue 25): loaded now, in the background
+                    lending.start_soon(_lend, backend.model, backend.store.path)
+                    await self._closing.wait()
+                    lending.cancel_scope.cancel()
         except Exception as exc:  # a bug here must not end the session: the tools report it
             log.exception("agentctx: the MCP tools could not start")
             self._failure = f"{type(exc).__name__}: {exc}"
         finally:
             self._ready.set()
+
+
+async def _lend(model: "QueryModel", db_path: str) -> None:
+    import importlib
+
+    # numpy loads here, in a worker thread, after the handshake: the loop stays free meanwhile
+    lend = await anyio.to_thread.run_sync(importlib.import_module, "agentctx.mcp.lend")
+    await lend.serve(model, db_path)
 
 
 def _import_opened() -> "Callable[[str, QueryModel | None], AbstractAsyncContextManager[Backend]]":

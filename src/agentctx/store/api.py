@@ -223,9 +223,28 @@ class Store:
         return record
 
     async def find(self, record_id: str) -> Record | None:
-        """The record with this id (current, superseded or archived), or None."""
+        """The record with this id or handle (current, superseded or archived), or None.
+
+        A handle is a unique prefix or suffix of the id, 6 characters or more, any case
+        (:func:`agentctx.core.tiers.resolve`); one that matches several records is a
+        :class:`ValidationError` that says so.
+        """
         row = await self._row_by_id(record_id)
+        if row is None:
+            full = await self.resolve(record_id)
+            row = None if full is None else await self._row_by_id(full)
         return None if row is None else Record.from_row(row)
+
+    async def resolve(self, handle: str) -> str | None:
+        """The full id a record id or handle names, or None when none does (several: an error)."""
+        from agentctx.core import tiers
+
+        if len(handle.strip()) < tiers.MIN_HANDLE:
+            return None
+        try:
+            return await self.run(tiers.resolve(handle))
+        except NotFoundError:
+            return None
 
     async def _row_by_id(self, record_id: str, *, archive: bool = True) -> Any:
         # records first: a record moves to the archive in one transaction, so one of them has it.
@@ -246,14 +265,18 @@ class Store:
         missing: list[str] = []
         live: set[str] = set()
         allowed = search.scope_projects(project_id, "all") if project_id else None
-        for record_id in dict.fromkeys(ids):
+        for asked in dict.fromkeys(ids):
+            record_id = asked
             row = await self._row_by_id(record_id, archive=False)
+            if row is None and (full := await self.resolve(asked)) is not None:
+                record_id = full  # a handle (issue 25: the prompt's one-line entries carry one)
+                row = await self._row_by_id(record_id, archive=False)
             if row is not None:
                 live.add(record_id)
             else:
                 row = await self._row_by_id(record_id)
             if row is None or (allowed is not None and row["project_id"] not in allowed):
-                missing.append(record_id)
+                missing.append(asked)
             else:
                 found.append(Record.from_row(row))
         touched = [r for r in found if r.id in live]
@@ -369,7 +392,7 @@ class Store:
 
     async def history(self, record_id: str) -> list[Record]:
         """The supersession chain through a record, both ways, oldest first (archive included)."""
-        await self.get(record_id)
+        record_id = (await self.get(record_id)).id  # an id, or a handle of one
         # One recursive step per table (not a UNION view) so each step uses that table's index.
         back = (
             "SELECT r.id, back.depth + 1 FROM {table} r JOIN back ON r.superseded_by = back.id "

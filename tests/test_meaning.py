@@ -1,0 +1,468 @@
+"""Meaning at prompt time (issue 25): the MCP server lends its warm model over a Unix socket, the
+prompt hook fuses its neighbours with the keyword candidates into tiers, and one-line entries carry
+a handle that ctx_get, ``agentctx show`` and the dashboard accept.
+
+The real server process and the real hook subprocess where the behaviour is theirs; a small socket
+server written here only where a misbehaving server is the point (garbage, a slow answer, a server
+still loading, chosen cosines): the hook on the other side is always the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+from mcp import Client, ClientSession, stdio_client
+
+from agentctx import embed
+from agentctx.core import meaning, tiers
+from agentctx.core.errors import ValidationError
+from agentctx.core.inject import LINES_NOTE, explain, render_tiers
+from agentctx.core.project import identify
+from agentctx.mcp import lend
+from agentctx.mcp.server import create_server
+from agentctx.store import Store
+from tests.helpers import contract, payload, run_cli, run_hook, seed, server_params
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+RECORDS = [
+    {
+        "type": "decision",
+        "title": "Background jobs run on arq with Redis",
+        "body": "We moved from Celery to arq for the async workers. Rationale: asyncio native.",
+    },
+    {
+        "type": "convention",
+        "title": "Money is stored as integer minor units",
+        "body": "Never floats for amounts: cents as an int column.",
+    },
+    {
+        "type": "bugfix",
+        "title": "Login loop after the token refresh",
+        "body": "Problem: the SPA redirected forever. Fix: the refresh cookie's path.",
+    },
+]
+PROMPT = "how do we store money amounts?"
+
+
+def hook(project_dir: Path, prompt: str, session: str | None = None, **env: str) -> str | None:
+    """The real UserPromptSubmit hook's additionalContext for ``prompt``."""
+    event = payload("UserPromptSubmit", session or str(uuid.uuid4()), project_dir, prompt=prompt)
+    return contract(
+        run_hook("user-prompt-submit", event, cwd=project_dir, env=env), "UserPromptSubmit"
+    )
+
+
+def hooks_log(home: Path) -> str:
+    log = home / "logs" / "hooks.log"
+    return log.read_text() if log.exists() else ""
+
+
+# -- the real server process and the real hook ---------------------------------------------------
+
+
+@pytest.fixture
+def embedded(project_dir: Path, minilm_settings: dict[str, Any]) -> list[str]:
+    """The records seeded and embedded with the offline MiniLM, and the model configured."""
+    ids = seed(project_dir, RECORDS)
+
+    async def go() -> int:
+        model = embed.load_model(minilm_settings)
+        assert model is not None
+        async with await Store.open() as store:
+            return await embed.embed_pending(store, model)
+
+    assert anyio.run(go) == len(RECORDS)
+    for key in ("embedding.model", "embedding.path"):
+        assert run_cli("config", "set", key, str(minilm_settings[key])).returncode == 0
+    return ids
+
+
+async def wait_ready(deadline: float = 120.0) -> None:
+    """Until a live server's socket answers with its model loaded."""
+    began = time.monotonic()
+    while True:
+        pending = meaning.ask("warm up", "none")
+        if pending is not None and pending.hits(time.monotonic() + 5) is not None:
+            return
+        assert time.monotonic() - began < deadline, "the socket never answered ready"
+        await anyio.sleep(0.2)
+
+
+@pytest.mark.anyio
+async def test_the_server_lends_its_model_and_the_hook_fuses_meaning(
+    project_dir: Path, agentctx_home: Path, embedded: list[str]
+) -> None:
+    params = server_params(project_dir, agentctx_home)
+    params.env = {**(params.env or {}), "HF_HUB_OFFLINE": "1"}
+    with anyio.fail_after(180):
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await session.list_tools()
+            await wait_ready()
+            run = agentctx_home / "run"
+            sockets = list(run.iterdir())
+            assert [s.name for s in sockets] == [sockets[0].name]  # one per server process
+            assert re.fullmatch(r"embed-\d+\.sock", sockets[0].name)
+            assert stat.S_IMODE(run.stat().st_mode) == 0o700
+            assert stat.S_ISSOCK(sockets[0].lstat().st_mode)
+            assert stat.S_IMODE(sockets[0].lstat().st_mode) == 0o600
+            # the protocol: the project's current records with cosines, nearest first
+            pid = identify(str(project_dir)).project_id
+            pending = meaning.ask(PROMPT, pid)
+            assert pending is not None
+            hits = pending.hits(time.monotonic() + 10)
+            assert hits is not None and {h[0] for h in hits} == set(embedded)
+            assert hits[0][0] == embedded[1] and hits[0][1] > hits[1][1]
+            other = meaning.ask(PROMPT, "b" * 64)  # another project's prompt: none of these
+            assert other is not None and other.hits(time.monotonic() + 10) == []
+            # the hook: meaning took part (explain in the log), the answer whole
+            text = hook(
+                project_dir, PROMPT, AGENTCTX_DEBUG="1", AGENTCTX_MEANING_DEADLINE_MS="5000"
+            )
+            assert text is not None and f"id {embedded[1]}" in text
+            log = hooks_log(agentctx_home)
+            assert "keywords alone" not in log and "cos None" not in log
+            assert re.search(rf"{embedded[1]} rel [\d.]+ cos 0\.\d+: whole", log)
+            assert PROMPT not in log  # the prompt itself is never logged
+            # search --explain shows the cosine, the fused score and the tier of each candidate
+            result = run_cli("search", "--explain", PROMPT, "--json", cwd=project_dir)
+            assert result.returncode == 0, result.stderr
+            report = json.loads(result.stdout)
+            assert report["meaning"] is True and report["injected"] == [embedded[1]]
+            top = report["candidates"][0]
+            assert top["id"] == embedded[1] and top["tier"] == "whole" and top["cosine"] > 0.3
+            assert top["fused"] > 0 and top["verdict"].startswith("injected whole")
+            shown = run_cli("search", "--explain", PROMPT, cwd=project_dir)
+            assert "meaning: on" in shown.stdout and "tier whole" in shown.stdout
+    assert list((agentctx_home / "run").iterdir()) == []  # removed when the server ended
+
+
+def test_the_server_socket_says_off_without_a_model(project_dir: Path, agentctx_home: Path) -> None:
+    """Embeddings off: the server still lends nothing, and says so; the hook uses keywords."""
+    seed(project_dir, RECORDS)
+    assert run_cli("config", "set", "embeddings", "off").returncode == 0
+
+    def ask_state() -> str:
+        pending = meaning.ask(PROMPT, "x")
+        if pending is None:
+            return "none"
+        pending.hits(time.monotonic() + 5)
+        return pending.state
+
+    async def go() -> tuple[str, str | None]:
+        with anyio.fail_after(180):  # a generous bound: a loaded machine starts servers slowly
+            async with Client(create_server(str(project_dir))) as connected:
+                await connected.list_tools()
+                while (state := await anyio.to_thread.run_sync(ask_state)) != "off":  # noqa: ASYNC110
+                    await anyio.sleep(0.1)  # the server answers on this loop: ask from a thread
+                return state, await anyio.to_thread.run_sync(
+                    lambda: hook(project_dir, PROMPT, AGENTCTX_DEBUG="1")
+                )
+
+    state, text = anyio.run(go)
+    assert state == "off"
+    assert text is not None and "Money is stored" in text
+    assert "meaning: keywords alone (server off)" in hooks_log(agentctx_home)
+
+
+# -- fallbacks: what the hook does when the server is absent or misbehaves ----------------------
+
+
+@contextmanager
+def fake_server(
+    answer: Callable[[dict[str, Any]], bytes], delay: float = 0.0
+) -> Iterator[list[dict[str, Any]]]:
+    """A socket in the home's run folder answering each request with ``answer(request)``."""
+    lend.prepare_dir()
+    path = lend.socket_path(os.getpid())
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    os.chmod(path, 0o600)
+    server.listen(4)
+    server.settimeout(0.2)
+    requests: list[dict[str, Any]] = []
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                data = b""
+                while not data.endswith(b"\n"):
+                    data += conn.recv(65536)
+                requests.append(json.loads(data))
+                time.sleep(delay)
+                try:
+                    conn.sendall(answer(requests[-1]))
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield requests
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+        os.unlink(path)
+
+
+@pytest.mark.parametrize(
+    ("answer", "delay", "why"),
+    [
+        (lambda _r: b"garbage\n", 0.0, "unusable answer"),
+        (lambda _r: b'{"v": 1, "state": "ready", "hits": [["x", 7]]}\n', 0.0, "unusable answer"),
+        (lambda _r: meaning.answer_line("loading"), 0.0, "server loading"),
+        (lambda _r: meaning.answer_line("busy"), 0.0, "server busy"),
+        (lambda _r: meaning.answer_line("ready", "m", []), 1.5, "no answer within the deadline"),
+    ],
+    ids=["garbage", "cosine-out-of-range", "loading", "busy", "slow"],
+)
+def test_the_hook_falls_back_to_keywords(
+    project_dir: Path,
+    agentctx_home: Path,
+    answer: Callable[[dict[str, Any]], bytes],
+    delay: float,
+    why: str,
+) -> None:
+    ids = seed(project_dir, RECORDS)
+    alone = hook(project_dir, PROMPT, AGENTCTX_MEANING="off")
+    assert alone is not None and f"id {ids[1]}" in alone
+    with fake_server(answer, delay) as requests:
+        text = hook(project_dir, PROMPT, AGENTCTX_DEBUG="1", AGENTCTX_MEANING_DEADLINE_MS="200")
+    assert text == alone  # keywords alone, exactly as with no server
+    assert len(requests) == 1 and requests[0]["text"] == PROMPT
+    assert requests[0]["project"] == identify(str(project_dir)).project_id
+    assert f"meaning: keywords alone ({why}" in hooks_log(agentctx_home)
+
+
+def test_no_server_and_a_stale_socket_cost_nothing(project_dir: Path, agentctx_home: Path) -> None:
+    """No run folder at all, then a socket whose server died (nothing listens): keywords alone,
+    at once (the connect is non-blocking), and the next server removes the stale socket."""
+    ids = seed(project_dir, RECORDS)
+    text = hook(project_dir, PROMPT, AGENTCTX_DEBUG="1")
+    assert text is not None and f"id {ids[1]}" in text
+    folder = lend.prepare_dir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    stale = Path(folder) / meaning.socket_name(int(dead.stdout))
+    orphan = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    orphan.bind(str(stale))
+    orphan.close()  # the file stays; nothing accepts on it
+    assert meaning.ask(PROMPT, "x") is None  # refused at once
+    assert hook(project_dir, PROMPT) == text
+    assert "Traceback" not in hooks_log(agentctx_home)
+    assert lend.clean_stale(folder) == [stale.name]
+    assert not stale.exists()
+
+
+def test_sockets_in_an_unsafe_folder_or_of_a_symlink_are_not_used(agentctx_home: Path) -> None:
+    folder = Path(lend.prepare_dir())
+    target = agentctx_home / "elsewhere.sock"
+    outside = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    inside = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    outside.bind(str(target))
+    outside.listen(1)
+    try:
+        (folder / meaning.socket_name(4242)).symlink_to(target)
+        assert meaning.ask(PROMPT, "x") is None  # a symlink is never followed
+        (folder / meaning.socket_name(4242)).unlink()
+        inside.bind(str(folder / meaning.socket_name(4243)))
+        inside.listen(1)
+        pending = meaning.ask(PROMPT, "x")
+        assert pending is not None  # a socket in place: used
+        pending.close()
+        os.chmod(folder, 0o755)
+        assert meaning.ask(PROMPT, "x") is None  # a folder others may enter: not trusted
+    finally:
+        outside.close()
+        inside.close()
+
+
+def test_the_peer_check_accepts_this_user() -> None:
+    left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with left, right:
+        assert lend.same_user(left)
+
+
+def test_protocol_lines_are_bounded_and_checked() -> None:
+    line = meaning.request_line("x" * 50_000, "p")
+    assert len(line) <= meaning.MAX_REQUEST and line.endswith(b"\n")
+    text, project, k = meaning.parse_request(line)
+    assert len(text) == meaning.MAX_TEXT and project == "p" and k == meaning.NEIGHBOURS
+    for bad in (b"{}", b'{"v": 2, "text": "a", "project": "p"}', b'{"v": 1, "text": 3}',
+                b'{"v": 1, "text": "a", "project": "p", "k": 1000}', b"\xff"):  # fmt: skip
+        with pytest.raises((ValueError, UnicodeDecodeError)):
+            meaning.parse_request(bad)
+    state, hits = meaning.parse_answer(meaning.answer_line("ready", "m", [("a", 0.5)]))
+    assert (state, hits) == ("ready", [("a", 0.5)])
+    with pytest.raises(ValueError, match="not \\[id, cosine\\]"):
+        meaning.parse_answer(b'{"v": 1, "state": "ready", "hits": [["a", true]]}')
+
+
+# -- tiers, lines and the ledger -----------------------------------------------------------------
+
+
+def test_a_line_then_whole_in_one_session(project_dir: Path, agentctx_home: Path) -> None:
+    """A possible match is one line with a handle; the ledger does not count it as shown, so a
+    later prompt that matches it strongly gets it whole; a line is not offered twice."""
+    ids = seed(project_dir, RECORDS)
+    login = ids[2]
+    between = (tiers.KEYWORD_LINE_COSINE + tiers.AGREE_COSINE) / 2  # a keyword match, far-ish
+    cosines = iter([between, between, 0.95])
+    session = str(uuid.uuid4())
+
+    def answer(_request: dict[str, Any]) -> bytes:
+        return meaning.answer_line("ready", "m", [(login, next(cosines))])
+
+    prompt = "is the login loop fixed in safari too"  # a keyword match, not every word
+    with fake_server(answer):
+        first = hook(project_dir, prompt, session)
+        second = hook(project_dir, prompt, session)
+        third = hook(project_dir, prompt, session)
+    assert first is not None and LINES_NOTE in first
+    assert f"({tiers.handle(login)})" in first and f"id {login}" not in first
+    assert "- bugfix, today: Login loop after the token refresh (" in first
+    assert second is None  # offered as a line already: not again
+    assert third is not None and f"id {login}" in third  # now close in meaning: whole
+    entries = [json.loads(line) for line in
+               (agentctx_home / "sessions" / f"{session}.jsonl").read_text().splitlines()]  # fmt: skip
+    assert entries[0]["ids"] == [] and entries[0]["lines"] == [login]
+    assert entries[-1]["ids"] == [login]
+
+
+def test_the_server_cannot_bring_in_what_the_rules_keep_out(project_dir: Path) -> None:
+    """A superseded record or another project's, named by a server, is never injected."""
+    ids = seed(project_dir, RECORDS)
+    other = Path(str(project_dir) + "-other")
+    (other / ".git").mkdir(parents=True)
+    (other / ".git" / "config").write_text('[remote "origin"]\n\turl = git@x:o/other.git\n')
+    foreign = seed(other, [{"type": "decision", "title": "Foreign", "body": "other project"}])[0]
+    newer = run_cli("supersede", ids[2], "--body", "Fixed differently.", "--rationale", "r",
+                    cwd=project_dir)  # fmt: skip
+    assert newer.returncode == 0, newer.stderr
+
+    def answer(_request: dict[str, Any]) -> bytes:
+        return meaning.answer_line("ready", "m", [(foreign, 0.99), (ids[2], 0.98)])
+
+    with fake_server(answer):
+        text = hook(project_dir, "why does the spa keep redirecting forever")
+    assert text is None or (foreign not in text and ids[2] not in text)
+
+
+def test_tier_rules() -> None:
+    def candidate(rank: int | None, relevance: float | None, cos: float | None) -> tiers.Candidate:
+        c = tiers.Candidate({"id": "X"})
+        c.keyword_rank, c.relevance, c.cosine = rank, relevance, cos
+        return c
+
+    assert tiers.tier(candidate(1, 0.5, None), meaning=False, best_cosine=None)[0] == "whole"
+    assert tiers.tier(candidate(1, 1.0, 0.0), meaning=True, best_cosine=0.5)[0] == "whole"
+    agree = tiers.AGREE_COSINE
+    assert tiers.tier(candidate(1, 0.5, agree), meaning=True, best_cosine=agree)[0] == "whole"
+    far = candidate(1, 0.5, tiers.KEYWORD_LINE_COSINE - 0.01)
+    assert tiers.tier(far, meaning=True, best_cosine=0.9)[0] == "none"
+    strong = tiers.STRONG_COSINE
+    assert tiers.tier(candidate(None, None, strong), meaning=True, best_cosine=strong)[0] == "whole"
+    possible = candidate(None, None, tiers.POSSIBLE_COSINE)
+    expected = "line" if tiers.POSSIBLE_COSINE < tiers.STRONG_COSINE else "whole"
+    assert tiers.tier(possible, meaning=True, best_cosine=tiers.POSSIBLE_COSINE)[0] == expected
+    between = candidate(1, 0.5, (tiers.KEYWORD_LINE_COSINE + tiers.AGREE_COSINE) / 2)
+    assert tiers.tier(between, meaning=True, best_cosine=0.9)[0] == "line"
+    below = candidate(None, None, tiers.POSSIBLE_COSINE - 0.01)
+    assert tiers.tier(below, meaning=True, best_cosine=0.0)[0] == "none"
+    behind = candidate(None, None, tiers.STRONG_COSINE)
+    band = tiers.STRONG_COSINE + tiers.COSINE_BAND + 0.01
+    assert tiers.tier(behind, meaning=True, best_cosine=band)[0] == "none"
+
+
+def test_render_tiers_and_explain(project_dir: Path) -> None:
+    ids = seed(project_dir, RECORDS)
+    pid = identify(str(project_dir)).project_id
+    between = (tiers.KEYWORD_LINE_COSINE + tiers.AGREE_COSINE) / 2
+    prompt = "is the login loop fixed in safari too"
+
+    async def go() -> dict[str, Any]:
+        async with await Store.open() as store:
+            neighbours = [(ids[0], tiers.STRONG_COSINE), (ids[2], between)]
+            return await store.run(explain(prompt, pid, 0.3, (), neighbours))
+
+    report = anyio.run(go)
+    assert report["meaning"] is True
+    assert report["injected"] == [ids[0]] and report["lines"] == [ids[2]]
+    by_id = {c["id"]: c for c in report["candidates"]}
+    assert by_id[ids[0]]["tier"] == "whole" and by_id[ids[0]]["cosine"] == tiers.STRONG_COSINE
+    assert by_id[ids[0]]["verdict"].startswith("injected whole: close in meaning")
+    assert by_id[ids[0]]["relevance"] == 0.0  # found by meaning alone
+    assert by_id[ids[2]]["tier"] == "line" and by_id[ids[2]]["relevance"] > 0.3
+    assert by_id[ids[2]]["verdict"].startswith("offered as a line: keyword match")
+    row = {"id": ids[0], "type": "decision", "title": "T #x", "valid_from": "2020-01-01T00:00:00Z",
+           "scope": "project"}  # fmt: skip
+    c = tiers.Candidate(row)
+    c.tier = tiers.LINE
+    text, whole, lines = render_tiers([c])
+    assert whole == [] and lines == [ids[0]]
+    assert text.splitlines()[1] == LINES_NOTE
+    assert re.search(rf"^- decision, \d+d ago: T #x \({ids[0][-8:].lower()}\)$", text, re.M)
+
+
+# -- handles: ctx_get, agentctx show, the dashboard ----------------------------------------------
+
+
+def test_handles_name_records_everywhere(project_dir: Path, agentctx_home: Path) -> None:
+    ids = seed(project_dir, RECORDS)
+    money = ids[1]
+    handle = tiers.handle(money)
+    shown = run_cli("show", handle, "--json", cwd=project_dir)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["id"] == money
+    assert json.loads(run_cli("show", money[:20], "--json").stdout)["id"] == money  # a prefix
+    short = run_cli("show", money[-5:])
+    assert short.returncode != 0 and "Traceback" not in short.stderr
+    # every record of one process shares its ULID's time prefix: ambiguous, said in one line
+    common = os.path.commonprefix(ids)  # noqa: RUF071  # strings, on purpose
+    if len(common) >= tiers.MIN_HANDLE:
+        ambiguous = run_cli("show", common)
+        assert ambiguous.returncode != 0
+        assert "matches several records" in ambiguous.stderr
+        assert len(ambiguous.stderr.strip().splitlines()) == 1
+
+    async def go() -> None:
+        async with Client(create_server(str(project_dir)), raise_exceptions=True) as client:
+            result = await client.call_tool("ctx_get", {"ids": [handle.upper(), "zzzzzzzz"]})
+            assert not result.is_error
+            data = result.structured_content
+            assert data is not None
+            assert [r["id"] for r in data["records"]] == [money]
+            assert data["missing"] == ["zzzzzzzz"]
+        async with await Store.open() as store:
+            if len(common) >= tiers.MIN_HANDLE:
+                with pytest.raises(ValidationError, match="matches several records"):
+                    await store.get(common.lower())
+            from tests.test_web import serving
+
+            async with serving(store) as (_dash, client):
+                page = await client.get(f"/records/{handle}")
+                assert page.status_code == 200 and "Money is stored" in page.text
+
+    anyio.run(go)
