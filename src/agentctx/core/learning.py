@@ -7,8 +7,9 @@ with record ids becomes one ``injection_verdicts`` row per id (:func:`from_entri
 writes them (:func:`record`, beside ``session_injections``), and so does every verdict run from
 a still-open ledger. ``INSERT OR IGNORE`` on that key makes every writer idempotent. An entry may
 say how each id was shown (``tiers``: ``{id: "whole" | "line"}``, default whole), its tokens
-(``tokens_by_id``; else the entry's estimate split evenly) and its relevance (``relevance``); the
-prompt hook's tiers (issue 25, item 2) write these keys, older entries have none of them.
+(``tokens_by_id``; else the entry's estimate split evenly) and its relevance (``relevance``);
+the ids of the entry's ``lines`` (the prompt hook's one-line possible matches) are judged as tier
+``line``. Older entries have none of these keys.
 
 **Verdicts** (``used``, ``ignored``, ``wrong``) are written by the workers
 (:mod:`agentctx.extract.verdicts`) with :func:`save_verdicts`, only onto rows still unjudged.
@@ -106,11 +107,14 @@ def from_entries(entries: Iterable[LedgerEntry]) -> list[dict[str, Any]]:
             continue
         if not isinstance(moment, int | float) or isinstance(moment, bool):
             continue
-        ids = [i for i in dict.fromkeys(ids) if isinstance(i, str) and i]
+        raw: Any = entry
+        # one-line possible matches (the hook's ``lines``) are judged too, as tier "line"
+        lines = raw.get("lines") if isinstance(raw.get("lines"), list) else []
+        ids = [i for i in dict.fromkeys([*ids, *lines]) if isinstance(i, str) and i]
         if not ids:
             continue
-        raw: Any = entry
         tiers = raw.get("tiers") if isinstance(raw.get("tiers"), dict) else {}
+        tiers = {**{i: "line" for i in lines if isinstance(i, str)}, **tiers}
         by_id = raw.get("tokens_by_id") if isinstance(raw.get("tokens_by_id"), dict) else {}
         rel = raw.get("relevance") if isinstance(raw.get("relevance"), dict) else {}
         total = entry.get("tokens")
