@@ -300,9 +300,7 @@ async def test_tiers_and_token_shares_come_from_the_ledger(store: Store, tmp_pat
     ]
 
 
-async def test_the_hooks_one_line_entries_are_judged_as_lines(
-    store: Store, tmp_path: Path
-) -> None:
+async def test_the_hooks_one_line_entries_are_judged_as_lines(store: Store, tmp_path: Path) -> None:
     seeded = await seed(store)
     a, b = seeded["Services talk gRPC"].id, seeded["Queue names are kebab-case"].id
     session = Session(tmp_path)
