@@ -566,7 +566,7 @@ async def test_0008_adds_cues_keeps_every_record_and_indexes_the_cues(
             ("p" * 64,),
         )
 
-    assert migrated(db_path) == ["0008_record_cues", "records_fts"]
+    assert migrated(db_path) == ["0008_record_cues", "0010_token_vectors", "records_fts"]
     conn, _ = db.connect(db_path)
     with closing(conn):
         assert [r["name"] for r in conn.execute("PRAGMA table_info(records_fts)")] == [

@@ -314,6 +314,29 @@ DROP TRIGGER IF EXISTS records_fts_update;
 DROP TABLE IF EXISTS records_fts;
 """
 
+#: The static token-vector table (issue 25): for each wordpiece of the embedding model's vocabulary,
+#: that model's vector for the token alone (int8, times ``scale``) and its SIF ``weight``, derived once
+#: per model by :mod:`agentctx.embeddings.tokens`; ``token_table`` names the model (one row). The
+#: prompt hook averages a prompt's token vectors (:mod:`agentctx.core.static_prompt`) only while that
+#: model is the stored record vectors' (``embedding_model``).
+_TOKEN_VECTORS = """
+CREATE TABLE token_vectors (
+  token  TEXT PRIMARY KEY,
+  weight REAL NOT NULL,
+  scale  REAL NOT NULL,
+  vector BLOB NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE token_table (
+  id        INTEGER PRIMARY KEY CHECK (id = 1),
+  model     TEXT NOT NULL,
+  dims      INTEGER NOT NULL,
+  lowercase INTEGER NOT NULL,
+  tokens    INTEGER NOT NULL,
+  built_at  TEXT NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0002_extraction_state", _EXTRACTION_STATE),
@@ -323,6 +346,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0006_embedding_model", _EMBEDDING_MODEL),
     ("0007_captured_calls", _CAPTURED_CALLS),
     ("0008_record_cues", _RECORD_CUES),
+    ("0010_token_vectors", _TOKEN_VECTORS),  # 0009 is another branch's: the lead orders them
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -33,7 +33,15 @@ log = logging.getLogger("agentctx.embed")
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 #: What bge models expect before a search query (never before the passages themselves).
 BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
-BATCH_SIZE = 64
+#: Texts per model call, and records per embedding transaction: 16 is as fast as 64 and keeps
+#: consolidation's peak memory low (docs/retrieval.md, "A lighter model").
+BATCH_SIZE = 16
+#: Tokens embedded per text (MiniLM's own limit is 256): a record's first 128 tokens carry its
+#: title and the start of its body; measured faster with the eval floors kept (docs/retrieval.md).
+MAX_TOKENS = 128
+#: onnxruntime without its CPU memory arena: the arena keeps the largest batch's buffers for the
+#: life of the process (the MCP server's), and measured no faster here (docs/retrieval.md).
+SESSION_OPTIONS: dict[str, Any] = {"enable_cpu_mem_arena": False}
 
 _cache: dict[tuple[str, str, str], Embedder | None] = {}
 _cache_lock = threading.Lock()
@@ -46,14 +54,15 @@ class Embedder:
         self.model = model
         self.name = name
         self.query_prefix = query_prefix
-        self._lock = threading.Lock()  # one embedding call at a time per model, from any loop
+        self.lock = threading.Lock()  # one model call at a time per model, from any loop or thread
+        cap_tokens(model, MAX_TOKENS)
         self.dims = int(self.embed_sync(["dimension probe"]).shape[1])
 
     def embed_sync(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Unit-length float32 vectors, one row per text (blocking: call it from a thread)."""
         if not texts:
             return np.zeros((0, getattr(self, "dims", 0)), dtype=np.float32)
-        with self._lock:
+        with self.lock:
             rows = list(self.model.embed(list(texts), batch_size=BATCH_SIZE))
         return normalize(np.asarray(np.stack(rows), dtype=np.float32))
 
@@ -65,6 +74,20 @@ class Embedder:
         """One search query's vector (with the model's query prefix, if it has one)."""
         vectors = await self.embed([self.query_prefix + text])
         return np.asarray(vectors[0], dtype=np.float32)
+
+
+def cap_tokens(model: Any, limit: int) -> bool:
+    """Truncate the texts ``model`` (fastembed's ``TextEmbedding``) embeds at ``limit`` tokens, or
+    its own limit when lower; True when its tokenizer was found and capped."""
+    tokenizer = getattr(getattr(model, "model", None), "tokenizer", None)
+    if tokenizer is None or not hasattr(tokenizer, "enable_truncation"):
+        return False
+    current = tokenizer.truncation or {}
+    tokenizer.enable_truncation(
+        max_length=min(limit, int(current.get("max_length") or limit)),
+        direction=current.get("direction", "right"),
+    )
+    return True
 
 
 def load_model(settings: Mapping[str, Any]) -> Embedder | None:
@@ -105,7 +128,7 @@ def _load(name: str, path: str, cache_dir: str) -> Embedder | None:
     try:
         from fastembed import TextEmbedding
 
-        kwargs: dict[str, Any] = {"model_name": name}
+        kwargs: dict[str, Any] = {"model_name": name, **SESSION_OPTIONS}
         model: Any
         if path:
             kwargs["specific_model_path"] = path
@@ -253,7 +276,7 @@ def load_local(settings: Mapping[str, Any]) -> Embedder:
     try:
         from fastembed import TextEmbedding
 
-        kwargs: dict[str, Any] = {"model_name": info.name}
+        kwargs: dict[str, Any] = {"model_name": info.name, **SESSION_OPTIONS}
         if info.local:
             kwargs["specific_model_path"] = info.folder
             register_local(info.name, info.folder)
@@ -290,7 +313,7 @@ def fetch(
     try:
         from fastembed import TextEmbedding
 
-        model = TextEmbedding(model_name=info.name, cache_dir=info.folder)
+        model = TextEmbedding(model_name=info.name, cache_dir=info.folder, **SESSION_OPTIONS)
     except Exception as exc:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         raise ModelUnavailable(f"cannot download {info.name} ({reason})") from exc
