@@ -17,7 +17,7 @@ cosine of each way for answerable and unanswerable prompts (what a floor would h
 
 ``cost``: a synthetic store of N records (``synthetic_store.py``, as ``hooks.py``) whose
 ``records_vec`` holds a random unit vector per record (KNN reads every vector whatever their
-values) and the real token table of MiniLM; the wall time of a process that opens the store as the
+values) and a token table of MiniLM's real vocabulary with random vectors; the wall time of a process that opens the store as the
 prompt hook does and calls ``static_prompt.candidates`` against ``python -c pass`` (interleaved
 rounds, medians), and the in-process time of the call.
 """
@@ -180,18 +180,23 @@ def cost(sizes: list[int], runs: int) -> list[dict[str, Any]]:
 
 
 async def _fill(path: str, size: int, np: Any) -> None:
-    """Random unit vectors for every record, and MiniLM's token table."""
-    model = await models.load_model_async(
-        minilm.settings(minilm.assemble(Path(path).parent / "minilm"))
-    )
-    assert model is not None
+    """A random unit vector per record and a token table of MiniLM's real vocabulary with random
+    int8 vectors: the time of lookups, averaging and KNN does not depend on the values (deriving
+    the real table takes minutes; ``quality`` measures with the real one)."""
+    folder = minilm.assemble(Path(path).parent / "minilm")
+    vocab = [
+        line.rstrip("\n")
+        for line in (folder / "vocab.txt").read_text("utf-8").splitlines()
+        if line.strip() and not line.startswith("[")
+    ]
+    dims = 384
+    rng = np.random.default_rng(7)
     async with await Store.open(path) as store:
         ids = [str(r[0]) for r in await store.rows("SELECT id FROM records")]
-        rng = np.random.default_rng(7)
         async with store.transaction() as tx:
             for start in range(0, len(ids), 5000):
                 chunk = ids[start : start + 5000]
-                matrix = rng.standard_normal((len(chunk), model.dims)).astype(np.float32)
+                matrix = rng.standard_normal((len(chunk), dims)).astype(np.float32)
                 matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
                 await tx.executemany(
                     "INSERT INTO records_vec(record_id, embedding) VALUES (?, ?)",
@@ -199,10 +204,19 @@ async def _fill(path: str, size: int, np: Any) -> None:
                 )
             await tx.execute("UPDATE records SET pending_embedding = 0")
             await tx.execute(
-                "UPDATE embedding_model SET model = ?, dims = ? WHERE id = 1",
-                (model.name, model.dims),
+                "UPDATE embedding_model SET model = ?, dims = ? WHERE id = 1", (minilm.NAME, dims)
             )
-        await tokens.ensure(store, model)
+        weights = rng.uniform(0.1, 1.0, len(vocab)).astype(np.float32)
+        table = tokens.Table(
+            minilm.NAME,
+            dims,
+            True,
+            vocab,
+            rng.integers(-127, 128, (len(vocab), dims), dtype=np.int8),
+            np.full(len(vocab), 1 / 127, dtype=np.float32),
+            weights,
+        )
+        await tokens.store_table(store, table)
 
 
 def main() -> None:

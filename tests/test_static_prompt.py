@@ -63,20 +63,33 @@ def test_the_pure_python_wordpiece_splits_as_the_models_tokenizer(minilm_dir: Pa
     assert len(real.encode(LONG_WORD, add_special_tokens=False).tokens) > 1
 
 
-async def _embedded_store(store: Store, embedder: models.Embedder) -> list[str]:
+@pytest.fixture(scope="module")
+def table(embedder: models.Embedder) -> tokens.Table:
+    """MiniLM's table, derived once for the module (a minute or more on a loaded machine)."""
+    derived = tokens.derive(embedder)
+    assert derived is not None
+    return derived
+
+
+async def _embedded_store(
+    store: Store, embedder: models.Embedder, table: tokens.Table | None = None
+) -> list[str]:
     ids = await add_texts(store, TEXTS, project_id="p1")
     await add_texts(
         store, [("decision", "Jobs on Sidekiq", "Background jobs run on Sidekiq")], "p2"
     )
     await vecstore.embed_pending(store, embedder)
+    if table is not None:
+        await tokens.store_table(store, table)
     return ids
 
 
 async def test_the_table_is_derived_once_and_finds_the_answer(
-    store: Store, embedder: models.Embedder
+    store: Store, embedder: models.Embedder, table: tokens.Table
 ) -> None:
-    ids = await _embedded_store(store, embedder)
-    assert await tokens.ensure(store, embedder) > 20000  # MiniLM's vocabulary, bar [unused*]
+    assert len(table.tokens) > 20000 and table.dims == embedder.dims and table.lowercase
+    ids = await _embedded_store(store, embedder, table)
+    assert await tokens.current(store, embedder)
     assert await tokens.ensure(store, embedder) is None  # there already: not derived again
     conn, _caps = db.connect(store.path, load_vec=False)  # as the hook opens it
     try:
@@ -93,10 +106,9 @@ async def test_the_table_is_derived_once_and_finds_the_answer(
 
 
 async def test_the_static_vector_lies_near_the_models_own(
-    store: Store, embedder: models.Embedder
+    store: Store, embedder: models.Embedder, table: tokens.Table
 ) -> None:
-    await _embedded_store(store, embedder)
-    await tokens.ensure(store, embedder)
+    await _embedded_store(store, embedder, table)
     conn, _caps = db.connect(store.path, load_vec=False)
     try:
         for text in PROMPTS[:3]:
@@ -109,14 +121,13 @@ async def test_the_static_vector_lies_near_the_models_own(
 
 
 async def test_superseded_records_are_never_candidates(
-    store: Store, embedder: models.Embedder
+    store: Store, embedder: models.Embedder, table: tokens.Table
 ) -> None:
-    ids = await _embedded_store(store, embedder)
+    ids = await _embedded_store(store, embedder, table)
     await store.supersede(
         ids[0], "Dramatiq runs our background jobs now", "arq died", title="Jobs on Dramatiq"
     )
     await vecstore.embed_pending(store, embedder)
-    await tokens.ensure(store, embedder)
     conn, _caps = db.connect(store.path, load_vec=False)
     try:
         found = static_prompt.candidates(conn, "how do we run background jobs?", "p1", 5)
@@ -126,13 +137,13 @@ async def test_superseded_records_are_never_candidates(
 
 
 async def test_a_table_of_another_model_or_none_gives_no_answer(
-    store: Store, embedder: models.Embedder
+    store: Store, embedder: models.Embedder, table: tokens.Table
 ) -> None:
     await _embedded_store(store, embedder)
     conn, _caps = db.connect(store.path, load_vec=False)
     try:
         assert static_prompt.candidates(conn, "background jobs", "p1", 3) is None  # no table yet
-        await tokens.ensure(store, embedder)
+        await tokens.store_table(store, table)
         assert static_prompt.candidates(conn, "background jobs", "p1", 3)
         async with store.transaction() as tx:  # the stored vectors now belong to another model
             await tx.execute("UPDATE embedding_model SET model = 'other/model' WHERE id = 1")
