@@ -113,9 +113,9 @@ async def quality() -> dict[str, Any]:
         "table_tokens": stored,
         "derive_seconds": round(derive_s, 1),
     }
-    for way, found in ways.items():
-        out[way] = {f"top{k}": round(v / answerable, 3) for k, v in found["hits"].items()}
-        for kind, values in found["top1"].items():
+    for way, tally in ways.items():
+        out[way] = {f"top{k}": round(v / answerable, 3) for k, v in tally["hits"].items()}
+        for kind, values in tally["top1"].items():
             if values:
                 out[way][f"top1_cosine_{kind}_median"] = round(statistics.median(values), 3)
     return out

@@ -141,7 +141,7 @@ def basic_tokens(text: str, *, lowercase: bool = True) -> list[str]:
     return out
 
 
-def wordpiece(word: str, vocab: dict[str, tuple[float, array[float]]] | set[str]) -> list[str]:
+def wordpiece(word: str, vocab: dict[str, tuple[float, array[int]]] | set[str]) -> list[str]:
     """A word's wordpieces, greedy longest match first (``##`` continues a word); ``[UNK]`` when a
     part of it matches nothing, or it is longer than :data:`MAX_WORD`."""
     if len(word) > MAX_WORD:
@@ -175,10 +175,10 @@ def _pieces(words: set[str]) -> set[str]:
     return found
 
 
-def _lookup(conn: sqlite.Connection, tokens: set[str]) -> dict[str, tuple[float, array[float]]]:
+def _lookup(conn: sqlite.Connection, tokens: set[str]) -> dict[str, tuple[float, array[int]]]:
     """The stored ``(weight × scale, int8 values)`` of these tokens that the table has."""
     names = sorted(tokens)
-    known: dict[str, tuple[float, array[float]]] = {}
+    known: dict[str, tuple[float, array[int]]] = {}
     for start in range(0, len(names), _CHUNK):
         chunk = names[start : start + _CHUNK]
         rows = conn.execute(
@@ -187,7 +187,7 @@ def _lookup(conn: sqlite.Connection, tokens: set[str]) -> dict[str, tuple[float,
             chunk,
         ).fetchall()
         for token, factor, blob in rows:
-            known[str(token)] = (float(factor), array("b", bytes(blob)))  # type: ignore[arg-type]
+            known[str(token)] = (float(factor), array("b", bytes(blob)))
     return known
 
 
