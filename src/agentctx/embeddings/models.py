@@ -39,9 +39,6 @@ BATCH_SIZE = 16
 #: Tokens embedded per text (MiniLM's own limit is 256): a record's first 128 tokens carry its
 #: title and the start of its body; measured faster with the eval floors kept (docs/retrieval.md).
 MAX_TOKENS = 128
-#: onnxruntime without its CPU memory arena: the arena keeps the largest batch's buffers for the
-#: life of the process (the MCP server's), and measured no faster here (docs/retrieval.md).
-SESSION_OPTIONS: dict[str, Any] = {"enable_cpu_mem_arena": False}
 
 _cache: dict[tuple[str, str, str], Embedder | None] = {}
 _cache_lock = threading.Lock()
@@ -128,7 +125,7 @@ def _load(name: str, path: str, cache_dir: str) -> Embedder | None:
     try:
         from fastembed import TextEmbedding
 
-        kwargs: dict[str, Any] = {"model_name": name, **SESSION_OPTIONS}
+        kwargs: dict[str, Any] = {"model_name": name}
         model: Any
         if path:
             kwargs["specific_model_path"] = path
@@ -276,7 +273,7 @@ def load_local(settings: Mapping[str, Any]) -> Embedder:
     try:
         from fastembed import TextEmbedding
 
-        kwargs: dict[str, Any] = {"model_name": info.name, **SESSION_OPTIONS}
+        kwargs: dict[str, Any] = {"model_name": info.name}
         if info.local:
             kwargs["specific_model_path"] = info.folder
             register_local(info.name, info.folder)
@@ -313,7 +310,7 @@ def fetch(
     try:
         from fastembed import TextEmbedding
 
-        model = TextEmbedding(model_name=info.name, cache_dir=info.folder, **SESSION_OPTIONS)
+        model = TextEmbedding(model_name=info.name, cache_dir=info.folder)
     except Exception as exc:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         raise ModelUnavailable(f"cannot download {info.name} ({reason})") from exc
