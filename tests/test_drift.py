@@ -18,8 +18,9 @@ from agentctx.consolidate.drift import DriftReport, score_drift
 from agentctx.consolidate.timebox import TimeBox
 from agentctx.core import db, home
 from agentctx.core.project import identify
+from agentctx.embeddings import thresholds
 from agentctx.records import COLUMNS
-from agentctx.retrieval import digest, thresholds
+from agentctx.retrieval import digest
 from tests import minilm
 from tests.helpers import new_record
 

@@ -23,8 +23,8 @@ import pytest
 from agentctx import config
 from agentctx.core import clock, db, plan, schema, vectors
 from agentctx.core.vectors import ModelMismatchError
-from agentctx.embeddings import models, reembed, vecstore
-from agentctx.retrieval import hybrid, thresholds
+from agentctx.embeddings import models, reembed, thresholds, vecstore
+from agentctx.retrieval import hybrid
 from agentctx.store import SearchQuery, Store
 from tests import minilm
 from tests.helpers import (
