@@ -37,7 +37,8 @@ BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
 #: consolidation's peak memory low (docs/retrieval.md, "A lighter model").
 BATCH_SIZE = 16
 #: Tokens embedded per text (MiniLM's own limit is 256): a record's first 128 tokens carry its
-#: title and the start of its body; measured faster with the eval floors kept (docs/retrieval.md).
+#: title and the start of its body (docs/retrieval.md, "A lighter model": 1.14× less CPU on the
+#: precision eval's tuning texts, calibration-set vectors unchanged).
 MAX_TOKENS = 128
 
 _cache: dict[tuple[str, str, str], Embedder | None] = {}
