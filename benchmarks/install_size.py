@@ -34,7 +34,7 @@ from packaging.requirements import Requirement  # fastembed's huggingface_hub br
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "install_size.md"
 MB = 1_000_000
-#: agentctx's default embedding model (config ``embedding.model``; agentctx.embed.DEFAULT_MODEL).
+#: agentctx's default embedding model (config ``embedding.model``; agentctx.embeddings.models.DEFAULT_MODEL).
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 
 #: Run inside the fresh environment: every distribution, its RECORD bytes and its requirements.

@@ -1,7 +1,7 @@
 """MCP server latency: spawn to ``initialize`` and to ``tools/list``, and ``ctx_search`` warm.
 
 Runs the real ``agentctx mcp`` console script against a 10K-record synthetic store whose records are
-all embedded (``embed.embed_pending``) with the offline all-MiniLM-L6-v2 int8 the tests use
+all embedded (``vecstore.embed_pending``) with the offline all-MiniLM-L6-v2 int8 the tests use
 (``benchmarks/minilm.py``; the ``TEST_MODEL`` packages of noxfile.py). Start-up: raw JSON-RPC over
 the pipes (the legacy ``initialize`` handshake, then ``tools/list``, as Claude Code sends them), timed
 from the spawn to each answer, with embeddings on (the model loads lazily, never at start); in the
@@ -38,8 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import minilm
 import synthetic_store
-from agentctx import config, embed
+from agentctx import config
 from agentctx.core.project import identify
+from agentctx.embeddings import models, vecstore
 from agentctx.store import Store
 
 if TYPE_CHECKING:
@@ -228,12 +229,12 @@ async def time_searches(
 async def embed_all(db_path: str, settings: dict[str, Any]) -> tuple[int, float]:
     """Embed every record of the store: (how many, seconds)."""
     began = time.perf_counter()
-    model = await embed.load_model_async(settings)
+    model = await models.load_model_async(settings)
     if model is None:
         raise SystemExit("the offline MiniLM did not load (see the log line above)")
     async with await Store.open(db_path) as store:
         done = 0
-        while batch := await embed.embed_pending(store, model, limit=1000):
+        while batch := await vecstore.embed_pending(store, model, limit=1000):
             done += batch
             print(f"  embedded {done:,} records", file=sys.stderr)
     return done, time.perf_counter() - began

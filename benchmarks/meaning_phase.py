@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 import minilm
-from agentctx import embed
+from agentctx.embeddings import models
 from agentctx.core import clock, db, meaning, plan, search, vectors
 
 EMBEDDED = 500
@@ -39,7 +39,7 @@ READY_WAIT = 600.0
 def add_vectors(db_path: str, prompt: str, model_dir: Path, seed: int) -> tuple[int, float]:
     """Give every current and superseded record a vector; (records embedded for real, seconds)."""
     began = time.perf_counter()
-    model = embed.load_model(minilm.settings(model_dir))
+    model = models.load_model(minilm.settings(model_dir))
     if model is None:
         raise SystemExit("the offline MiniLM did not load")
     conn, caps = db.connect(db_path, create=False)

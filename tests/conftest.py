@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
     from pathlib import Path
 
-    from agentctx.embed import Embedder
+    from agentctx.embeddings.models import Embedder
 
 #: The environment variable that picks the hypothesis profile (``ci`` when unset).
 PROFILE_ENV = "AGENTCTX_HYPOTHESIS_PROFILE"
@@ -142,12 +142,12 @@ def minilm_settings(minilm_dir: Path) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def embedder(minilm_settings: dict[str, Any]) -> Iterator[Embedder]:
     """One load of the offline MiniLM for the whole session (as one load per worker run)."""
-    from agentctx import embed
+    from agentctx.embeddings import models
 
     previous = os.environ.get("HF_HUB_OFFLINE")
     os.environ["HF_HUB_OFFLINE"] = "1"
     try:
-        loaded = embed.load_model(minilm_settings)
+        loaded = models.load_model(minilm_settings)
         assert loaded is not None
         yield loaded
     finally:

@@ -16,7 +16,7 @@ token vectors. Mean pooling is linear, so every cosine between two texts is Mini
 error) while the vectors themselves are of another space: a search mixing the two models' vectors
 would rank noise, which is what the tests make sure never happens. ``dims`` 768 is a real
 384 → 768 dimension change; ``dims`` 384 is another model of the same dimension. fastembed loads it
-as a custom model (:func:`agentctx.embed.register_local`) under the name :func:`derived_name` gives.
+as a custom model (:func:`agentctx.embeddings.models.register_local`) under the name :func:`derived_name` gives.
 
 **A model whose cosines run higher** (the calibration tests): :func:`shift` adds one fixed vector
 to every token vector the encoder outputs, so the mean-pooled vector is MiniLM's plus that vector.

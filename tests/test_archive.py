@@ -17,7 +17,7 @@ from agentctx.consolidate.timebox import TimeBox
 from agentctx.core import clock, db
 from agentctx.core.project import identify
 from agentctx.core.schema import EMBEDDING_DIMS
-from agentctx.embed import BLOB_TABLE
+from agentctx.embeddings.vecstore import BLOB_TABLE
 from agentctx.store import SearchQuery, Store, deletion, inventory, transfer
 from tests.helpers import new_record
 from tests.test_cli import ok, ok_json, status

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from agentctx import embed, reembed
 from agentctx.claude import claudemd
 from agentctx.consolidate import dedupe
 from agentctx.consolidate.timebox import TimeBox
+from agentctx.embeddings import calibrate, models, reembed, thresholds, vecstore
+from agentctx.embeddings.thresholds import Thresholds
 from agentctx.records import Record
-from agentctx.retrieval import calibrate, hybrid, thresholds
-from agentctx.retrieval.thresholds import Thresholds
+from agentctx.retrieval import hybrid
 from agentctx.store import SearchQuery, Store
 from tests import minilm
 from tests.helpers import new_record
@@ -43,24 +43,24 @@ def shifted_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def shifted(shifted_dir: Path) -> embed.Embedder:
+def shifted(shifted_dir: Path) -> models.Embedder:
     settings = {
         "embeddings": True,
         "embedding.model": minilm.shifted_name(SHIFT),
         "embedding.path": str(shifted_dir),
     }
-    loaded = embed.load_model(settings)
+    loaded = models.load_model(settings)
     assert loaded is not None
     return loaded
 
 
 @pytest.fixture(scope="module")
-def minilm_cosines(embedder: embed.Embedder) -> calibrate.Cosines:
+def minilm_cosines(embedder: models.Embedder) -> calibrate.Cosines:
     return calibrate.cosines(embedder)
 
 
 @pytest.fixture(scope="module")
-def shifted_cosines(shifted: embed.Embedder) -> calibrate.Cosines:
+def shifted_cosines(shifted: models.Embedder) -> calibrate.Cosines:
     return calibrate.cosines(shifted)
 
 
@@ -111,9 +111,9 @@ def test_the_set_texts_are_what_search_dedupe_and_drift_compare() -> None:
     by_kind = calibrate.pairs(data, "query: ")
     item = data["answers"][0]
     record = _record(item["project"], item["record"]["type"], item["record"])
-    assert by_kind["answers"][0] == ("query: " + item["query"], embed.record_text(record))
+    assert by_kind["answers"][0] == ("query: " + item["query"], vecstore.record_text(record))
     for item, (left, _) in zip(data["distinct"], by_kind["distinct"], strict=True):
-        assert left == embed.record_text(_record(item["project"], item["type"], item["a"]))
+        assert left == vecstore.record_text(_record(item["project"], item["type"], item["a"]))
     for item, (left, stated) in zip(data["drift"], by_kind["stated"], strict=True):
         assert left == claudemd.semantic_text(_record("p", "decision", item["record"]))
         assert [stated] == claudemd.chunks(item["stated"])
@@ -189,10 +189,10 @@ def test_calibrating_minilm_reproduces_its_measured_thresholds(
         assert abs(derived[name] - value) <= calibrate.MINILM_TOLERANCE, (name, derived[name])
 
 
-def test_calibrate_embeds_the_set_in_one_call(embedder: embed.Embedder) -> None:
+def test_calibrate_embeds_the_set_in_one_call(embedder: models.Embedder) -> None:
     calls: list[int] = []
 
-    class Counting(embed.Embedder):
+    class Counting(models.Embedder):
         def embed_sync(self, texts: Any) -> Any:
             calls.append(len(texts))
             return super().embed_sync(texts)
@@ -214,7 +214,7 @@ def test_a_model_with_minilms_cosines_gets_minilms_calibration(
         "embedding.model": minilm.derived_name(768),
         "embedding.path": str(folder),
     }
-    wide = embed.load_model(settings)
+    wide = models.load_model(settings)
     assert wide is not None and wide.dims == 768
     mini = calibrate.derive(minilm_cosines).to_dict()
     for name, value in calibrate.calibrate(wide).to_dict().items():
@@ -268,7 +268,7 @@ OTHERS = (
 QUESTION = "how does the api connect to the postgres database?"
 
 
-async def _search_store(store: Store, model: embed.Embedder) -> dict[str, str]:
+async def _search_store(store: Store, model: models.Embedder) -> dict[str, str]:
     ids = {}
     for name, (record_type, title, body) in (
         ("answer", ANSWER),
@@ -279,12 +279,12 @@ async def _search_store(store: Store, model: embed.Embedder) -> dict[str, str]:
             new_record(type=record_type, title=title, body=body, project_id="p1")
         )
         ids[added.id] = name
-    assert await embed.embed_pending(store, model) == len(ids)
+    assert await vecstore.embed_pending(store, model) == len(ids)
     return ids
 
 
 async def _search(
-    store: Store, model: embed.Embedder, floor: hybrid.Floor, ids: dict[str, str]
+    store: Store, model: models.Embedder, floor: hybrid.Floor, ids: dict[str, str]
 ) -> dict[str, str]:
     """Each kept record's label, by name."""
     query = SearchQuery(QUESTION, "p1", limit=10)
@@ -295,7 +295,7 @@ async def _search(
 
 @pytest.mark.anyio
 async def test_search_with_minilm_keeps_the_answer_and_calls_the_near_miss_weak(
-    store: Store, embedder: embed.Embedder
+    store: Store, embedder: models.Embedder
 ) -> None:
     ids = await _search_store(store, embedder)
     found = await _search(store, embedder, hybrid.floor_for({}, embedder.name), ids)
@@ -304,7 +304,7 @@ async def test_search_with_minilm_keeps_the_answer_and_calls_the_near_miss_weak(
 
 @pytest.mark.anyio
 async def test_search_with_a_calibrated_model_does_as_with_minilm(
-    store: Store, shifted: embed.Embedder
+    store: Store, shifted: models.Embedder
 ) -> None:
     ids = await _search_store(store, shifted)
     everything = {"answer", "near_miss", *(f"other{n}" for n in range(len(OTHERS)))}
@@ -335,7 +335,7 @@ def _state() -> Any:
 
 
 @pytest.mark.anyio
-async def test_the_calibration_is_stored_once_and_read_back(shifted: embed.Embedder) -> None:
+async def test_the_calibration_is_stored_once_and_read_back(shifted: models.Embedder) -> None:
     assert thresholds.source(shifted.name) == "default"
     assert claudemd.similarity_bounds(shifted.name) == thresholds.DRIFT_DEFAULT
     assert thresholds.merge_bounds(shifted.name) == (dedupe.SIMILARITY_MIN, dedupe.AUTO_MERGE_MIN)
@@ -373,7 +373,7 @@ async def test_the_calibration_is_stored_once_and_read_back(shifted: embed.Embed
 
 @pytest.mark.anyio
 async def test_a_model_with_measured_values_ignores_a_stored_calibration(
-    embedder: embed.Embedder,
+    embedder: models.Embedder,
 ) -> None:
     assert await reembed.calibrate(embedder) is None  # measured: nothing computed or stored
     assert await calibrate.ensure(embedder) is None
@@ -389,9 +389,9 @@ async def test_a_model_with_measured_values_ignores_a_stored_calibration(
 
 @pytest.mark.anyio
 async def test_a_failed_calibration_is_said_and_leaves_the_defaults(
-    shifted: embed.Embedder, caplog: pytest.LogCaptureFixture
+    shifted: models.Embedder, caplog: pytest.LogCaptureFixture
 ) -> None:
-    class Failing(embed.Embedder):  # a model that runs out of memory on a large batch
+    class Failing(models.Embedder):  # a model that runs out of memory on a large batch
         def embed_sync(self, texts: Any) -> Any:
             if len(texts) > 1:
                 raise MemoryError("onnxruntime could not allocate 512 MB")
@@ -441,7 +441,7 @@ def test_a_damaged_state_file_means_the_defaults(content: bytes) -> None:
 
 @pytest.mark.anyio
 async def test_consolidation_calibrates_a_model_and_dedupe_uses_its_bounds(
-    store: Store, shifted: embed.Embedder, shifted_dir: Path
+    store: Store, shifted: models.Embedder, shifted_dir: Path
 ) -> None:
     from agentctx import config
     from agentctx import consolidate as consolidation
@@ -452,7 +452,7 @@ async def test_consolidation_calibrates_a_model_and_dedupe_uses_its_bounds(
     for title, body in (first, second):
         await store.add(new_record(type="convention", title=title, body=body, project_id="p1"))
     await reembed.prepare(store, shifted)
-    await embed.embed_pending(store, shifted)
+    await vecstore.embed_pending(store, shifted)
     ignored: list[str] = []
     before = await dedupe.merge_near_duplicates(
         store, "p1", client=None, model="m", timebox=TimeBox(None), log=ignored.append

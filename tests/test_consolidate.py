@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
-from agentctx import config, embed
+from agentctx import config
 from agentctx.consolidate import consolidate
 from agentctx.consolidate.ranking import rank_decisions
 from agentctx.core import digests
 from agentctx.core.locks import ProcessLock
+from agentctx.embeddings import models, vecstore
 from agentctx.records import NewRecord
 from agentctx.store import Store
 from tests import minilm
@@ -87,7 +88,7 @@ async def _snapshot(store: Store) -> dict[str, Any]:
     rows = await store.rows("SELECT id, title, body, superseded_by FROM records ORDER BY id")
     archived = await store.rows("SELECT id FROM records_archive ORDER BY id")
     pending = await store.row("SELECT count(*) FROM records WHERE pending_embedding = 1")
-    vec_table = "records_vec" if embed.uses_vec(store) else embed.BLOB_TABLE
+    vec_table = "records_vec" if vecstore.uses_vec(store) else vecstore.BLOB_TABLE
     vectors = await store.rows(f"SELECT record_id FROM {vec_table}")
     return {
         "ids": [r[0] for r in rows],
@@ -128,7 +129,7 @@ async def test_without_a_model_it_runs_keyword_only_and_retries_later(
     await _seed(store, 12)
     settings = {**config.load(), "embedding.path": str(tmp_path / "no-such-model"), "llm": False}
     lines: list[str] = []
-    embed.clear_model_cache()
+    models.clear_model_cache()
     reports = await consolidate(store, PROJECT, settings=settings, log=lines.append)
     report = reports[1]
     assert report.mode == "keyword"

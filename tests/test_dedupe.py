@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 from anthropic import AsyncAnthropic
 
-from agentctx import embed
 from agentctx.consolidate import dedupe, merge_check
 from agentctx.consolidate.timebox import TimeBox
 from agentctx.core import db, home, search
+from agentctx.embeddings import models, vecstore
 from agentctx.store import Store
 from tests.helpers import new_record
 from tests.messages_server import ErrorReply, MessagesServer, Recorded, ToolUseReply
@@ -81,9 +81,9 @@ async def add(
     )
 
 
-async def fill(store: Store, embedder: embed.Embedder, *texts: tuple[str, str]) -> list[Record]:
+async def fill(store: Store, embedder: models.Embedder, *texts: tuple[str, str]) -> list[Record]:
     records = [await add(store, text) for text in texts]
-    assert await embed.embed_pending(store, embedder) == len(records)
+    assert await vecstore.embed_pending(store, embedder) == len(records)
     return records
 
 
@@ -149,7 +149,7 @@ def pair_of(a: Record, b: Record) -> tuple[str, str]:
 
 
 async def test_paraphrases_merge_and_distinct_ones_stay(
-    store: Store, embedder: embed.Embedder
+    store: Store, embedder: models.Embedder
 ) -> None:
     grpc_a, grpc_b, ruff_a, ruff_b, pg_a, pg_b, retry_3, retry_5 = await fill(
         store, embedder, GRPC_A, GRPC_B, RUFF_A, RUFF_B, PG_ANALYTICS, PG_ORDERS, RETRY_3, RETRY_5
@@ -200,7 +200,7 @@ async def test_paraphrases_merge_and_distinct_ones_stay(
 
 
 async def test_a_distinct_verdict_is_not_asked_again(
-    store: Store, embedder: embed.Embedder
+    store: Store, embedder: models.Embedder
 ) -> None:
     retry_3, retry_5 = await fill(store, embedder, RETRY_3, RETRY_5)
     with MessagesServer(judge({})) as server:
@@ -216,7 +216,7 @@ async def test_a_distinct_verdict_is_not_asked_again(
 
 @pytest.mark.parametrize("status", [500, 529])
 async def test_an_api_error_merges_and_records_nothing(
-    store: Store, embedder: embed.Embedder, status: int
+    store: Store, embedder: models.Embedder, status: int
 ) -> None:
     grpc_a, grpc_b = await fill(store, embedder, GRPC_A, GRPC_B)
     lines: list[str] = []
@@ -236,7 +236,7 @@ async def test_an_api_error_merges_and_records_nothing(
 
 
 async def test_a_record_edited_during_the_check_is_skipped(
-    store: Store, embedder: embed.Embedder
+    store: Store, embedder: models.Embedder
 ) -> None:
     grpc_a, grpc_b = await fill(store, embedder, GRPC_A, GRPC_B)
     token = anyio.lowlevel.current_token()
@@ -262,7 +262,7 @@ async def test_a_record_edited_during_the_check_is_skipped(
     assert edited in now and now[edited].body == "Internal services use gRPC; REST stays public"
 
 
-async def test_a_chain_resolves_over_two_runs(store: Store, embedder: embed.Embedder) -> None:
+async def test_a_chain_resolves_over_two_runs(store: Store, embedder: models.Embedder) -> None:
     _ruff_a, _ruff_b, ruff_c = await fill(store, embedder, RUFF_A, RUFF_B, RUFF_C)
     bodies = (RUFF_A[1], RUFF_B[1], RUFF_C[1], RUFF_MERGED)
     model = judge({frozenset((x, y)): RUFF_MERGED for x in bodies for y in bodies if x != y})
@@ -272,7 +272,7 @@ async def test_a_chain_resolves_over_two_runs(store: Store, embedder: embed.Embe
             # one pair asked: the survivor's text changed, its vector is stale until re-embedded
             assert (first.candidates, first.asked, first.merged, first.skipped) == (3, 1, 1, 2)
             assert len(await current(store)) == 2
-            assert await embed.embed_pending(store, embedder) == 1
+            assert await vecstore.embed_pending(store, embedder) == 1
             second = await dedupe_run(store, api)
     assert (second.candidates, second.asked, second.merged) == (1, 1, 1)
     requests = server.messages_requests()
@@ -287,7 +287,7 @@ async def test_a_chain_resolves_over_two_runs(store: Store, embedder: embed.Embe
     assert {r.id for r in await store.history(ruff_c.id)} == {ruff_c.id, survivor.id}
 
 
-async def test_a_zero_time_box_does_nothing(store: Store, embedder: embed.Embedder) -> None:
+async def test_a_zero_time_box_does_nothing(store: Store, embedder: models.Embedder) -> None:
     await fill(store, embedder, GRPC_A, GRPC_B, RUFF_A, RUFF_B)
     with MessagesServer(judge({})) as server:
         async with client(server) as api:
@@ -304,7 +304,7 @@ async def test_a_zero_time_box_does_nothing(store: Store, embedder: embed.Embedd
 
 
 async def test_without_llm_only_097_and_safe_pairs_merge(
-    store: Store, embedder: embed.Embedder
+    store: Store, embedder: models.Embedder
 ) -> None:
     grpc_a, grpc_b, ruff_a, ruff_b, retry_3, retry_5, always, never = await fill(
         store, embedder, GRPC_A, GRPC_B, RUFF_A, RUFF_B, RETRY_3, RETRY_5, PNPM_ALWAYS, PNPM_NEVER
@@ -312,7 +312,7 @@ async def test_without_llm_only_097_and_safe_pairs_merge(
     # profile records are kept unique by key, never merged here, however alike they read
     await add(store, RUFF_A, "profile", key="formatter")
     await add(store, RUFF_B, "profile", key="formatter-ci")
-    assert await embed.embed_pending(store, embedder) == 2
+    assert await vecstore.embed_pending(store, embedder) == 2
     report = await dedupe_run(store)
     assert report.pairs_scanned == 8 * 7 // 2  # the profile records are not compared
     assert (report.candidates, report.merged, report.skipped, report.asked) == (4, 1, 3, 0)
@@ -326,7 +326,7 @@ async def test_without_llm_only_097_and_safe_pairs_merge(
 
 
 async def test_without_llm_a_pair_differing_in_one_word_is_left_alone(
-    store: Store, embedder: embed.Embedder
+    store: Store, embedder: models.Embedder
 ) -> None:
     """The calibration set's MEDIUM / LARGE warehouse: 0.988, no number or polarity word."""
     medium, large, ruff_a, ruff_b = await fill(
@@ -341,7 +341,7 @@ async def test_without_llm_a_pair_differing_in_one_word_is_left_alone(
 
 
 async def test_a_merge_carries_counts_entities_edges_and_history(
-    store: Store, embedder: embed.Embedder
+    store: Store, embedder: models.Embedder
 ) -> None:
     older = await add(store, RUFF_A, confidence="inferred", keywords=["ruff", "format"])
     newer = await add(store, RUFF_B, keywords=["precommit"])  # explicit: the survivor
@@ -358,7 +358,7 @@ async def test_a_merge_carries_counts_entities_edges_and_history(
             "INSERT INTO record_entities(record_id, entity_id) VALUES (?, 'n1')", (older.id,)
         )
         await tx.execute("UPDATE records SET access_count = 3 WHERE id = ?", (older.id,))
-    assert await embed.embed_pending(store, embedder) == 2
+    assert await vecstore.embed_pending(store, embedder) == 2
     marker = anyio.Path(home.sub("digests")) / "p1.changed"
     before = await marker.read_text()
 
@@ -390,7 +390,7 @@ async def test_a_merge_carries_counts_entities_edges_and_history(
 
 
 async def test_a_chain_merges_in_one_run_without_llm(
-    store: Store, embedder: embed.Embedder
+    store: Store, embedder: models.Embedder
 ) -> None:
     records = await fill(store, embedder, RUFF_A, RUFF_B, RUFF_C)
     lines: list[str] = []
@@ -410,12 +410,12 @@ async def test_a_chain_merges_in_one_run_without_llm(
 
 
 async def test_global_preferences_are_deduplicated_as_global(
-    store: Store, embedder: embed.Embedder
+    store: Store, embedder: models.Embedder
 ) -> None:
     first = await add(store, RUFF_A, "preference", scope="global")
     second = await add(store, RUFF_B, "preference", scope="global")
     assert first.project_id == "global"
-    assert await embed.embed_pending(store, embedder) == 2
+    assert await vecstore.embed_pending(store, embedder) == 2
     assert (await dedupe_run(store)).pairs_scanned == 0  # a project's pass leaves them alone
     report = await dedupe_run(store, project_id="global")
     assert report.merged == 1
@@ -426,7 +426,7 @@ async def test_global_preferences_are_deduplicated_as_global(
 
 
 async def test_vec0_and_numpy_find_the_same_candidates(
-    tmp_path: Path, embedder: embed.Embedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, embedder: models.Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     texts = (GRPC_A, GRPC_B, RUFF_A, RUFF_B, RUFF_C, RETRY_3, RETRY_5, PG_ANALYTICS, PG_ORDERS)
 
@@ -439,7 +439,7 @@ async def test_vec0_and_numpy_find_the_same_candidates(
             for c in found.candidates:
                 i, j = sorted((index[c.a], index[c.b]))
                 pairs.append((i, j, c.similarity))
-            return embed.uses_vec(opened), pairs
+            return vecstore.uses_vec(opened), pairs
 
     with_vec, vec_pairs = await scan(str(tmp_path / "vec.db"))
 
@@ -455,21 +455,21 @@ async def test_vec0_and_numpy_find_the_same_candidates(
 
 
 async def test_load_vectors_reads_the_same_by_id_list_or_by_scan(
-    store: Store, embedder: embed.Embedder, monkeypatch: pytest.MonkeyPatch
+    store: Store, embedder: models.Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     records = await fill(store, embedder, GRPC_A, GRPC_B, RUFF_A)
     wanted = [records[0].id, records[2].id, "no-such-record"]
-    listed = await embed.load_vectors(store, wanted)
-    monkeypatch.setattr(embed, "_IN_MAX", 1)  # more ids than an IN list takes: one streamed scan
-    scanned = await embed.load_vectors(store, wanted)
-    assert embed.uses_vec(store)
+    listed = await vecstore.load_vectors(store, wanted)
+    monkeypatch.setattr(vecstore, "_IN_MAX", 1)  # more ids than an IN list takes: one streamed scan
+    scanned = await vecstore.load_vectors(store, wanted)
+    assert vecstore.uses_vec(store)
     assert set(listed) == set(scanned) == {records[0].id, records[2].id}
     for record_id, vector in listed.items():
         assert vector.shape == (384,) and np.isclose(float(np.linalg.norm(vector)), 1.0)
         assert np.array_equal(vector, scanned[record_id])
-        ((nearest_id, similarity),) = await embed.nearest(store, vector, 1)
+        ((nearest_id, similarity),) = await vecstore.nearest(store, vector, 1)
         assert nearest_id == record_id and similarity > 0.999
-    assert await embed.load_vectors(store, []) == {}
+    assert await vecstore.load_vectors(store, []) == {}
 
 
 def test_similar_pairs_blockwise_equals_the_full_matrix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -714,12 +714,12 @@ async def _invariants(store: Store) -> tuple[set[str], int]:
 
 @pytest.mark.slow  # kill -9 trials of merging processes
 async def test_kill_9_during_merges_leaves_whole_merges(
-    embedder: embed.Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    embedder: models.Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with await Store.open() as store:
         for text in VARIANTS:
             await add(store, text)
-        assert await embed.embed_pending(store, embedder) == len(VARIANTS)
+        assert await vecstore.embed_pending(store, embedder) == len(VARIANTS)
     seed = tmp_path / "seed.db"
     shutil.copy(home.db_path(), seed)
     for suffix in ("-wal", "-shm"):

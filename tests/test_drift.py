@@ -18,15 +18,16 @@ from agentctx.consolidate.drift import DriftReport, score_drift
 from agentctx.consolidate.timebox import TimeBox
 from agentctx.core import db, home
 from agentctx.core.project import identify
+from agentctx.embeddings import thresholds
 from agentctx.records import COLUMNS
-from agentctx.retrieval import digest, thresholds
+from agentctx.retrieval import digest
 from tests import minilm
 from tests.helpers import new_record
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from agentctx import embed
+    from agentctx.embeddings import models
     from agentctx.store import Store
 
 pytestmark = pytest.mark.anyio
@@ -138,7 +139,7 @@ async def shop(store: Store, project_dir: Path) -> Shop:
 
 
 async def _run(
-    store: Store, shop: Shop, embedder: embed.Embedder | None = None, seconds: float = 60
+    store: Store, shop: Shop, embedder: models.Embedder | None = None, seconds: float = 60
 ) -> DriftReport:
     return await score_drift(
         store, shop.project_id, shop.root, embedder=embedder, timebox=TimeBox(seconds)
@@ -185,7 +186,7 @@ async def test_keywords_alone(store: Store, shop: Shop, project_dir: Path) -> No
 
 
 async def test_embeddings_cover_a_paraphrase(
-    store: Store, shop: Shop, project_dir: Path, embedder: embed.Embedder
+    store: Store, shop: Shop, project_dir: Path, embedder: models.Embedder
 ) -> None:
     (project_dir / "CLAUDE.md").write_text(CLAUDE_MD)
     report = await _run(store, shop, embedder)
@@ -231,7 +232,7 @@ async def test_a_superseded_text_in_the_archive_still_contradicts(
 
 
 async def test_the_digest_note_needs_two_candidates(
-    store: Store, shop: Shop, project_dir: Path, embedder: embed.Embedder
+    store: Store, shop: Shop, project_dir: Path, embedder: models.Embedder
 ) -> None:
     claude_md = project_dir / "CLAUDE.md"
     claude_md.write_text(CLAUDE_MD)
@@ -252,7 +253,7 @@ async def test_the_digest_note_needs_two_candidates(
 
 
 async def test_without_claude_md_nothing_drifts(
-    store: Store, shop: Shop, project_dir: Path, embedder: embed.Embedder
+    store: Store, shop: Shop, project_dir: Path, embedder: models.Embedder
 ) -> None:
     """No CLAUDE.md is no drift: no record is a candidate and the digest has no drift note. When a
     CLAUDE.md is removed the scores go back to 0; when it returns it is judged again."""
@@ -320,7 +321,7 @@ class _Checks(TimeBox):
 
 
 async def test_an_expired_time_box_writes_nothing(
-    store: Store, shop: Shop, project_dir: Path, embedder: embed.Embedder
+    store: Store, shop: Shop, project_dir: Path, embedder: models.Embedder
 ) -> None:
     (project_dir / "CLAUDE.md").write_text(CLAUDE_MD)
     before = await _scores(store, shop.project_id)
@@ -353,7 +354,7 @@ async def test_sync_reports_the_same_records(
     store: Store,
     shop: Shop,
     project_dir: Path,
-    embedder: embed.Embedder,
+    embedder: models.Embedder,
     with_embeddings: bool,
 ) -> None:
     (project_dir / "CLAUDE.md").write_text(CLAUDE_MD)

@@ -11,8 +11,8 @@ import anyio
 import numpy as np
 import pytest
 
-from agentctx import embed
 from agentctx.core import db
+from agentctx.embeddings import models, vecstore
 from agentctx.store import Store
 from tests import minilm
 from tests.helpers import add_texts, new_record
@@ -48,7 +48,7 @@ async def _pending(store: Store) -> int:
     return int(rows[0][0])
 
 
-async def test_paraphrases_are_closer_than_unrelated_texts(embedder: embed.Embedder) -> None:
+async def test_paraphrases_are_closer_than_unrelated_texts(embedder: models.Embedder) -> None:
     assert embedder.dims == 384
     assert embedder.query_prefix == ""  # MiniLM has no query prefix; bge does
     vectors = await embedder.embed([REST, GRPC, ARROW])
@@ -67,23 +67,23 @@ def test_record_text_shape() -> None:
         .validated()
         .to_record("01ID", "2026-11-29T10:00:00.000Z")
     )
-    text = embed.record_text(record, "shop")
+    text = vecstore.record_text(record, "shop")
     assert text.startswith("[decision] [")
     assert text.endswith("] [shop] Use gRPC — " + REST)
-    assert embed.record_text(record).count("[p1]") == 1
+    assert vecstore.record_text(record).count("[p1]") == 1
 
 
 async def test_embed_pending_embeds_everything_and_clears_flags(
-    store: Store, embedder: embed.Embedder
+    store: Store, embedder: models.Embedder
 ) -> None:
-    assert embed.uses_vec(store)
+    assert vecstore.uses_vec(store)
     ids = await _fill(store)
     assert await _pending(store) == len(ids)
-    assert await embed.embed_pending(store, embedder, limit=3) == 3
+    assert await vecstore.embed_pending(store, embedder, limit=3) == 3
     assert await _pending(store) == len(ids) - 3
-    assert await embed.embed_pending(store, embedder) == len(ids) - 3
+    assert await vecstore.embed_pending(store, embedder) == len(ids) - 3
     assert await _pending(store) == 0
-    assert await embed.embed_pending(store, embedder) == 0  # nothing left: nothing embedded
+    assert await vecstore.embed_pending(store, embedder) == 0  # nothing left: nothing embedded
     async with store.transaction() as tx:
         rows = await tx.rows("SELECT record_id FROM records_vec")
     assert sorted(r[0] for r in rows) == sorted(ids)
@@ -91,20 +91,20 @@ async def test_embed_pending_embeds_everything_and_clears_flags(
     async with store.transaction() as tx:
         await tx.update_body(ids[0], "We moved from REST to gRPC for every internal service")
     assert await _pending(store) == 1
-    assert await embed.embed_pending(store, embedder) == 1
+    assert await vecstore.embed_pending(store, embedder) == 1
     assert await _pending(store) == 0
 
 
 async def test_vec0_and_numpy_give_the_same_neighbours(
-    tmp_path: Path, embedder: embed.Embedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, embedder: models.Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with await Store.open(str(tmp_path / "vec.db")) as vec_store:
-        assert embed.uses_vec(vec_store)
+        assert vecstore.uses_vec(vec_store)
         vec_ids = await _fill(vec_store)
-        await embed.embed_pending(vec_store, embedder)
+        await vecstore.embed_pending(vec_store, embedder)
         query = await embedder.embed_query("internal service protocol")
-        vec_hits = await embed.nearest(vec_store, query, 5)
-        vec_excl = await embed.nearest(vec_store, query, 3, exclude={vec_ids[1]})
+        vec_hits = await vecstore.nearest(vec_store, query, 5)
+        vec_excl = await vecstore.nearest(vec_store, query, 3, exclude={vec_ids[1]})
 
     def refuse(conn: Any, caps: db.Capabilities) -> None:
         caps.vec_error = "sqlite-vec disabled by the test"
@@ -112,23 +112,23 @@ async def test_vec0_and_numpy_give_the_same_neighbours(
     load_vec = db._load_vec
     monkeypatch.setattr(db, "_load_vec", refuse)
     async with await Store.open(str(tmp_path / "blob.db")) as blob_store:
-        assert not embed.uses_vec(blob_store)
+        assert not vecstore.uses_vec(blob_store)
         with pytest.raises(Exception, match="no such function"):
             await blob_store.rows("SELECT vec_version()")  # really no sqlite-vec here
-        assert await embed.nearest(blob_store, query, 5) == []  # nothing embedded yet
+        assert await vecstore.nearest(blob_store, query, 5) == []  # nothing embedded yet
         blob_ids = await _fill(blob_store)
-        assert await embed.embed_pending(blob_store, embedder) == len(blob_ids)
+        assert await vecstore.embed_pending(blob_store, embedder) == len(blob_ids)
         assert await _pending(blob_store) == 0
-        blob_hits = await embed.nearest(blob_store, query, 5)
-        blob_excl = await embed.nearest(blob_store, query, 3, exclude={blob_ids[1]})
+        blob_hits = await vecstore.nearest(blob_store, query, 5)
+        blob_excl = await vecstore.nearest(blob_store, query, 3, exclude={blob_ids[1]})
 
     # the fallback store opened again with sqlite-vec: its vectors move into records_vec
     monkeypatch.setattr(db, "_load_vec", load_vec)
     async with await Store.open(str(tmp_path / "blob.db")) as reopened:
-        assert embed.uses_vec(reopened)
-        assert await embed.nearest(reopened, query, 5) == []  # records_vec is new and empty
-        assert await embed.embed_pending(reopened, embedder) == 0  # nothing was pending
-        moved_hits = await embed.nearest(reopened, query, 5)
+        assert vecstore.uses_vec(reopened)
+        assert await vecstore.nearest(reopened, query, 5) == []  # records_vec is new and empty
+        assert await vecstore.embed_pending(reopened, embedder) == 0  # nothing was pending
+        moved_hits = await vecstore.nearest(reopened, query, 5)
     assert [r for r, _ in moved_hits] == [r for r, _ in blob_hits]
     assert np.allclose([s for _, s in moved_hits], [s for _, s in blob_hits], atol=1e-5)
 
@@ -149,18 +149,22 @@ async def test_missing_model_means_keyword_only(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    embed.clear_model_cache()
+    models.clear_model_cache()
     with caplog.at_level(logging.WARNING, logger="agentctx.embed"):
-        assert await embed.load_model_async(minilm.settings(tmp_path / "nowhere")) is None
+        assert await models.load_model_async(minilm.settings(tmp_path / "nowhere")) is None
         # the default model, not in home/models, and no download possible
-        default = {"embeddings": True, "embedding.model": embed.DEFAULT_MODEL, "embedding.path": ""}
-        assert await embed.load_model_async(default) is None
-        assert embed.load_model(default) is None  # the failure is remembered: no second attempt
+        default = {
+            "embeddings": True,
+            "embedding.model": models.DEFAULT_MODEL,
+            "embedding.path": "",
+        }
+        assert await models.load_model_async(default) is None
+        assert models.load_model(default) is None  # the failure is remembered: no second attempt
     lines = [r for r in caplog.records if r.name == "agentctx.embed"]
     assert len(lines) == 2 and all("embeddings off" in r.getMessage() for r in lines)
     assert "cannot be reached to download it" in lines[1].getMessage()  # no 40 s of retries
-    assert embed.load_model({"embeddings": False}) is None
-    embed.clear_model_cache()
+    assert models.load_model({"embeddings": False}) is None
+    models.clear_model_cache()
 
 
 class LoopGate:
@@ -184,9 +188,9 @@ class LoopGate:
 
 
 async def test_event_loop_stays_responsive_while_embedding(
-    store: Store, embedder: embed.Embedder
+    store: Store, embedder: models.Embedder
 ) -> None:
-    count = 2 * embed.BATCH_SIZE + 2  # three batches
+    count = 2 * models.BATCH_SIZE + 2  # three batches
     bodies = [
         f"Record number {i}: the service {i % 7} talks to queue {i % 11}" for i in range(count)
     ]
@@ -205,6 +209,6 @@ async def test_event_loop_stays_responsive_while_embedding(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(answer)
-        assert await embed.embed_pending(store, gated) == count
+        assert await vecstore.embed_pending(store, gated) == count
         done.set()
     assert gate.batches == 3  # every batch waited for the loop to run another task, and got it

@@ -285,11 +285,11 @@ def doctor_line(cwd: Path, name: str) -> str:
 def test_the_fastembed_facts_of_the_known_models_are_fastembeds(name: str) -> None:
     from fastembed import TextEmbedding
 
-    from agentctx import embed
+    from agentctx.embeddings import models
 
-    assert embed.DEFAULT_MODEL in embed.KNOWN_MODELS
+    assert models.DEFAULT_MODEL in models.KNOWN_MODELS
     (entry,) = [m for m in TextEmbedding.list_supported_models() if m["model"] == name]
-    repo, model_file, size_mb = embed.KNOWN_MODELS[name]
+    repo, model_file, size_mb = models.KNOWN_MODELS[name]
     assert (repo, model_file) == (entry["sources"]["hf"], entry["model_file"])
     assert size_mb == round(entry["size_in_GB"] * 1000)
 

@@ -16,9 +16,10 @@ import anyio
 import pytest
 from mcp import Client
 
-from agentctx import config, embed
+from agentctx import config
 from agentctx.core import db
 from agentctx.core.project import identify
+from agentctx.embeddings import models, vecstore
 from agentctx.mcp.server import create_server
 from agentctx.retrieval import hybrid
 from agentctx.store import SearchQuery, Store
@@ -89,7 +90,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
-async def fill(store: Store, project_id: str, embedder: embed.Embedder | None) -> dict[str, str]:
+async def fill(store: Store, project_id: str, embedder: models.Embedder | None) -> dict[str, str]:
     """The records of RECORDS in ``project_id`` (embedded when an embedder is given): name -> id."""
     made = {}
     for name, (record_type, title, body) in RECORDS.items():
@@ -98,24 +99,24 @@ async def fill(store: Store, project_id: str, embedder: embed.Embedder | None) -
         )
         made[name] = record.id
     if embedder is not None:
-        assert await embed.embed_pending(store, embedder) == len(RECORDS)
+        assert await vecstore.embed_pending(store, embedder) == len(RECORDS)
     return made
 
 
 @pytest.fixture
-async def seeded(store: Store, project_dir: Path, embedder: embed.Embedder) -> dict[str, str]:
+async def seeded(store: Store, project_dir: Path, embedder: models.Embedder) -> dict[str, str]:
     """RECORDS in ``project_dir``'s project, embedded."""
     return await fill(store, identify(str(project_dir)).project_id, embedder)
 
 
-def ready_model(embedder: embed.Embedder, settings: Mapping[str, Any]) -> hybrid.QueryModel:
+def ready_model(embedder: models.Embedder, settings: Mapping[str, Any]) -> hybrid.QueryModel:
     """A query model whose load returns the session's model (the load itself is tested apart)."""
     return hybrid.QueryModel(settings, load=lambda _settings: embedder)
 
 
 @asynccontextmanager
 async def ready_client(
-    project_dir: Path, embedder: embed.Embedder, settings: Mapping[str, Any]
+    project_dir: Path, embedder: models.Embedder, settings: Mapping[str, Any]
 ) -> AsyncIterator[Client]:
     """A client of a server whose model is ready before the first call."""
     model = ready_model(embedder, settings)
@@ -129,7 +130,7 @@ async def ready_client(
 async def hybrid_client(
     project_dir: Path,
     seeded: dict[str, str],
-    embedder: embed.Embedder,
+    embedder: models.Embedder,
     minilm_settings: dict[str, Any],
 ) -> AsyncIterator[Client]:
     """A server whose model is ready before the first call."""
@@ -141,7 +142,7 @@ async def hybrid_client(
 async def unfloored_client(
     project_dir: Path,
     seeded: dict[str, str],
-    embedder: embed.Embedder,
+    embedder: models.Embedder,
     minilm_settings: dict[str, Any],
 ) -> AsyncIterator[Client]:
     """A ready server without a relevance floor: every ranked hit, for the filters' tests."""
@@ -215,7 +216,7 @@ async def test_filters_hold_for_vector_candidates(
     seeded: dict[str, str],
     store: Store,
     project_dir: Path,
-    embedder: embed.Embedder,
+    embedder: models.Embedder,
 ) -> None:
     project_id = identify(str(project_dir)).project_id
     # type: the paraphrase's vector neighbour is a discovery
@@ -241,7 +242,7 @@ async def test_filters_hold_for_vector_candidates(
             scope="global",
         )
     )
-    assert await embed.embed_pending(store, embedder) == 2
+    assert await vecstore.embed_pending(store, embedder) == 2
     _, found = await search(unfloored_client, query="slow builds", limit=15)
     assert other.id not in found and shared.id in found and seeded["ci"] in found
     _, found = await search(unfloored_client, query="slow builds", scope="global")
@@ -253,7 +254,7 @@ async def test_filters_hold_for_vector_candidates(
         "the cache was enabled",
         project_id=project_id,
     )
-    assert await embed.embed_pending(store, embedder) == 1
+    assert await vecstore.embed_pending(store, embedder) == 1
     _, found = await search(unfloored_client, query="slow builds", limit=15)
     assert old.id not in found and new.id in found
     _, found = await search(unfloored_client, query="slow builds", as_of=old.recorded_at, limit=15)
@@ -320,7 +321,7 @@ async def test_without_a_floor_every_query_fills_its_page(unfloored_client: Clie
 
 
 async def test_a_model_without_a_measured_floor_gets_none(
-    store: Store, seeded: dict[str, str], project_dir: Path, embedder: embed.Embedder
+    store: Store, seeded: dict[str, str], project_dir: Path, embedder: models.Embedder
 ) -> None:
     query = SearchQuery(UNANSWERED, identify(str(project_dir)).project_id, limit=5)
     floor = hybrid.floor_for({}, "BAAI/bge-small-en-v1.5")
@@ -376,7 +377,7 @@ def test_a_model_without_measured_values_is_labelled_by_keywords() -> None:
 
 
 async def test_the_past_and_the_fallback_are_not_floored(
-    store: Store, seeded: dict[str, str], project_dir: Path, embedder: embed.Embedder
+    store: Store, seeded: dict[str, str], project_dir: Path, embedder: models.Embedder
 ) -> None:
     project_id = identify(str(project_dir)).project_id
     floor = hybrid.floor_for({}, MINILM)
@@ -395,17 +396,17 @@ async def test_the_past_and_the_fallback_are_not_floored(
 async def test_keyword_results_until_the_model_is_ready_then_hybrid(
     project_dir: Path,
     seeded: dict[str, str],
-    embedder: embed.Embedder,
+    embedder: models.Embedder,
     minilm_settings: dict[str, Any],
 ) -> None:
     gate = threading.Event()
     loads: list[str] = []
 
-    def gated_load(settings: Mapping[str, Any]) -> embed.Embedder | None:
+    def gated_load(settings: Mapping[str, Any]) -> models.Embedder | None:
         loads.append(threading.current_thread().name)
         if not gate.wait(DEADLINE):  # the test opens it; never a hang
             return None
-        return embed.load_model(settings)
+        return models.load_model(settings)
 
     model = hybrid.QueryModel(minilm_settings, load=gated_load)
     with anyio.fail_after(DEADLINE):
@@ -501,9 +502,9 @@ async def test_no_vectors_no_model_load(
 
 
 async def test_hybrid_search_ranks_alike_with_sqlite_vec_and_numpy(
-    tmp_path: Path, embedder: embed.Embedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, embedder: models.Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert hybrid.BLOB_TABLE == embed.BLOB_TABLE
+    assert hybrid.BLOB_TABLE == vecstore.BLOB_TABLE
     queries = [PARAPHRASE, "useAuthStore", "which datastore for tracking metrics"]
     rankings: list[list[list[str]]] = []
     for name in ("vec", "blob"):
@@ -514,7 +515,7 @@ async def test_hybrid_search_ranks_alike_with_sqlite_vec_and_numpy(
 
             monkeypatch.setattr(db, "_load_vec", refuse)
         async with await Store.open(str(tmp_path / f"{name}.db")) as opened:
-            assert embed.uses_vec(opened) is (name == "vec")
+            assert vecstore.uses_vec(opened) is (name == "vec")
             assert not await hybrid.has_vectors(opened)
             made = await fill(opened, "p1", embedder)
             assert await hybrid.has_vectors(opened)

@@ -27,7 +27,7 @@ import anyio
 import pytest
 from mcp import Client, ClientSession, stdio_client
 
-from agentctx import embed
+from agentctx.embeddings import models, vecstore
 from agentctx.core import meaning, tiers
 from agentctx.core.errors import ValidationError
 from agentctx.core.inject import LINES_NOTE, explain, render_tiers
@@ -82,10 +82,10 @@ def embedded(project_dir: Path, minilm_settings: dict[str, Any]) -> list[str]:
     ids = seed(project_dir, RECORDS)
 
     async def go() -> int:
-        model = embed.load_model(minilm_settings)
+        model = models.load_model(minilm_settings)
         assert model is not None
         async with await Store.open() as store:
-            return await embed.embed_pending(store, model)
+            return await vecstore.embed_pending(store, model)
 
     assert anyio.run(go) == len(RECORDS)
     for key in ("embedding.model", "embedding.path"):

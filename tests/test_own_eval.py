@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "benchmarks"))  # own_eval, minilm
 
-from agentctx import embed
 from agentctx.claude.transcript import read_transcript, render
 from agentctx.consolidate import cues, merge_check
 from agentctx.core.project import identify
+from agentctx.embeddings import vecstore
 from agentctx.extract import prompt as extract_prompt
 from agentctx.redact import redact
 from agentctx.store import SearchQuery
@@ -42,7 +42,7 @@ from tests.messages_server import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from agentctx.embed import Embedder
+    from agentctx.embeddings.models import Embedder
     from agentctx.store import Store
 
 HERE = Path(__file__).resolve().parents[1] / "benchmarks" / "own_eval"
@@ -529,7 +529,7 @@ async def test_on_real_cosines_squeezing_moves_the_absolute_floor_not_the_relati
         await store.add(
             new_record(type="discovery", title=title, body=title, project_id=project_id)
         )
-    await embed.embed_pending(store, embedder)
+    await vecstore.embed_pending(store, embedder)
     query = SearchQuery("How do we keep user passwords safe?", project_id, limit=5)
     few = await floors.search_candidates(store, query, embedder)
     assert len(few[0].background) == floors.BACKGROUND_MIN - 1
@@ -540,7 +540,7 @@ async def test_on_real_cosines_squeezing_moves_the_absolute_floor_not_the_relati
         await store.add(
             new_record(type="discovery", title=title, body=title, project_id=project_id)
         )
-    await embed.embed_pending(store, embedder)
+    await vecstore.embed_pending(store, embedder)
     found = await floors.search_candidates(store, query, embedder)
     assert len(found[0].background) == len(NOTES)
     kept = floors.search_kept(found, floors.RELATIVE_RULE)

@@ -60,7 +60,7 @@ def test_wheel_and_sdist_build_install_and_run_the_demo(tmp_path: Path) -> None:
         "agentctx/py.typed",
         "agentctx/_entry.py",
         "agentctx/core/plan.py",
-        "agentctx/retrieval/calibration.json",  # the calibration set calibrate() reads
+        "agentctx/embeddings/calibration.json",  # the calibration set calibrate() reads
     } <= names
     assert "agentctx_cc-0.1.0.dist-info/licenses/LICENSE" in names
     assert not any(n.startswith(("tests/", "benchmarks/")) for n in names)

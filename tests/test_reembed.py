@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from agentctx import config, embed, reembed
+from agentctx import config
 from agentctx.core import clock, db, plan, schema, vectors
 from agentctx.core.vectors import ModelMismatchError
-from agentctx.retrieval import hybrid, thresholds
+from agentctx.embeddings import models, reembed, thresholds, vecstore
+from agentctx.retrieval import hybrid
 from agentctx.store import SearchQuery, Store
 from tests import minilm
 from tests.helpers import (
@@ -80,15 +81,15 @@ def offline_hub() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def wide(wide_dir: Path, offline_hub: None) -> embed.Embedder:
-    loaded = embed.load_model(_settings(minilm.derived_name(768), wide_dir))
+def wide(wide_dir: Path, offline_hub: None) -> models.Embedder:
+    loaded = models.load_model(_settings(minilm.derived_name(768), wide_dir))
     assert loaded is not None
     return loaded
 
 
 @pytest.fixture(scope="session")
-def rotated(rotated_dir: Path, offline_hub: None) -> embed.Embedder:
-    loaded = embed.load_model(_settings(minilm.derived_name(384), rotated_dir))
+def rotated(rotated_dir: Path, offline_hub: None) -> models.Embedder:
+    loaded = models.load_model(_settings(minilm.derived_name(384), rotated_dir))
     assert loaded is not None
     return loaded
 
@@ -97,8 +98,8 @@ async def _fill(store: Store, texts: list[tuple[str, str, str]] = TEXTS) -> list
     return await add_texts(store, texts)
 
 
-async def _ranking(store: Store, model: embed.Embedder) -> list[tuple[str, float]]:
-    return await embed.nearest(store, await model.embed_query(QUERY), 5, model=model.name)
+async def _ranking(store: Store, model: models.Embedder) -> list[tuple[str, float]]:
+    return await vecstore.nearest(store, await model.embed_query(QUERY), 5, model=model.name)
 
 
 def _vec_sql(path: str) -> str:
@@ -112,7 +113,7 @@ def _vec_sql(path: str) -> str:
 
 
 def test_the_second_models_are_other_spaces_with_minilms_cosines(
-    embedder: embed.Embedder, wide: embed.Embedder, rotated: embed.Embedder
+    embedder: models.Embedder, wide: models.Embedder, rotated: models.Embedder
 ) -> None:
     texts = [body for _, _, body in TEXTS]
     base = embedder.embed_sync(texts)
@@ -139,8 +140,8 @@ def test_the_second_models_are_other_spaces_with_minilms_cosines(
 @pytest.mark.parametrize("vec", [True, False], ids=["sqlite-vec", "numpy"])
 async def test_dimension_change_and_back(
     tmp_path: Path,
-    embedder: embed.Embedder,
-    wide: embed.Embedder,
+    embedder: models.Embedder,
+    wide: models.Embedder,
     vec: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -148,11 +149,11 @@ async def test_dimension_change_and_back(
         monkeypatch.setattr(db, "_load_vec", lambda conn, caps: setattr(caps, "vec_error", "off"))
     path = str(tmp_path / "store.db")
     async with await Store.open(path) as store:
-        assert embed.uses_vec(store) is vec
+        assert vecstore.uses_vec(store) is vec
         ids = await _fill(store)
         first = await reembed.prepare(store, embedder)
         assert first.action == "adopted"  # a new store: nothing stored yet, same dimension
-        assert await embed.embed_pending(store, embedder) == len(ids)
+        assert await vecstore.embed_pending(store, embedder) == len(ids)
         before = await _ranking(store, embedder)
         status = await reembed.status(store)
         assert (status.model, status.dims, status.embedded, status.pending) == (
@@ -186,11 +187,11 @@ async def test_dimension_change_and_back(
         assert await _ranking(store, wide) == []  # nothing re-embedded yet
 
         # resumable: a few now, the rest later; each batch is committed with its vectors
-        assert await embed.embed_pending(store, wide, limit=3) == 3
+        assert await vecstore.embed_pending(store, wide, limit=3) == 3
         assert (await reembed.status(store)).reembedded == 3
         assert len(await _ranking(store, wide)) == 3
         assert not await reembed.finish(store)  # not done yet
-        assert await embed.embed_pending(store, wide) == len(ids) - 3
+        assert await vecstore.embed_pending(store, wide) == len(ids) - 3
         assert await reembed.finish(store)
         after = await _ranking(store, wide)
         # every record has its new vector, and MiniLM's ranking stands (the same cosines)
@@ -202,7 +203,7 @@ async def test_dimension_change_and_back(
         assert (back.action, back.before_model, back.before_dims) == ("switched", wide.name, 768)
         if vec:
             assert "embedding float[384] distance_metric=cosine" in _vec_sql(path)
-        assert await embed.embed_pending(store, embedder) == len(ids)
+        assert await vecstore.embed_pending(store, embedder) == len(ids)
         again = await _ranking(store, embedder)
         assert [rid for rid, _ in again] == [rid for rid, _ in before]
         assert (await store.row("SELECT count(*) FROM records"))[0] == len(ids)
@@ -213,11 +214,11 @@ async def test_dimension_change_and_back(
 
 @pytest.mark.anyio
 async def test_same_dimension_model_change_never_mixes(
-    store: Store, embedder: embed.Embedder, rotated: embed.Embedder
+    store: Store, embedder: models.Embedder, rotated: models.Embedder
 ) -> None:
     ids = await _fill(store)
     await reembed.prepare(store, embedder)
-    await embed.embed_pending(store, embedder)
+    await vecstore.embed_pending(store, embedder)
     before = await _ranking(store, embedder)
 
     assert (await reembed.prepare(store, rotated)).action == "switched"
@@ -226,7 +227,7 @@ async def test_same_dimension_model_change_never_mixes(
         await _ranking(store, embedder)
     await store.add(new_record(title="New note", body="Written meanwhile", project_id="p1"))
     with pytest.raises(ModelMismatchError):
-        await embed.embed_pending(store, embedder)
+        await vecstore.embed_pending(store, embedder)
     assert (await reembed.status(store)).embedded == 0  # nothing of MiniLM's was written
 
     # hybrid search meanwhile: a MiniLM query falls back to keywords and says why
@@ -236,19 +237,22 @@ async def test_same_dimension_model_change_never_mixes(
     assert ranked.degraded is not None and "ModelMismatchError" in ranked.degraded
     assert ranked.hits  # keywords still find the records
     # the new model's query ranks the records re-embedded so far, and only those
-    await embed.embed_pending(store, rotated, limit=2)
+    await vecstore.embed_pending(store, rotated, limit=2)
     assert {rid for rid, _ in await _ranking(store, rotated)} <= set(ids[:2])
     ranked = await hybrid.hybrid_search(store, query, rotated)
     assert ranked.mode == "hybrid"
 
-    await embed.embed_pending(store, rotated)
+    await vecstore.embed_pending(store, rotated)
     after = await _ranking(store, rotated)
     assert [rid for rid, _ in after] == [rid for rid, _ in before]
 
 
 @pytest.mark.anyio
 async def test_vectors_stored_before_the_model_was_recorded_go_to_the_model_that_made_them(
-    tmp_path: Path, embedder: embed.Embedder, wide: embed.Embedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    embedder: models.Embedder,
+    wide: models.Embedder,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = str(tmp_path / "old.db")
     with monkeypatch.context() as patch:  # a store as the previous release left it
@@ -268,7 +272,7 @@ async def test_vectors_stored_before_the_model_was_recorded_go_to_the_model_that
                     await tx.execute(INSERT_BEFORE_0008, [row[c] for c in COLUMNS_BEFORE_0008])
             assert await old.run(vectors.space()) is None
             for record in records:  # vectors as the old embed_pending wrote them
-                blob = embedder.embed_sync([embed.record_text(record)])[0].tobytes()
+                blob = embedder.embed_sync([vecstore.record_text(record)])[0].tobytes()
                 async with old.transaction() as tx:
                     await tx.execute(
                         "INSERT INTO records_vec(record_id, embedding) VALUES (?, ?)",
@@ -282,13 +286,13 @@ async def test_vectors_stored_before_the_model_was_recorded_go_to_the_model_that
         assert (status.model, status.dims, status.embedded) == (None, 384, len(ids))
         # not settled yet: searches refuse vectors of a model nobody recorded
         with pytest.raises(ModelMismatchError):
-            await embed.nearest(store, embedder.embed_sync(["queue"])[0], 3, model=embedder.name)
+            await vecstore.nearest(store, embedder.embed_sync(["queue"])[0], 3, model=embedder.name)
         # they were made by the model the settings named then: here, this one
         config.set_value("embedding.model", embedder.name)
         assert reembed.unrecorded_owner() == embedder.name
         assert (await reembed.prepare(store, embedder)).action == "adopted"
         assert (await reembed.status(store)).model == minilm.NAME
-        assert await embed.embed_pending(store, embedder) == 0  # the old vectors were kept
+        assert await vecstore.embed_pending(store, embedder) == 0  # the old vectors were kept
         assert len(await _ranking(store, embedder)) == 5
 
     # a store whose settings named no model: its vectors are the old default's, so the new
@@ -300,15 +304,15 @@ async def test_vectors_stored_before_the_model_was_recorded_go_to_the_model_that
         assert reembed.unrecorded_owner() == vectors.UNRECORDED_DEFAULT
         prepared = await reembed.prepare(store, embedder)
         assert (prepared.action, prepared.flagged) == ("switched", len(ids))
-        assert await embed.embed_pending(store, embedder) == len(ids)
+        assert await vecstore.embed_pending(store, embedder) == len(ids)
 
     async with await Store.open(path) as store:  # an unrecorded space of another dimension
         await store.write(vectors.switch(embedder.name, 384, vec=True, now="2026-01-01T00:00:00Z"))
-        await embed.embed_pending(store, embedder)
+        await vecstore.embed_pending(store, embedder)
         async with store.transaction() as tx:
             await tx.execute("UPDATE embedding_model SET model = NULL")
         with pytest.raises(ModelMismatchError):
-            await embed.embed_pending(store, wide)  # neither adopted nor mixed
+            await vecstore.embed_pending(store, wide)  # neither adopted nor mixed
         assert (await reembed.prepare(store, wide)).action == "switched"
 
 
@@ -317,14 +321,14 @@ async def test_vectors_stored_before_the_model_was_recorded_go_to_the_model_that
 
 @pytest.mark.anyio
 async def test_consolidation_switches_and_resumes(
-    store: Store, embedder: embed.Embedder, wide: embed.Embedder, wide_dir: Path
+    store: Store, embedder: models.Embedder, wide: models.Embedder, wide_dir: Path
 ) -> None:
     from agentctx import config
     from agentctx import consolidate as consolidation
 
     await _fill(store)
     await reembed.prepare(store, embedder)
-    await embed.embed_pending(store, embedder)
+    await vecstore.embed_pending(store, embedder)
     settings = {**config.load(), "llm": False, **_settings(minilm.derived_name(768), wide_dir)}
     first = await consolidation.consolidate(store, "p1", settings=settings, time_box=1e-9)
     steps = [r.steps["embed"]["result"] for r in first if "embed" in r.steps]

@@ -28,8 +28,8 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
-from agentctx import embed
 from agentctx.core import search
+from agentctx.embeddings import models, vecstore
 from agentctx.hooks import prompt
 from agentctx.retrieval import hybrid
 
@@ -195,7 +195,7 @@ def hook_kept(candidates: Sequence[HookCandidate], rule: HookRule) -> list[str]:
 
 
 async def search_candidates(
-    store: Store, query: SearchQuery, embedder: embed.Embedder
+    store: Store, query: SearchQuery, embedder: models.Embedder
 ) -> list[SearchCandidate]:
     """``ctx_search``'s hybrid ranking without a floor (every fused hit), with its features."""
     ranked = await hybrid.hybrid_search(store, query, embedder, floor=None)
@@ -205,7 +205,7 @@ async def search_candidates(
     vector = await embedder.embed_query(query.text)
     nearest = await hybrid.vector_ranking(store, vector, query, hybrid.VECTOR_MAX)
     similarity = {record.id: sim for record, sim in nearest}
-    background = tuple(sim for _, sim in await embed.nearest(store, vector, hybrid.VECTOR_MAX))
+    background = tuple(sim for _, sim in await vecstore.nearest(store, vector, hybrid.VECTOR_MAX))
     ids = [hit.record.id for hit in every.hits]
     relevance = await hybrid.KeywordJudge(store, query.text).relevance(ids)
     return [SearchCandidate(i, similarity.get(i), relevance.get(i, 0.0), background) for i in ids]

@@ -65,7 +65,7 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # minilm, own_eval
 from tests.messages_server import MessagesServer
 
 import minilm
-from agentctx import config, embed
+from agentctx import config
 from agentctx.claude.transcript import read_transcript
 from agentctx.consolidate import consolidate
 from agentctx.core import clock, ledger, search
@@ -74,6 +74,7 @@ from agentctx.core.connect import open_db
 from agentctx.core.project import identify
 from agentctx.core.schema import GLOBAL_PROJECT_ID
 from agentctx.core.tokens import estimate_tokens
+from agentctx.embeddings import models, vecstore
 from agentctx.extract import extract_session, llm
 from agentctx.hooks import prompt as prompt_hook
 from agentctx.hooks import session_start
@@ -283,7 +284,7 @@ async def pipeline(
 ) -> Run:
     """The sessions in order through hooks, extraction and consolidation (module docstring)."""
     questions = scoring.load_questions(HERE / "questions.json")
-    embedder = await embed.load_model_async(settings)
+    embedder = await models.load_model_async(settings)
     if embedder is None:
         raise SystemExit("the offline MiniLM model did not load: see benchmarks/minilm.py")
     identity = identify(str(project_dir))
@@ -431,7 +432,7 @@ async def duplicate_similarity(store: Store, run: Run) -> list[tuple[str, str, f
         for rid, item in m.duplicates.items()
         if item in record_of
     ]
-    vectors = await embed.load_vectors(store, {rid for pair in pairs for rid in pair})
+    vectors = await vecstore.load_vectors(store, {rid for pair in pairs for rid in pair})
     return [
         (a, b, round(float(vectors[a] @ vectors[b]), 3))
         for a, b in pairs
@@ -526,7 +527,7 @@ def _row(record: Record) -> RecordRow:
 
 
 async def ask(
-    store: Store, run: Run, question: scoring.Question, project_dir: Path, embedder: embed.Embedder
+    store: Store, run: Run, question: scoring.Question, project_dir: Path, embedder: models.Embedder
 ) -> Asked:
     """One question through every retriever, on the store as it is now."""
     ctx = HookContext("UserPromptSubmit", {"prompt": question.text, "cwd": str(project_dir)})

@@ -22,7 +22,7 @@ through agentctx's public interfaces only, in a temporary ``AGENTCTX_HOME``:
 4. ``ctx_search``: the real ``agentctx mcp`` server over stdio (one per project, the mcp SDK's
    client), ``ctx_search`` with the prompt as query and ``limit`` 5: first with ``embeddings``
    off (keyword ranking), then, after the records are embedded with the offline all-MiniLM-L6-v2
-   the tests use (``benchmarks/minilm.py``; :func:`agentctx.embed.embed_pending`, as DevBench),
+   the tests use (``benchmarks/minilm.py``; :func:`agentctx.embeddings.vecstore.embed_pending`, as DevBench),
    with the model configured (hybrid; the run waits until the server reports ``mode: hybrid``).
    Each hit's ``match`` label (strong or weak) is kept: ``ctx_search`` *says so* for a query it
    cannot answer when it returns no strong hit (nothing, or weak hits only); for an answerable one
@@ -220,13 +220,13 @@ async def stub_ids(sessions: dict[str, str]) -> dict[str, str]:
 
 async def embed_all(model_dir: Path) -> int:
     """Embed every record with the offline MiniLM, as consolidation would (DevBench does the same)."""
-    from agentctx import embed
+    from agentctx.embeddings import models, vecstore
 
-    model = await embed.load_model_async(minilm.settings(model_dir))
+    model = await models.load_model_async(minilm.settings(model_dir))
     if model is None:
         raise SystemExit("the offline MiniLM did not load (see the log line above)")
     async with await Store.open() as store:
-        return await embed.embed_pending(store, model)
+        return await vecstore.embed_pending(store, model)
 
 
 # -- the hook and the server -----------------------------------------------------------------------

@@ -32,8 +32,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import minilm  # noqa: E402
-from agentctx import embed, identify  # noqa: E402
+from agentctx import identify  # noqa: E402
 from agentctx.core import search as keyword  # noqa: E402
+from agentctx.embeddings import models, vecstore  # noqa: E402
 from agentctx.retrieval import hybrid  # noqa: E402
 from agentctx.store import SearchQuery, Store  # noqa: E402
 from precision_eval import dataset, run  # noqa: E402
@@ -50,7 +51,7 @@ def tuning_part(data: dataset.Dataset) -> dataset.Dataset:
 
 
 async def candidates(
-    store: Store, text: str, project_id: str, model: embed.Embedder | None
+    store: Store, text: str, project_id: str, model: models.Embedder | None
 ) -> list[dict[str, Any]]:
     """The unfloored ranking of ``text`` (hybrid with a model, else keywords), with signals."""
     query = SearchQuery(text, project_id, limit=DEPTH)
@@ -67,12 +68,12 @@ async def candidates(
     ]
 
 
-async def precision_tuning(work: Path, model: embed.Embedder) -> list[dict[str, Any]]:
+async def precision_tuning(work: Path, model: models.Embedder) -> list[dict[str, Any]]:
     data = tuning_part(dataset.load())
     _env, folders, to_key = await run.build(data, work)
     out = []
     async with await Store.open() as store:
-        await embed.embed_pending(store, model)
+        await vecstore.embed_pending(store, model)
         for prompt in data.prompts:
             pid = identify(str(folders[prompt.project])).project_id
             row: dict[str, Any] = {
@@ -92,7 +93,7 @@ async def precision_tuning(work: Path, model: embed.Embedder) -> list[dict[str, 
     return out
 
 
-async def devbench(work: Path, model: embed.Embedder) -> list[dict[str, Any]]:
+async def devbench(work: Path, model: models.Embedder) -> list[dict[str, Any]]:
     import devbench as db
     from eval import build
 
@@ -105,7 +106,7 @@ async def devbench(work: Path, model: embed.Embedder) -> list[dict[str, Any]]:
     out = []
     async with await Store.open() as store:
         to_memory = await build(store, project_dir, memories, keywords=True)
-        await embed.embed_pending(store, model)
+        await vecstore.embed_pending(store, model)
         pid = identify(str(project_dir)).project_id
         for q in questions:
             row: dict[str, Any] = {
@@ -128,7 +129,7 @@ async def devbench(work: Path, model: embed.Embedder) -> list[dict[str, Any]]:
 async def collect() -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="agentctx-tune-") as tmp:
         work = Path(tmp)
-        model = await embed.load_model_async(minilm.settings(minilm.assemble(work / "minilm")))
+        model = await models.load_model_async(minilm.settings(minilm.assemble(work / "minilm")))
         assert model is not None, "the offline MiniLM did not load"
         rows = await precision_tuning(work, model)
         rows += await devbench(work, model)

@@ -68,11 +68,11 @@ WITHOUT_MODEL = (
 
 def _check_model() -> Check:
     """Does the configured embedding model load (from local files: doctor never downloads)?"""
-    from agentctx import embed
+    from agentctx.embeddings import models
 
     try:
         settings = config.load()
-        info = embed.model_info(settings)
+        info = models.model_info(settings)
     except AgentctxError as exc:
         return Check("model", False, str(exc), f"fix or delete {home.config_path()}")
     data = {"model": info.to_dict()}
@@ -94,8 +94,8 @@ def _check_model() -> Check:
             fix = "agentctx model fetch (or it is fetched at the first consolidation)"
         return Check("model", None, f"{detail}: {WITHOUT_MODEL}", fix, data)
     try:
-        loaded = embed.load_local(settings)
-    except embed.ModelUnavailable as exc:
+        loaded = models.load_local(settings)
+    except models.ModelUnavailable as exc:
         fix = "agentctx model fetch" if not info.local else "check the files of embedding.path"
         return Check("model", None, f"{exc}: {WITHOUT_MODEL}", fix, data)
     return Check(
@@ -109,8 +109,8 @@ def _check_model() -> Check:
 
 def _check_vectors() -> Check:
     """Which model the stored vectors belong to, against the configured one; the re-embed."""
-    from agentctx import embed, reembed
     from agentctx.core import plan, vectors
+    from agentctx.embeddings import models, reembed
 
     path = home.db_path()
     if not os.path.exists(path):
@@ -126,7 +126,7 @@ def _check_vectors() -> Check:
             conn.close()
     except Exception as exc:  # the database check above says what is wrong with the file
         return Check("vectors", None, f"unreadable ({' '.join(str(exc).split())[:200]})")
-    configured = str(settings.get("embedding.model") or embed.DEFAULT_MODEL)
+    configured = str(settings.get("embedding.model") or models.DEFAULT_MODEL)
     enabled = bool(settings.get("embeddings", True))
     data: dict[str, Any] = {**state.to_dict(), "configured": configured if enabled else None}
     stored = f"{state.model} ({state.dims} dimensions)" if state.model else None

@@ -13,7 +13,7 @@ from agentctx.cli import Json, _json, _out, _with_store, app
 from agentctx.core.errors import AgentctxError, ValidationError
 
 if TYPE_CHECKING:
-    from agentctx.embed import Embedder
+    from agentctx.embeddings.models import Embedder
     from agentctx.store import Store
 
 model_app = App(
@@ -34,13 +34,13 @@ async def model_fetch(*, json: Json = False) -> int:
 
     Example: ``agentctx model fetch``
     """
-    from agentctx import embed
+    from agentctx.embeddings import models
 
     settings = config.load()
-    info = embed.model_info(settings)
+    info = models.model_info(settings)
     loaded = await fetch_model(settings)
     if json:
-        _json({**embed.model_info(settings).to_dict(), "dims": loaded.dims})
+        _json({**models.model_info(settings).to_dict(), "dims": loaded.dims})
     else:
         note = (
             ""
@@ -53,15 +53,15 @@ async def model_fetch(*, json: Json = False) -> int:
 
 async def fetch_model(settings: dict[str, Any]) -> Embedder:
     """The configured model, downloaded first when needed (saying so on stderr)."""
-    from agentctx import embed
+    from agentctx.embeddings import models
 
-    def announce(info: embed.ModelInfo) -> None:
+    def announce(info: models.ModelInfo) -> None:
         size = f"about {info.size_mb} MB" if info.size_mb else "size unknown"
         sys.stderr.write(f"agentctx: fetching {info.name} ({size}) into {info.folder}\n")
 
     try:
-        return await anyio.to_thread.run_sync(embed.fetch, settings, announce)
-    except embed.ModelUnavailable as exc:
+        return await anyio.to_thread.run_sync(models.fetch, settings, announce)
+    except models.ModelUnavailable as exc:
         raise AgentctxError(str(exc)) from None
 
 
@@ -88,7 +88,7 @@ async def model_reembed(
     Example: ``agentctx config set embedding.model google/embeddinggemma-300m`` then
     ``agentctx model reembed``
     """
-    from agentctx import embed, reembed
+    from agentctx.embeddings import reembed, vecstore
 
     if batch < 1:
         raise ValidationError(f"--batch takes a number of at least 1 (got {batch})")
@@ -111,7 +111,7 @@ async def model_reembed(
         done = 0
         tty = sys.stderr.isatty()
         while True:
-            count = await embed.embed_pending(store, loaded, limit=batch)
+            count = await vecstore.embed_pending(store, loaded, limit=batch)
             if not count:
                 break
             done += count

@@ -179,10 +179,10 @@ async def _ranked(store: Store, query: SearchQuery) -> tuple[list[SearchHit], st
     elif not await hybrid.has_vectors(store):
         why = "no record has a vector yet (consolidation embeds them: `agentctx consolidate`)"
     else:
-        from agentctx import embed, reembed
+        from agentctx.embeddings import models, reembed
 
         stored = (await reembed.status(store)).model
-        configured = str(settings.get("embedding.model") or embed.DEFAULT_MODEL)
+        configured = str(settings.get("embedding.model") or models.DEFAULT_MODEL)
         if stored is not None and stored != configured:
             why = (
                 f"the stored vectors belong to {stored}, not the configured {configured}: "
@@ -191,8 +191,8 @@ async def _ranked(store: Store, query: SearchQuery) -> tuple[list[SearchHit], st
             result = await store.search(query)
             return result.hits, result.degraded, why
         try:
-            embedder = await anyio.to_thread.run_sync(embed.load_local, settings)
-        except embed.ModelUnavailable as exc:
+            embedder = await anyio.to_thread.run_sync(models.load_local, settings)
+        except models.ModelUnavailable as exc:
             why = f"{exc}; `agentctx model fetch` or `agentctx doctor`"
         else:
             floor = hybrid.floor_for(settings, embedder.name)

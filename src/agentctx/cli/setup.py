@@ -519,9 +519,9 @@ async def _offer_fetch() -> None:
 
 def _model_note() -> tuple[dict[str, Any], str]:
     """The embedding model consolidation and hybrid search will use: which, how big, where, when."""
-    from agentctx import embed
+    from agentctx.embeddings import models
 
-    info = embed.model_info(config.load())
+    info = models.model_info(config.load())
     data = {**info.to_dict(), "fetch": "agentctx model fetch"}
     if not info.enabled:
         return data, "embeddings off: consolidation and search are keyword-only (no model)"

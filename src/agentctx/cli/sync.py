@@ -95,9 +95,10 @@ async def sync(
         files = await claudemd.discover(os.getcwd(), project.root)
     embedder = None
     if not keywords_only:
-        from agentctx import config, embed
+        from agentctx import config
+        from agentctx.embeddings import models
 
-        embedder = await embed.load_model_async(config.load())
+        embedder = await models.load_model_async(config.load())
 
     async def action(store: Store) -> int:
         sync = await claudemd.report(

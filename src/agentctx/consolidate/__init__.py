@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from anthropic import AsyncAnthropic
 
-    from agentctx.embed import Embedder
+    from agentctx.embeddings.models import Embedder
     from agentctx.store import Store
 
 DEFAULT_TIME_BOX = 60.0
@@ -231,11 +231,15 @@ async def _project_root(store: Store, project_id: str) -> str | None:
 
 async def _embed(run: _Run) -> dict[str, Any]:
     """Embed pending records chunk by chunk until none are left or the time box expires."""
-    from agentctx import embed, reembed  # numpy and fastembed: only when a run embeds
+    from agentctx.embeddings import (  # numpy and fastembed: only when a run embeds
+        models,
+        reembed,
+        vecstore,
+    )
 
     if not run.model_tried:
         run.model_tried = True
-        run.embedder = await embed.load_model_async(run.settings)
+        run.embedder = await models.load_model_async(run.settings)
         if run.embedder is None:
             run.log("embeddings unavailable: keyword-only consolidation (retried next run)")
     if run.embedder is None:
@@ -256,7 +260,7 @@ async def _embed(run: _Run) -> dict[str, Any]:
             run.log(note)
     done = 0
     while not run.timebox.expired():
-        count = await embed.embed_pending(run.store, run.embedder, limit=EMBED_CHUNK)
+        count = await vecstore.embed_pending(run.store, run.embedder, limit=EMBED_CHUNK)
         done += count
         if count < EMBED_CHUNK:
             break

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from agentctx.core import clock
 from agentctx.core.schema import RECORD_COLUMNS
-from agentctx.embed import BLOB_TABLE
+from agentctx.embeddings.vecstore import BLOB_TABLE
 from agentctx.store import inventory
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@
 (``pending_embedding = 0``) are compared by cosine similarity; pairs above :data:`SIMILARITY_MIN`
 (0.92) are candidates. The bounds here (0.92, and 0.97 below) are measured for all-MiniLM-L6-v2;
 vectors of another model are compared at that model's calibrated bounds when it has a stored
-calibration (:func:`agentctx.retrieval.thresholds.merge_bounds`), else at these. ``handover`` and
+calibration (:func:`agentctx.embeddings.thresholds.merge_bounds`), else at these. ``handover`` and
 ``profile`` are left out: the store already keeps one current
 handover per project and one current profile record per key (partial unique indexes), and two
 profile records with different keys are different facts however alike they read, so a merge there
@@ -46,7 +46,7 @@ survivor whose text did not change (llm off) stays in, and A~C is judged in the 
 **Growth.** Per type, the unit vectors form an n × d float32 matrix (d = 384) multiplied block by
 block against itself (:data:`BLOCK` rows at a time, upper triangle only) in a worker thread: time
 grows as n², memory as n·d + BLOCK·n (the times: benchmarks/results/consolidate.md, ``nox -s
-bench``). The stored vectors are read in one streamed scan (:func:`agentctx.embed.load_vectors`).
+bench``). The stored vectors are read in one streamed scan (:func:`agentctx.embeddings.vecstore.load_vectors`).
 At most :data:`MAX_CANDIDATES`
 candidates are kept per run (the most similar); the rest wait for the next run.
 """
@@ -61,14 +61,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import numpy as np
 
-from agentctx import embed
 from agentctx.consolidate import merge_check
 from agentctx.core import clock, errors, schema, search, vectors, writes
 from agentctx.core.errors import ConflictError
 from agentctx.core.writes import normalize_keywords
+from agentctx.embeddings import thresholds, vecstore
 from agentctx.extract.llm import Usage
 from agentctx.records import COLUMNS, Record
-from agentctx.retrieval import thresholds
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -80,7 +79,7 @@ if TYPE_CHECKING:
     from agentctx.store import Store, Transaction
 
 #: Candidate and auto-merge cosines measured for all-MiniLM-L6-v2 (and used for any model that has
-#: neither measured nor calibrated bounds): :data:`agentctx.retrieval.thresholds.MERGE_DEFAULT`.
+#: neither measured nor calibrated bounds): :data:`agentctx.embeddings.thresholds.MERGE_DEFAULT`.
 SIMILARITY_MIN, AUTO_MERGE_MIN = thresholds.MERGE_DEFAULT
 DEDUPED_TYPES = ("decision", "convention", "preference", "discovery", "bugfix")
 BLOCK = 1024
@@ -181,7 +180,7 @@ async def find_candidates(
         (project_id, *DEDUPED_TYPES),
     )
     records = {str(row["id"]): Record.from_row(row) for row in rows}
-    vectors = await embed.load_vectors(store, records)
+    vectors = await vecstore.load_vectors(store, records)
     judged = await _judged(store, project_id)
     groups: dict[tuple[str, int], list[str]] = {}
     for record_id in sorted(vectors):  # vectors of another size come from another model

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from agentctx.claude.claudemd import StaleText
     from agentctx.consolidate.timebox import TimeBox
-    from agentctx.embed import Embedder
+    from agentctx.embeddings.models import Embedder
     from agentctx.records import Record, RecordType
     from agentctx.store import Store, Transaction
 

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agentctx import embed
 from agentctx.core import search
+from agentctx.embeddings import vecstore
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -89,7 +89,7 @@ async def _keyword_rank(store: Store, project_id: str, focus: list[Any]) -> list
 
 
 async def _vector_rank(store: Store, candidates: list[str], focus_ids: list[str]) -> list[str]:
-    vectors = await embed.load_vectors(store, [*candidates, *focus_ids])
+    vectors = await vecstore.load_vectors(store, [*candidates, *focus_ids])
     anchors = [vectors[i] for i in focus_ids if i in vectors]
     scored = [i for i in candidates if i in vectors]
     if not anchors or not scored:

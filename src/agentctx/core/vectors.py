@@ -5,7 +5,7 @@ one model at a time: the one ``embedding_model`` names (one row: model name and 
 models' vectors are never compared because they are never stored together: a model change
 (:func:`settle`, through :func:`switch`) drops every stored vector, re-creates ``records_vec`` at the
 new model's dimension and flags every record ``pending_embedding``, in one transaction. The re-embed
-that follows is the ordinary embedding of pending records (:func:`agentctx.embed.embed_pending`),
+that follows is the ordinary embedding of pending records (:func:`agentctx.embeddings.vecstore.embed_pending`),
 batch by batch, each batch committed with its vectors: a killed worker resumes where it stopped,
 and no record is touched but its flag. Meanwhile a record not yet re-embedded is found by keywords
 only, as a new record is. Every write of vectors and every vector search checks the model first

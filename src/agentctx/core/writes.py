@@ -471,7 +471,7 @@ def update_cues(
 ) -> Plan[int]:
     """Set a record's retrieval cues (normalized, redacted); the rows changed (0 or 1).
 
-    Cues are search text, not part of what is embedded (:func:`agentctx.embed.record_text`):
+    Cues are search text, not part of what is embedded (:func:`agentctx.embeddings.vecstore.record_text`):
     the record's vector, and the flag that asks for a new one, are left as they are.
     ``only_if_none``: only a current record that has no cues yet (consolidation's, which must
     not overwrite what extraction wrote meanwhile).

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from anyio.abc import SocketStream
     from numpy.typing import NDArray
 
-    from agentctx.embed import Embedder
+    from agentctx.embeddings.models import Embedder
     from agentctx.retrieval.hybrid import QueryModel
 
 log = logging.getLogger("agentctx.mcp")

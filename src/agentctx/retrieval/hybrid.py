@@ -16,18 +16,18 @@ an agent is better served by the top hits with an honest label than by a floor t
 answer (issue 14, docs/retrieval.md). In keyword mode a hit is kept when its keyword relevance
 (:func:`agentctx.core.search.judge`, the prompt hook's measure) reaches :data:`SEARCH_RELEVANCE`
 (or a lower ``retrieval.min_relevance``; 0 keeps every hit). In hybrid mode a hit is kept when its
-cosine similarity to the query reaches the model's floor (:func:`agentctx.retrieval.thresholds.similarity_floor`, or
+cosine similarity to the query reaches the model's floor (:func:`agentctx.embeddings.thresholds.similarity_floor`, or
 ``retrieval.min_similarity``), or its keyword relevance reaches that same keyword floor (exact words
 that vectors blur: identifiers, error strings). A cosine scale is the model's own: a model
-without a measured floor gets the one calibrated for it (:mod:`agentctx.retrieval.calibrate`,
-read through :mod:`agentctx.retrieval.thresholds`), and none in hybrid mode while it has no
+without a measured floor gets the one calibrated for it (:mod:`agentctx.embeddings.calibrate`,
+read through :mod:`agentctx.embeddings.thresholds`), and none in hybrid mode while it has no
 calibration. Searches of the past (``as_of``, superseded versions) and the LIKE fallback apply no
 floor.
 
 Every kept hit is labelled (:func:`strength`): ``strong`` when the signals say it is about what was
 asked, else ``weak`` (it shares words or a topic with the query). Strong: a query with enough
 content (:func:`agentctx.core.search.content` ≥ ``MIN_CONTENT``, the hook's own rule) and a hit
-whose cosine reaches the model's strong cosine (:func:`~agentctx.retrieval.thresholds.strong_similarity`), or that holds all the query's
+whose cosine reaches the model's strong cosine (:func:`~agentctx.embeddings.thresholds.strong_similarity`), or that holds all the query's
 distinctive words (keyword relevance ≥ :data:`STRONG_RELEVANCE`; a rare identifier carries most
 of that weight) without being far from it in meaning (cosine at the floor). A model without
 measured or calibrated values is judged by keywords alone, as keyword mode is. The LIKE fallback
@@ -38,7 +38,7 @@ benchmarks/results/precision_eval.md (tuning part), eval.md.
 answer ``tools/list`` fast, and imports no numpy or fastembed); the first search that could use
 vectors starts the load in a worker thread of the model's own task group and gets keyword results,
 as does every search until the model is ready. A model that cannot load (off, missing, offline)
-leaves the process keyword-only for good, with the one log line of :func:`agentctx.embed.load_model`.
+leaves the process keyword-only for good, with the one log line of :func:`agentctx.embeddings.models.load_model`.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ import anyio
 import sqlean
 
 from agentctx.core import search as keyword
+from agentctx.embeddings import thresholds
 from agentctx.records import COLUMNS, Record
-from agentctx.retrieval import thresholds
 from agentctx.store import SearchHit
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup
 
-    from agentctx.embed import Embedder
+    from agentctx.embeddings.models import Embedder
     from agentctx.store import SearchQuery, Store
 
 log = logging.getLogger("agentctx.hybrid")
@@ -74,7 +74,7 @@ ModelState = Literal["idle", "loading", "ready", "off"]
 DEPTH = 50
 #: The largest ``k`` sqlite-vec accepts in a KNN query; the vector pool never grows past it.
 VECTOR_MAX = 4096
-#: :data:`agentctx.embed.BLOB_TABLE`, named here because importing embed imports numpy.
+#: :data:`agentctx.embeddings.vecstore.BLOB_TABLE`, named here because importing embed imports numpy.
 BLOB_TABLE = "records_vec_blob"
 _COLUMNS_SQL = ", ".join(f"r.{name}" for name in COLUMNS)
 
@@ -116,7 +116,7 @@ def floor_for(settings: Mapping[str, Any], model: str | None) -> Floor:
     :data:`SEARCH_RELEVANCE`; ``retrieval.min_similarity`` replaces the model's cosine floor).
 
     The model's cosines are its measured values, else its stored calibration
-    (:mod:`agentctx.retrieval.thresholds`), else none."""
+    (:mod:`agentctx.embeddings.thresholds`), else none."""
     relevance = min(
         float(settings.get("retrieval.min_relevance", keyword.MIN_RELEVANCE)), SEARCH_RELEVANCE
     )
@@ -173,7 +173,7 @@ class Ranked:
 
 
 async def has_vectors(store: Store) -> bool:
-    """True when the store holds at least one vector that :func:`agentctx.embed.nearest` searches."""
+    """True when the store holds at least one vector that :func:`agentctx.embeddings.vecstore.nearest` searches."""
     if store.capabilities.vec_version:
         row = await store.row("SELECT EXISTS (SELECT 1 FROM records_vec)")
         return bool(row[0])
@@ -193,9 +193,9 @@ async def vector_ranking(
 
     The nearest neighbours come unfiltered, so the pool grows fourfold while too few of them pass
     and more vectors are left (up to :data:`VECTOR_MAX`). ``model`` (the one that made ``vector``)
-    must own the stored vectors, else a ``ValueError`` (:func:`agentctx.embed.nearest`).
+    must own the stored vectors, else a ``ValueError`` (:func:`agentctx.embeddings.vecstore.nearest`).
     """
-    from agentctx import embed
+    from agentctx.embeddings import vecstore
 
     where, params = keyword.filters(
         keyword.scope_projects(query.project_id, query.scope),
@@ -212,7 +212,7 @@ async def vector_ranking(
     )
     pool = min(max(2 * depth, DEPTH), VECTOR_MAX)
     while True:
-        near = await embed.nearest(store, vector, pool, model=model)
+        near = await vecstore.nearest(store, vector, pool, model=model)
         if not near:
             return []
         ids = [record_id for record_id, _ in near]
@@ -372,7 +372,7 @@ class QueryModel:
 
     Use inside :meth:`running` (its task group runs the load; leaving it abandons a load still in
     progress). ``load`` maps the settings to a model or None; by default
-    :func:`agentctx.embed.load_model` (imported in the worker thread, so the caller never pays for
+    :func:`agentctx.embeddings.models.load_model` (imported in the worker thread, so the caller never pays for
     numpy and fastembed).
     """
 
@@ -452,9 +452,9 @@ class QueryModel:
     def _load_sync(self) -> Embedder | None:
         if self._load is not None:
             return self._load(self.settings)
-        from agentctx import embed
+        from agentctx.embeddings import models
 
-        return embed.load_model(self.settings)
+        return models.load_model(self.settings)
 
     def disable(self, reason: str) -> None:
         """Keyword-only from now on (e.g. the stored vectors do not fit the model)."""

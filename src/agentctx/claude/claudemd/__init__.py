@@ -8,7 +8,7 @@ digest's note (:mod:`agentctx.consolidate.drift`). All three judge a record by :
 
 - **keywords:** CLAUDE.md holds at least :data:`COVERED` (75 %) of its title's keywords;
 - **meaning** (when an embedder is given): the record's ``title — body`` has a cosine at least the
-  model's bound (:func:`~agentctx.retrieval.thresholds.drift_bounds`, 0.6 for all-MiniLM-L6-v2) with some chunk of CLAUDE.md (a
+  model's bound (:func:`~agentctx.embeddings.thresholds.drift_bounds`, 0.6 for all-MiniLM-L6-v2) with some chunk of CLAUDE.md (a
   sentence, list item, heading, table row or code block, :func:`chunks`).
 
 :func:`drift_score` puts both on one scale and maps it so that missing records score 0.5 or more (the

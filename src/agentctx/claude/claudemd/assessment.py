@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agentctx.core import search
-from agentctx.retrieval import thresholds
+from agentctx.embeddings import thresholds
 from agentctx.retrieval.digest import DRIFT_THRESHOLD
 from agentctx.store import HISTORY_MAX_DEPTH
 
@@ -233,7 +233,7 @@ def similarity_bounds(model: str) -> tuple[float, float]:
     """``(floor, covered)`` cosines between a record's ``title — body`` and a CLAUDE.md chunk for
     an embedding model: from ``covered`` up the record counts as covered, at ``floor`` or below the
     meaning signal gives no credit. Measured, else calibrated, else strict
-    (:func:`agentctx.retrieval.thresholds.drift_bounds`)."""
+    (:func:`agentctx.embeddings.thresholds.drift_bounds`)."""
     return thresholds.drift_bounds(model or None)
 
 

@@ -42,7 +42,7 @@ from agentctx.core.text import for_model
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from agentctx.embed import Embedder
+    from agentctx.embeddings.models import Embedder
     from agentctx.records import Record, RecordType
     from agentctx.store import Store
 

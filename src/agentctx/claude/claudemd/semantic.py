@@ -17,7 +17,7 @@ from agentctx.claude.claudemd.assessment import Assessment, StaleText, assess
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from agentctx.embed import Embedder
+    from agentctx.embeddings.models import Embedder
     from agentctx.records import Record
 
 #: Chunks (and record texts) longer than this are cut: the model's cost grows with the length, and
@@ -35,7 +35,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`*_(\"'])")
 def semantic_text(record: Record) -> str:
     """The text of a record compared with CLAUDE.md chunks: ``title — body``.
 
-    :func:`agentctx.embed.record_text` without its ``[type] [date] [project]`` labels, which no
+    :func:`agentctx.embeddings.vecstore.record_text` without its ``[type] [date] [project]`` labels, which no
     CLAUDE.md line carries (they lower a paraphrase's cosine by about 0.05), cut like a chunk.
     """
     return f"{record.title} — {' '.join(record.body.split())}"[:CHUNK_CHARS]

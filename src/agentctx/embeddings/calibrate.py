@@ -17,7 +17,7 @@ service):
   of the same file that does not (``unstated``).
 
 Each pair is embedded as its use compares it: a question as a search query (with the model's
-query prefix) against a record's :func:`agentctx.embed.record_text`; the two records of (c) and
+query prefix) against a record's :func:`agentctx.embeddings.vecstore.record_text`; the two records of (c) and
 (d) both as record texts; a drift record's ``title — body``
 (:func:`agentctx.claude.claudemd.semantic.semantic_text`) against the CLAUDE.md line as its chunk
 (:func:`agentctx.claude.claudemd.semantic.chunks`). All texts go to the model in one call.
@@ -47,13 +47,13 @@ Quantiles and midpoints follow a model's scale: a model whose cosines all run hi
 thresholds. The pairs are then put in order (floor below strong, candidate below auto-merge,
 drift floor below covered, everything below 1) by :func:`derive`. For all-MiniLM-L6-v2 the
 rules land within :data:`MINILM_TOLERANCE` of the measured values (``tests/test_calibration.py``),
-but the measured values stay in use for it (:mod:`agentctx.retrieval.thresholds`): a calibration
+but the measured values stay in use for it (:mod:`agentctx.embeddings.thresholds`): a calibration
 is for models without them. What the set cannot show for MiniLM: one (d') pair (two warehouse
 sizes, MEDIUM and LARGE) is at 0.988, above any auto-merge bound that paraphrases allow; only the
 LLM tells those apart (docs/consolidation.md).
 
 :func:`ensure` computes a model's calibration once (per model and version of the set) and keeps it
-(:func:`agentctx.retrieval.thresholds.store`); consolidation's embed step and ``agentctx model
+(:func:`agentctx.embeddings.thresholds.store`); consolidation's embed step and ``agentctx model
 reembed`` call it when they load a model. Not on the hook path (numpy; a model call).
 """
 
@@ -71,13 +71,13 @@ import anyio
 import numpy as np
 
 from agentctx.core import clock
-from agentctx.retrieval import thresholds
-from agentctx.retrieval.thresholds import Thresholds
+from agentctx.embeddings import thresholds
+from agentctx.embeddings.thresholds import Thresholds
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from agentctx.embed import Embedder
+    from agentctx.embeddings.models import Embedder
 
 log = logging.getLogger("agentctx.calibrate")
 
@@ -113,7 +113,7 @@ class Cosines:
 
 def set_bytes() -> bytes:
     """The shipped calibration set, as stored in the package."""
-    return (resources.files("agentctx.retrieval") / SET_FILE).read_bytes()
+    return (resources.files("agentctx.embeddings") / SET_FILE).read_bytes()
 
 
 def load_set() -> dict[str, Any]:
@@ -128,7 +128,7 @@ def set_digest() -> str:
 
 
 def record_text(project: str, record_type: str, title: str, body: str) -> str:
-    """:func:`agentctx.embed.record_text` of a set record (dated :data:`SET_DATE`)."""
+    """:func:`agentctx.embeddings.vecstore.record_text` of a set record (dated :data:`SET_DATE`)."""
     return f"[{record_type}] [{SET_DATE}] [{project}] {title} — {body}"
 
 

@@ -3,10 +3,10 @@
 The rules are :mod:`agentctx.core.vectors` (plans); this is their async face for consolidation's
 ``embed`` step, ``agentctx model reembed`` and ``doctor``: :func:`prepare` after loading the
 configured model (a change drops the old vectors and flags every record, one transaction), the
-re-embed itself is :func:`agentctx.embed.embed_pending` batch by batch (resumable: what is still
+re-embed itself is :func:`agentctx.embeddings.vecstore.embed_pending` batch by batch (resumable: what is still
 pending), :func:`finish` once nothing is pending, :func:`status` for the progress; :func:`calibrate`
 gives a model without measured cosine thresholds its calibrated ones once
-(:mod:`agentctx.retrieval.calibrate`). No numpy and no fastembed imported here: doctor and the CLI
+(:mod:`agentctx.embeddings.calibrate`). No numpy and no fastembed imported here: doctor and the CLI
 read the status without loading a model.
 """
 
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from agentctx.core import clock, errors, vectors
 
 if TYPE_CHECKING:
-    from agentctx.embed import Embedder
+    from agentctx.embeddings.models import Embedder
     from agentctx.store import Store
 
 log = logging.getLogger("agentctx.embed")
@@ -70,7 +70,7 @@ async def prepare(store: Store, embedder: Embedder) -> Prepared:
     resizes the vector table and flags every record for the re-embed (one transaction).
 
     Consolidation and ``agentctx model reembed`` call it after loading the configured model; the
-    re-embed is then :func:`agentctx.embed.embed_pending`, resumable batch by batch.
+    re-embed is then :func:`agentctx.embeddings.vecstore.embed_pending`, resumable batch by batch.
     """
     now = clock.now()
     async with store.transaction() as tx:
@@ -109,10 +109,10 @@ async def prepare(store: Store, embedder: Embedder) -> Prepared:
 
 async def calibrate(embedder: Embedder) -> str | None:
     """Calibrate ``embedder``'s cosine thresholds if it has neither measured nor stored ones
-    (:func:`agentctx.retrieval.calibrate.ensure`); a line saying what was done, None when nothing
+    (:func:`agentctx.embeddings.calibrate.ensure`); a line saying what was done, None when nothing
     was. A failure is logged and said, never raised: the defaults stay in use."""
-    from agentctx.retrieval import calibrate as calibration
-    from agentctx.retrieval import thresholds
+    from agentctx.embeddings import calibrate as calibration
+    from agentctx.embeddings import thresholds
 
     if thresholds.measured(embedder.name) or calibration.current(embedder.name):
         return None

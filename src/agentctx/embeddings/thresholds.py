@@ -14,7 +14,7 @@ that made the vectors (``Embedder.name``, or the store's recorded vector model):
 
 Each answers from the first of: the **measured** tables below (values measured on this project's
 data for one model; a measured value always wins), the **calibration** stored for the model
-(:mod:`agentctx.retrieval.calibrate` derives one from the shipped calibration set when
+(:mod:`agentctx.embeddings.calibrate` derives one from the shipped calibration set when
 consolidation or ``agentctx model reembed`` first loads a model without measured values; kept in
 ``state/thresholds.json`` under the agentctx home), and else today's **defaults**: no cosine floor
 and no strong cosine (hybrid search judges by keywords), dedupe's 0.92 / 0.97, drift's strict
@@ -69,7 +69,7 @@ Source = Literal["measured", "calibrated", "default"]
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    """One model's cosine thresholds (what :func:`agentctx.retrieval.calibrate.calibrate` gives)."""
+    """One model's cosine thresholds (what :func:`agentctx.embeddings.calibrate.calibrate` gives)."""
 
     similarity_floor: float
     strong_similarity: float
