@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 import minilm
-from agentctx.embeddings import models
 from agentctx.core import clock, db, meaning, plan, search, vectors
+from agentctx.embeddings import models
 
 EMBEDDED = 500
 NOISE = 0.35

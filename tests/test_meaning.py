@@ -27,11 +27,11 @@ import anyio
 import pytest
 from mcp import Client, ClientSession, stdio_client
 
-from agentctx.embeddings import models, vecstore
 from agentctx.core import meaning, tiers
 from agentctx.core.errors import ValidationError
 from agentctx.core.inject import LINES_NOTE, explain, render_tiers
 from agentctx.core.project import identify
+from agentctx.embeddings import models, vecstore
 from agentctx.mcp import lend
 from agentctx.mcp.server import create_server
 from agentctx.store import Store

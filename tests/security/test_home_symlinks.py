@@ -20,8 +20,8 @@ import pytest
 from agentctx.consolidate import drift
 from agentctx.core import digests, ledger, locks, pinned
 from agentctx.core.project import identify
-from agentctx.extract import prompt
 from agentctx.embeddings import thresholds
+from agentctx.extract import prompt
 from tests.helpers import fixtures_dir, payload, run_cli, run_hook
 from tests.messages_server import MessagesServer, ToolUseReply
 
