@@ -20,10 +20,9 @@ TYPES = ("decision", "convention", "preference", "discovery", "bugfix", "handove
 CONFIDENCES = ("explicit", "inferred", "reinforced")
 SOURCES = ("llm_extraction", "hook_observation", "mcp_tool", "cli", "import")
 CAPTURE_EVENTS = ("PostToolUse", "PostToolUseFailure")
-#: Issue 25 retired the first held-out part (atlas, relay) into the tuning part; a new one is
-#: written blind (another project, no cues). Until it lands the held-out part may be empty; set
-#: this to True when it has landed, so that a data set without one is refused.
-HELDOUT_REQUIRED = False
+#: Issue 25 retired the first held-out part (atlas, relay) into the tuning part; the new one
+#: (tidewater, parley) was written blind: a data set without a held-out part is refused.
+HELDOUT_REQUIRED = True
 #: The issue's minimums (issue 14), and this data set's own (larger) ones.
 MIN_PROJECTS = 4
 MIN_RECORDS = 180

@@ -303,7 +303,12 @@ def markdown(
         "",
     ]
     by_key = data.by_key
-    for part in ("tuning", "heldout"):
+    lines += [
+        "The held-out part is reported as the aggregates above only: its per-prompt results are",
+        "neither written nor printed, so that nobody tunes on them (benchmarks/precision_eval/README.md).",
+        "",
+    ]
+    for part in ("tuning",):
         lines += [f"### {part}", ""]
         wrong = []
         for p in data.prompts:

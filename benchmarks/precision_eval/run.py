@@ -734,6 +734,7 @@ def main() -> None:
                 "notes": outcomes[p.id].notes,
             }
             for p in data.prompts
+            if data.part_of(p.project) != "heldout"  # aggregates only (README: the split)
         },
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
