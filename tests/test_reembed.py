@@ -404,7 +404,7 @@ def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: P
     assert check["ok"] is True and check["dims"] == 768
     search = run_cli("search", QUERY, cwd=project_dir)
     assert search.returncode == 0 and "keyword-only" not in search.stderr  # hybrid again
-    top = search.stdout.splitlines()[0]
+    top = search.stdout.splitlines()[1]  # under the legend line
     assert "gRPC for internal services" in top or "Internal RPC protocol" in top
 
 

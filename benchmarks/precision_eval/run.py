@@ -205,7 +205,12 @@ def capture_stubs(data: Dataset, folders: dict[str, Path], env: dict[str, str]) 
     return sessions
 
 
-async def stub_ids(sessions: dict[str, str]) -> dict[str, str]:
+#: Capture items the hook wrote nothing for (a command it does not record: the store simply
+#: lacks them, as a user's would); counted in the report, refused only when a prompt needs one.
+UNCAPTURED: list[str] = []
+
+
+async def stub_ids(sessions: dict[str, str], needed: set[str]) -> dict[str, str]:
     """The captured stubs' record ids -> key (the stub's session is the one that captured it)."""
     found: dict[str, str] = {}
     async with await Store.open() as store:
@@ -213,8 +218,11 @@ async def stub_ids(sessions: dict[str, str]) -> dict[str, str]:
             if record.session_id in sessions and record.source == "hook_observation":
                 found[record.id] = sessions[record.session_id]
     missing = set(sessions.values()) - set(found.values())
-    if missing:
-        raise SystemExit(f"the capture hook wrote no stub for: {', '.join(sorted(missing))}")
+    if missing & needed:
+        raise SystemExit(
+            f"the capture hook wrote no stub for: {', '.join(sorted(missing & needed))}"
+        )
+    UNCAPTURED[:] = sorted(missing)
     return found
 
 
@@ -555,7 +563,8 @@ async def build(
         folders[name].mkdir(parents=True)
         make_project(folders[name], project.origin)
     to_key = await write_records(data, folders)
-    to_key |= await stub_ids(capture_stubs(data, folders, env))
+    needed = {key for prompt in data.prompts for key in prompt.answers}
+    to_key |= await stub_ids(capture_stubs(data, folders, env), needed)
     return env, folders, to_key
 
 
@@ -705,6 +714,7 @@ def main() -> None:
         "python": platform.python_version(),
         "seconds": round(seconds, 1),
         "command": "python benchmarks/precision_eval/run.py (nox -s precision_eval)",
+        "uncaptured": len(UNCAPTURED),
         **run,
     }
     devbench = devbench_figures()

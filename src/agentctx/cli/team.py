@@ -22,8 +22,16 @@ team_app = App(
     help="Share this project's records with a team through a PostgreSQL hub.\n\n"
     "Example: agentctx team link --service team-hub --team platform; agentctx team sync",
 )
-member_app = App(name="member", help="The team's members (the team admin's command).")
-project_app = App(name="project", help="The projects the team shares (the team admin's command).")
+member_app = App(
+    name="member",
+    help="The team's members (the team admin's command).\n\n"
+    "Example: agentctx team member add alice --role writer",
+)
+project_app = App(
+    name="project",
+    help="The projects the team shares (the team admin's command).\n\n"
+    "Example: agentctx team project add --service team-hub --team platform",
+)
 team_app.command(member_app)
 team_app.command(project_app)
 app.command(team_app)
@@ -89,6 +97,7 @@ async def hub_init(
 @member_app.command(name="add")
 async def member_add(
     role_name: str,
+    /,
     *,
     role: Annotated[str, Parameter(help="reader, writer, maintainer or admin")] = "writer",
     dsn: Dsn = None,
@@ -114,7 +123,7 @@ async def member_add(
 
 @member_app.command(name="remove")
 async def member_remove(
-    role_name: str, *, dsn: Dsn = None, service: Service = None, team: Team = None
+    role_name: str, /, *, dsn: Dsn = None, service: Service = None, team: Team = None
 ) -> int:
     """Remove a member from the team (what they pulled stays in their own store).
 
