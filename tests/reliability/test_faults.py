@@ -4,7 +4,7 @@ For each: every hook exits 0 with clean stdout (nothing, or exactly the contract
 stderr; ``agentctx doctor`` says what is wrong and how to fix it; CLI commands fail with one line
 ``agentctx: error: …`` (exit 1); once the cause is gone (following doctor's advice) the store works
 again. Read-only homes and full disks are made for real where this machine allows it (a read-only
-bind mount, ``chattr +i`` or permission bits; a 512 KB tmpfs), and a full disk also through the
+bind mount, ``chattr +i`` or permission bits; a 1 MB tmpfs), and a full disk also through the
 file size limit (``RLIMIT_FSIZE``, writes fail with EFBIG) which needs no privilege. Each skip names
 its reason; docs/reliability.md lists them.
 """
@@ -305,7 +305,7 @@ def test_read_only_home(project_dir: Path, tmp_path: Path) -> None:
 
 @contextmanager
 def _full_disk(folder: Path, project: Path, how: str) -> Iterator[Limit]:
-    """A seeded home whose writes fail: a full 512 KB tmpfs, or a file size limit for children.
+    """A seeded home whose writes fail: a full 1 MB tmpfs, or a file size limit for children.
 
     Yields the limit to run the children with (None on the tmpfs); on leaving, space is back.
     """
@@ -315,7 +315,7 @@ def _full_disk(folder: Path, project: Path, how: str) -> Iterator[Limit]:
         return
     folder.mkdir(parents=True, exist_ok=True)
     mounted = os.geteuid() == 0 and _sh(
-        "mount", "-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs", folder
+        "mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", folder
     )
     if not mounted:
         pytest.skip(

@@ -574,7 +574,9 @@ def _prepare(path: str, create: bool, in_home: bool) -> None:
     )
     try:
         schema.migrate(conn, caps, path)
-    except sqlean.DatabaseError as exc:
-        raise DatabaseError(f"cannot prepare the database at {path}: {exc}") from exc
+    except sqlean.DatabaseError as exc:  # damaged, full, read-only...: said as every path says it
+        if db.fault(exc, path) == "other":
+            raise DatabaseError(f"cannot prepare the database at {path}: {exc}") from exc
+        raise DatabaseError(db.explain(exc, path)) from exc
     finally:
         conn.close()
