@@ -76,11 +76,11 @@ def totals(entries: list[LedgerEntry]) -> tuple[int, int]:
     return tokens, count
 
 
-def injected_ids(entries: list[LedgerEntry]) -> set[str]:
-    """Every record id a session has been shown."""
+def injected_ids(entries: list[LedgerEntry], key: str = "ids") -> set[str]:
+    """Every record id a session has been shown (``key`` "lines": offered as a one-line match)."""
     ids: set[str] = set()
     for entry in entries:
-        value = entry.get("ids")
+        value = entry.get(key)
         if isinstance(value, list):
             ids.update(v for v in value if isinstance(v, str))
     return ids

@@ -341,23 +341,13 @@ async def _over_cap(
 
 def _count(report: Report, usage: llm.Usage) -> None:
     report.calls, report.cost_usd = usage.calls, usage.cost_usd
-    report.usage = _counts(usage)
-
-
-def _counts(usage: llm.Usage) -> dict[str, int]:
-    return {
-        "calls": usage.calls,
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_creation_tokens": usage.cache_creation_input_tokens,
-        "cache_read_tokens": usage.cache_read_input_tokens,
-    }
+    report.usage = usage.counts()
 
 
 def _ledger_row(
     report: Report, project_id: str, status: str, usage: llm.Usage | None, error: str | None
 ) -> Any:
-    counts = _counts(usage) if usage is not None else {}
+    counts = usage.counts() if usage is not None else {}
     cost = usage.cost_usd if usage is not None else 0.0
     return sessions.spend(
         report.session_id, project_id, report.backend or "none", status, counts, cost, error

@@ -78,6 +78,16 @@ class Usage:
         )
         self.cache_read_input_tokens += int(getattr(usage, "cache_read_input_tokens", 0) or 0)
 
+    def counts(self) -> dict[str, int]:
+        """The counts as the extraction ledger and the reports store them."""
+        return {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_tokens": self.cache_creation_input_tokens,
+            "cache_read_tokens": self.cache_read_input_tokens,
+        }
+
     def add_counts(self, counts: Any) -> None:
         """Add one call's usage given as a mapping (the ``usage`` of the claude CLI's result)."""
         self.calls += 1

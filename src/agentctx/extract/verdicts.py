@@ -242,7 +242,7 @@ async def _judge(
             )
         await tx.run(
             sessions.spend(
-                session_id, project_id, name, LEDGER_STATUS, _counts(usage), usage.cost_usd,
+                session_id, project_id, name, LEDGER_STATUS, usage.counts(), usage.cost_usd,
                 None if answers else "no usable verdict in the answer",
             )
         )  # fmt: skip
@@ -489,16 +489,6 @@ async def _over_cap(
     return None
 
 
-def _counts(usage: llm.Usage) -> dict[str, int]:
-    return {
-        "calls": usage.calls,
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_creation_tokens": usage.cache_creation_input_tokens,
-        "cache_read_tokens": usage.cache_read_input_tokens,
-    }
-
-
 async def _spend(
     store: Store,
     session_id: str,
@@ -509,7 +499,7 @@ async def _spend(
 ) -> None:
     await store.write(
         sessions.spend(
-            session_id, project_id, name, LEDGER_STATUS, _counts(usage), usage.cost_usd, error
+            session_id, project_id, name, LEDGER_STATUS, usage.counts(), usage.cost_usd, error
         )
     )
 

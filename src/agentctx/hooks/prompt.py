@@ -59,7 +59,7 @@ def _prompt(ctx: HookContext) -> str | None:
         with Ledger(ctx.session_id) as ledger:
             from agentctx.core.ledger import injected_ids
 
-            mentioned = _mentioned(ledger.entries)
+            mentioned = injected_ids(ledger.entries, "lines")  # offered as a line before
             text, ids, lines = _inject(
                 ctx, conn, terms, injected_ids(ledger.entries), mentioned, pending
             )
@@ -75,16 +75,6 @@ def _prompt(ctx: HookContext) -> str | None:
     finally:
         if conn is not None:
             release(conn)
-
-
-def _mentioned(entries: list[Any]) -> set[str]:
-    """The records offered as a one-line possible match earlier in the session."""
-    found: set[str] = set()
-    for entry in entries:
-        value = entry.get("lines")
-        if isinstance(value, list):
-            found.update(v for v in value if isinstance(v, str))
-    return found
 
 
 def _inject(
