@@ -43,6 +43,7 @@ import pytest
 from agentctx.consolidate import cues
 from agentctx.core import inject
 from agentctx.core.project import identify
+from agentctx.extract import verdicts
 from agentctx.extract.prompt import TOOL_NAME
 from tests.e2e.harness import Machine, blocks, hook_contexts, texts, wait_until
 from tests.messages_server import (
@@ -60,15 +61,22 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 
-#: agentctx's Haiku calls: extractions, and consolidation's retrieval-cue calls (answered with no
-#: cues); every other request is Claude Code's.
+#: agentctx's Haiku calls: extractions, consolidation's retrieval-cue calls (answered with no
+#: cues) and the workers' injection verdicts (answered with none); every other request is Claude
+#: Code's.
 EXTRACTION = forced_tool(TOOL_NAME)
 CUES = forced_tool(cues.TOOL_NAME)
+VERDICTS = forced_tool(verdicts.TOOL_NAME)
 
 
 def haiku_call(request: Recorded) -> bool:
-    """A request agentctx sent to Haiku: an extraction or a retrieval-cue call."""
-    return EXTRACTION(request) or CUES(request)
+    """A request agentctx sent to Haiku: an extraction, a retrieval-cue or a verdict call."""
+    return EXTRACTION(request) or CUES(request) or VERDICTS(request)
+
+
+def no_verdicts(request: Recorded) -> ToolUseReply:
+    """The verdict calls get none: this scenario checks extraction and injection, not learning."""
+    return ToolUseReply(verdicts.TOOL_NAME, {"verdicts": []})
 
 
 def no_cues(request: Recorded) -> ToolUseReply:
@@ -378,7 +386,9 @@ def scenario(
     """A git project with its own Claude settings, a user with settings of theirs, both models."""
     root = tmp_path_factory.mktemp("ms")  # short: Claude Code puts sockets under TMPDIR
     haiku = Haiku()
-    with MessagesServer(MainModel(), routes=[(EXTRACTION, haiku), (CUES, no_cues)]) as server:
+    with MessagesServer(
+        MainModel(), routes=[(EXTRACTION, haiku), (CUES, no_cues), (VERDICTS, no_verdicts)]
+    ) as server:
         scenario = Scenario(root, claude_code, server)
 
         def worker_waits() -> None:  # hold the Stop hook's extraction until the worker waits for it
