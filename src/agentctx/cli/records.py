@@ -7,7 +7,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 from cyclopts import Parameter
@@ -348,10 +348,15 @@ async def _explain(prompt: str, json: bool) -> int:
 
     from agentctx.core import meaning
 
-    # the hook's own way to meaning: a live `agentctx mcp` lends its model (a longer wait here)
-    pending = meaning.ask(prompt, project.project_id)
-    neighbours = None if pending is None else pending.hits(pending.sent_at + 2.0)
-    why = "no live agentctx mcp server" if pending is None else pending.why
+    def ask() -> tuple[Any, str]:
+        """The hook's own way to meaning: a live `agentctx mcp` lends its model (a longer wait
+        here); blocking socket work, so it runs in a worker thread."""
+        pending = meaning.ask(prompt, project.project_id)
+        if pending is None:
+            return None, "no live agentctx mcp server"
+        return pending.hits(pending.sent_at + 2.0), pending.why
+
+    neighbours, why = await anyio.to_thread.run_sync(ask)
 
     async def action(store: Store) -> int:
         from agentctx.core import learning
