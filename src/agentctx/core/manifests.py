@@ -1,9 +1,9 @@
-"""Whether a project's profile must be detected again: its manifest files, one ``lstat`` each.
+"""Whether a project's profile must be detected again: its manifest files' sizes and times.
 
 The profile (stack, package manager, test/lint/build commands: :mod:`agentctx.detection`) is read
 from a few files at the checkout's top level. SessionStart and CwdChanged compare the
-*signature* of those files (:func:`signature`: for :data:`CONTENT` files their size and
-modification time, for :data:`PRESENCE` files that they are there) with the one recorded in
+*signature* of those files (:func:`signature`, one listing of the folder: for :data:`CONTENT`
+files their size and modification time, for :data:`PRESENCE` files that they are there) with the one recorded in
 ``profiles/<project_id>.stamp`` when the profile was last detected (:func:`due`); when they differ,
 the hook starts ``agentctx worker profile`` detached, which detects and records the facts that
 changed through the store (the one write path) and then records the signature
@@ -41,26 +41,50 @@ PRESENCE = (
     "pnpm-lock.yaml", "yarn.lock", "bun.lock", "bun.lockb", "package-lock.json",
     "npm-shrinkwrap.json", "tsconfig.json", ".golangci.yml", ".golangci.yaml", "main.go",
 )  # fmt: skip
+#: Every name, in signature order.
+_ORDER = {name: index for index, name in enumerate((*CONTENT, *PRESENCE))}
+#: A folder listed entry by entry up to this many entries (more: one ``lstat`` per name).
+SCAN_MAX = 4096
 #: A ``started`` stamp older than this is a worker that died: detection is started again.
 RETRY_S = 10 * 60
 STAMP_MAX_BYTES = 64 * 1024
 
 
 def signature(root: str) -> str:
-    """The manifests of ``root`` as one line ('' when it has none); an ``lstat`` per name."""
+    """The manifests of ``root`` as one line ('' when it has none).
+
+    One listing of the folder (a stat only for the :data:`CONTENT` files found); a folder of more
+    than :data:`SCAN_MAX` entries is asked name by name instead.
+    """
+    found: dict[str, str] = {}
+    try:
+        with os.scandir(root) as entries:
+            for count, entry in enumerate(entries):
+                if count >= SCAN_MAX:
+                    return _by_name(root)
+                if entry.name in _ORDER and entry.is_file(follow_symlinks=False):
+                    found[entry.name] = _part(entry.name, entry.stat(follow_symlinks=False))
+    except (OSError, ValueError):
+        return ""
+    return " ".join(found[name] for name in sorted(found, key=_ORDER.__getitem__))
+
+
+def _by_name(root: str) -> str:
     parts: list[str] = []
-    for name in (*CONTENT, *PRESENCE):
+    for name in _ORDER:
         try:
             info = os.lstat(os.path.join(root, name))
         except (OSError, ValueError):
             continue
-        if not stat.S_ISREG(info.st_mode):
-            continue
-        if name in CONTENT:
-            parts.append(f"{name}:{info.st_size}:{info.st_mtime_ns}")
-        else:
-            parts.append(name)
+        if stat.S_ISREG(info.st_mode):
+            parts.append(_part(name, info))
     return " ".join(parts)
+
+
+def _part(name: str, info: os.stat_result) -> str:
+    if name in PRESENCE:
+        return name
+    return f"{name}:{info.st_size}:{info.st_mtime_ns}"
 
 
 def stamp_path(project_id: str) -> str:

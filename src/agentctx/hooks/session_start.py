@@ -139,7 +139,7 @@ def maybe_profile(ctx: HookContext, cwd: str | None = None) -> None:
     """Start ``agentctx worker profile`` detached when the checkout's manifest files changed since
     the project's profile was last detected, or it never was (:func:`agentctx.core.manifests.due`).
 
-    A ``lstat`` per known manifest and one small file read: the detection itself (parsing the
+    One listing of the checkout's top folder and one small file read: the detection itself (parsing the
     manifests, writing the facts) is the worker's, and the digest shows its facts from the next
     session on (a profile write invalidates the digest file).
     """
