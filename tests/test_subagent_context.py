@@ -157,3 +157,23 @@ def test_a_long_task_is_cut(project_dir: Path) -> None:
         project_dir, _call("t", "word " * 10_000), _launched("t", AGENT_ID, "x" * 20_000)
     )
     assert len(task_of(str(path), AGENT_ID, "general-purpose")) == 8000
+
+
+def test_a_call_written_just_after_the_hook_started_is_found(project_dir: Path) -> None:
+    """Claude Code writes the transcript asynchronously: the hook reads it again for a moment."""
+    import threading
+
+    path = _transcript(project_dir)
+    late = _call("toolu_9", TASK, "Explore") + "\n"
+
+    def append() -> None:
+        with path.open("a") as fh:
+            fh.write(late)
+
+    timer = threading.Timer(0.2, append)
+    timer.start()
+    try:
+        assert task_of(str(path), "afg", "Explore", wait=0.0) == ""
+        assert TASK in task_of(str(path), "afg", "Explore", wait=2.0)
+    finally:
+        timer.join()

@@ -11,7 +11,8 @@ before 2.1, ``Task``) tool call, which is in the parent's transcript by then:
 2. otherwise the newest ``Agent``/``Task`` tool call of the tail that has no result yet and whose
    ``subagent_type`` is this ``agent_type`` (a foreground agent: the call waits for it).
 
-Bounded: a regular file only, its last :data:`TAIL_BYTES`, only the lines that can hold either; an
+The transcript is written asynchronously: the hook reads it again for up to :data:`WAIT_S`
+while the call is not there yet. Bounded: a regular file only, its last :data:`TAIL_BYTES`, only the lines that can hold either; an
 unreadable or foreign transcript gives "" (the hook then falls back, :mod:`agentctx.hooks.prompt`).
 Standard library only (the SubagentStart hook imports it).
 """
@@ -31,14 +32,31 @@ TAIL_BYTES = 2 * 1024 * 1024
 AGENT_TOOLS = ("Agent", "Task")
 #: The longest task text kept (the prompt search reads the start of a text anyway).
 TASK_MAX_CHARS = 8000
+#: How long SubagentStart waits for the agent call's line to reach the transcript.
+WAIT_S = 0.5
 #: ``subagent_type`` of a call that names none.
 DEFAULT_TYPE = "general-purpose"
 
 
-def task_of(transcript_path: str, agent_id: str, agent_type: str) -> str:
-    """The task text the parent gave the subagent ``agent_id`` ('' when it cannot be found)."""
+def task_of(transcript_path: str, agent_id: str, agent_type: str, wait: float = 0.0) -> str:
+    """The task text the parent gave the subagent ``agent_id`` ('' when it cannot be found).
+
+    Claude Code writes its transcript asynchronously: the agent call's line may land just after
+    the hook starts, so the tail is read again every 50 ms for up to ``wait`` seconds.
+    """
     if not transcript_path:
         return ""
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        found = _read_task(transcript_path, agent_id, agent_type)
+        if found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)
+
+
+def _read_task(transcript_path: str, agent_id: str, agent_type: str) -> str:
     try:
         data, _cut = read_tail(transcript_path, TAIL_BYTES)
     except (OSError, ValueError):

@@ -230,9 +230,11 @@ def _subagent(ctx: HookContext) -> str | None:
     shown is not excluded, and what the subagent is shown is noted in the ledger apart from the
     session's ``ids`` (the parent may still be shown it, docs/spec.md).
     """
-    from agentctx.core.subagents import task_of
+    from agentctx.core.subagents import WAIT_S, task_of
 
-    task = task_of(ctx.text("transcript_path"), ctx.text("agent_id"), ctx.text("agent_type"))
+    path = ctx.text("transcript_path")
+    wait = WAIT_S if path and os.path.isfile(path) else 0.0  # no transcript: nothing to wait for
+    task = task_of(path, ctx.text("agent_id"), ctx.text("agent_type"), wait)
     text, ids = _for_task(ctx, task) if task else ("", [])
     if text:
         if ctx.session_id:
