@@ -174,3 +174,55 @@ async def sweep(*, idle: float = sessions.IDLE_S, limit: int = SWEEP_MAX) -> lis
             if report.status in ("deferred", "no_backend", "no_api_key", "backend_off", "llm_off"):
                 break  # the next sessions would meet the same cap or lack of a backend
     return done
+
+
+async def profile(cwd: str) -> list[str]:
+    """Detect the profile of the checkout at ``cwd`` and record the facts that changed; their keys.
+
+    Started detached by SessionStart and CwdChanged when the manifests changed since the last
+    detection (:mod:`agentctx.core.manifests`). The signature is taken before the files are read,
+    so a change made meanwhile starts another detection. A fact is written (keyed: the new one
+    supersedes the old) when the project has none for its key, or when detection now finds a
+    different value than it found last time; a value the user corrected by hand stays while the
+    manifests say the same thing. Manifests are read as regular files inside the checkout only,
+    bounded, never through a symlink (:mod:`agentctx.detection.readers`).
+    """
+    from pathlib import Path
+
+    from agentctx import detection
+    from agentctx.core import manifests
+    from agentctx.core.locks import ProcessLock
+    from agentctx.core.project import identify
+
+    identity = identify(cwd)
+    root = identity.checkout
+    with ProcessLock(f"profile-{identity.project_id}") as held:
+        if not held:
+            log(f"profile {identity.name}: another detection runs")
+            return []
+        signature = manifests.signature(root)
+        facts = detection.detect(Path(root))
+        previous = manifests.parse_facts(manifests.read(identity.project_id)[3])
+        written: list[str] = []
+        async with await Store.open() as store:
+            current = {
+                r.key: r.body
+                for r in await store.list_records(
+                    identity.project_id, types=("profile",), include_superseded=False
+                )
+                if r.key
+            }
+            if facts:
+                await store.touch_project(identity)
+            for fact in facts:
+                body = fact.body.strip()
+                had = current.get(fact.key)
+                changed = previous is not None and previous.get(fact.key) != manifests.fact_hash(
+                    body
+                )
+                if had is None or (had != body and changed):
+                    await store.add(fact.record(identity.project_id))
+                    written.append(fact.key)
+        manifests.record(identity.project_id, signature, {f.key: f.body for f in facts})
+    log(f"profile {identity.name}: {', '.join(written) or 'unchanged'}")
+    return written

@@ -14,7 +14,7 @@ from cyclopts import Parameter
 from agentctx import config, detection
 from agentctx.claude import install
 from agentctx.cli import Json, _json, _out, _project, app
-from agentctx.core import files, home, nofollow
+from agentctx.core import files, home, manifests, nofollow
 from agentctx.core.errors import AgentctxError, ValidationError
 from agentctx.core.project import find_git_dir
 from agentctx.store import Store
@@ -190,12 +190,16 @@ async def _profile(store: Store, identity: ProjectIdentity) -> list[str]:
         )
         if r.key
     }
-    for fact in detection.detect(Path(identity.root)):
+    signature = manifests.signature(identity.checkout)  # before the files are read
+    facts = detection.detect(Path(identity.root))
+    for fact in facts:
         existing = current.get(fact.key)
         if existing is not None and existing.body == fact.body.strip():
             continue
         await store.add(fact.record(identity.project_id))
         recorded.append(fact.key)
+    # the hooks detect again when the manifests change (agentctx.core.manifests), not before
+    manifests.record(identity.project_id, signature, {f.key: f.body for f in facts})
     return recorded
 
 

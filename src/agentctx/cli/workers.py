@@ -159,6 +159,20 @@ async def worker_sweep() -> int:
     return 0
 
 
+@worker_app.command(name="profile")
+async def worker_profile(*, cwd: str, deadline: float | None = None) -> int:
+    """Detect the project profile of the checkout at ``--cwd`` and record what changed (started
+    detached by SessionStart and CwdChanged when its manifest files changed).
+
+    Example: ``agentctx worker profile --cwd ~/src/app``.
+    """
+    from agentctx.workers import WORKER_DEADLINE_S, give_up_after, profile
+
+    give_up_after(deadline or WORKER_DEADLINE_S, "profile worker")
+    await profile(cwd)
+    return 0
+
+
 @worker_app.command(name="extract")
 async def worker_extract(
     *, session_id: str, transcript: str | None = None, deadline: float | None = None

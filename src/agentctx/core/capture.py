@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import re
 
-from agentctx.core import jsonio
+from agentctx.core import jsonio, testruns
 from agentctx.core.files import read_tail
 from agentctx.core.observe import STUB_NOTE, STUB_NOTE_FIX, TEST_FAILURE
 from agentctx.core.redact import redact, redact_name, secret_values
@@ -48,21 +48,11 @@ EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 OUTPUT_TAIL_CHARS = 64_000
 TRANSCRIPT_TAIL_BYTES = 512 * 1024
 
-_TEST_COMMAND = re.compile(
-    r"""(?x)
-    \b(?:pytest|py\.test|jest|vitest|mocha|ava|rspec|phpunit|ctest|tox|nox|nextest)\b
-    | (?:-m\s+(?:pytest|unittest)\b)
-    | \b(?:go|cargo|swift|dotnet|mvn|gradle|gradlew|mix|deno|bun|zig)\s+(?:[\w-]+\s+)?test\b
-    | \bcargo\s+nextest\b
-    | \b(?:npm|pnpm|yarn)\s+(?:run\s+)?test\b | \bnpm\s+t\b
-    | \bmake\s+(?:test|check)\b
-    """
-)
 _TEST_FAILED = re.compile(
     r"""(?xm)
     \b[1-9]\d*\s+(?:failed|failing|failures?|errors?)\b | ^FAILED\b | ^FAIL\b | \bFAIL\s | ^---\sFAIL
     | test\sresult:\sFAILED | \bTests?:\s+\d+\s+failed | ^ERROR\b | \bAssertionError\b
-    | ^\s*(?:✗|✕|×)\s | \bpanicked\sat\b
+    | ^\s*(?:✗|✕|×|✘)\s | \bpanicked\sat\b
     """
 )
 _TEST_PASSED = re.compile(
@@ -77,6 +67,7 @@ _PREFIX_WORDS = frozenset((
     "time", "timeout", "nice", "env", "sudo", "command", "exec", "xvfb-run", "npx", "bunx", "pnpx",
     "uv", "uvx", "run", "poetry", "pdm", "hatch", "pipenv", "rye", "coverage", "dotenv", "bundle",
     "php", "bash", "sh", "zsh", "ruby", "node", "stdbuf", "nohup", "npm", "pnpm", "yarn", "bun",
+    "dlx", "x",
 ))  # fmt: skip
 _MANAGERS = frozenset(("npm", "pnpm", "yarn", "bun"))
 _MANAGER_TEST = re.compile(r"\b(?:npm|pnpm|yarn|bun)\b[^;&|\n]*\stest\b")
@@ -90,6 +81,8 @@ _FAILING_FILE = [
     re.compile(r"(?m)^\s*([\w./-]+_test\.go):\d+:"),
     re.compile(r"(?m)-->\s+([\w./-]+\.rs):\d+"),
     re.compile(r"(?m)^rspec\s+\./([\w./-]+_spec\.rb)"),
+    re.compile(r"(?m)^\s+(?:✘\s+\d+|\d+\))\s+\[[^\]\n]*\]\s+›\s+([\w./@-]+\.[cm]?[jt]sx?):\d+"),
+    re.compile(r"\bin\s+(?:\S*/)?([\w.-]+\.cs):line\s\d+"),  # dotnet
     re.compile(r"([\w./-]+\.(?:py|[cm]?[jt]sx?|go|rs|rb|java|kt|exs?|php|cs|swift)):\d+"),
 ]
 _HARD_ERROR = re.compile(
@@ -163,23 +156,28 @@ def tool_use(ctx: Event) -> list[Observation]:
         from agentctx.core import gitops  # its patterns compile only for a git or gh command
 
         found.extend(gitops.operations(ctx, base, scan, output, failed, scrub))
-    if _runs_tests(scan):
+    outcome = _test_outcome(scan, output, failed)
+    if outcome == "failed":
         short = _short_command(command, scrub)
-        if failed or _TEST_FAILED.search(output):
-            files = _failing_files(ctx, output, scrub)
-            summary = _first_lines(output, _TEST_FAILED)
-            body = (
-                f"A test run failed in this session: `{short}`."
-                + (f"\nFailing: {', '.join(files)}." if files else "")
-                + (f"\nOutput:\n{summary}" if summary else "")
-                + f"\n{STUB_NOTE_FIX}"
-            )
-            stub = _stub(base, TEST_FAILURE + short, body, files, "test failure", scrub)
-            found.append(stub)
-        elif _TEST_PASSED.search(output) and not _FILTERED.search(scan):
-            summary = _last_line(output, _TEST_PASSED, scrub)
-            found.append({**base, "kind": "test_pass", "command": short, "summary": summary})
-    elif _HARD_ERROR.search(output) and (failed or "Traceback" in output or "panic:" in output):
+        files = _failing_files(ctx, output, scrub)
+        summary = _first_lines(output, _TEST_FAILED, testruns.SUMMARY_FAILED)
+        body = (
+            f"A test run failed in this session: `{short}`."
+            + (f"\nFailing: {', '.join(files)}." if files else "")
+            + (f"\nOutput:\n{summary}" if summary else "")
+            + f"\n{STUB_NOTE_FIX}"
+        )
+        stub = _stub(base, TEST_FAILURE + short, body, files, "test failure", scrub)
+        found.append(stub)
+    elif outcome == "passed":
+        short = _short_command(command, scrub)
+        summary = _last_line(output, scrub)
+        found.append({**base, "kind": "test_pass", "command": short, "summary": summary})
+    elif (
+        not outcome
+        and _HARD_ERROR.search(output)
+        and (failed or "Traceback" in output or "panic:" in output)
+    ):
         short = _short_command(command, scrub)
         summary = _first_lines(output, _HARD_ERROR)
         body = (
@@ -194,7 +192,7 @@ def tool_use(ctx: Event) -> list[Observation]:
 
 def _runs_tests(command: str) -> bool:
     """Whether a command segment runs a test runner (after wrappers), not merely names one."""
-    if not (_TEST_COMMAND.search(command) or _MANAGER_TEST.search(command)):
+    if not (testruns.COMMAND.search(command) or _MANAGER_TEST.search(command)):
         return False
     for segment in _SEGMENTS.split(command):
         words = [w.strip("'\"") for w in segment.split()]
@@ -203,7 +201,9 @@ def _runs_tests(command: str) -> bool:
         for i, word in enumerate(words):
             name = os.path.basename(word) or word
             rest = " ".join([name, *words[i + 1 :]])
-            if _TEST_COMMAND.match(rest) or (manager and _TEST_COMMAND.match(f"{manager} {rest}")):
+            if testruns.COMMAND.match(rest) or (
+                manager and testruns.COMMAND.match(f"{manager} {rest}")
+            ):
                 return True
             if name in _MANAGERS:
                 manager = name
@@ -214,6 +214,46 @@ def _runs_tests(command: str) -> bool:
             else:
                 break
     return False
+
+
+def _test_outcome(command: str, output: str, failed: bool) -> str:
+    """The outcome: "failed", "passed", "ran" (a test run, outcome unknown) or "" (none).
+
+    A command that runs a runner (:func:`_runs_tests`) failed when the event is a failure or its
+    output says so (the generic lines or a runner's summary, :mod:`agentctx.core.testruns`); any
+    other command is a test run only when its output carries a runner's own summary and its
+    program is not one that only shows text (``cat log``).
+    """
+    named = _runs_tests(command)
+    if named:
+        if failed or _TEST_FAILED.search(output) or testruns.SUMMARY_FAILED.search(output):
+            return "failed"
+        passed = (
+            _TEST_PASSED.search(output)
+            or testruns.SUMMARY_PASSED.search(output)
+            or testruns.FINISHED.search(output)
+        )
+    elif _program(command) in testruns.VIEWERS:
+        return ""
+    elif testruns.SUMMARY_FAILED.search(output):
+        return "failed"
+    else:
+        passed = None if failed else testruns.SUMMARY_PASSED.search(output)
+        if passed is None:
+            return ""
+    return "passed" if passed and not _FILTERED.search(command) else "ran"
+
+
+def _program(command: str) -> str:
+    """The program of the command's first segment, after wrappers and variables."""
+    for segment in _SEGMENTS.split(command):
+        for word in segment.split():
+            word = word.strip("'\"")
+            name = os.path.basename(word) or word
+            if name in _PREFIX_WORDS or _PREFIX_WORD.fullmatch(word):
+                continue
+            return name
+    return ""
 
 
 def pre_compact(ctx: Event) -> list[Observation]:
@@ -301,13 +341,17 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _first_lines(output: str, pattern: re.Pattern[str], limit: int = 6) -> str:
-    lines = [line.rstrip() for line in output.splitlines() if pattern.search(line)]
+def _first_lines(output: str, *patterns: re.Pattern[str], limit: int = 6) -> str:
+    lines = [line.rstrip() for line in output.splitlines() if any(p.search(line) for p in patterns)]
     return clip("\n".join(lines[:limit]), 600)
 
 
-def _last_line(output: str, pattern: re.Pattern[str], scrub: Scrub) -> str:
-    lines = [line.strip(" =") for line in output.splitlines() if pattern.search(line)]
+def _last_line(output: str, scrub: Scrub) -> str:
+    """The last line that says the run passed (a generic pass line or a runner's summary)."""
+    patterns = (_TEST_PASSED, testruns.SUMMARY_PASSED, testruns.FINISHED)
+    lines = [
+        line.strip(" =") for line in output.splitlines() if any(p.search(line) for p in patterns)
+    ]
     return clip(scrub(lines[-1]), 200) if lines else ""
 
 

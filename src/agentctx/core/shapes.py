@@ -22,6 +22,8 @@ class LedgerEntry(TypedDict, total=False):
     ids: list[str]
     #: records offered as a one-line possible match (issue 25): mentioned, not shown
     lines: list[str]
+    #: records a subagent was shown (SubagentStart): its own context, not the session's dedup
+    subagent_ids: list[str]
     tokens: int
     project_id: str | None
     cwd: str | None

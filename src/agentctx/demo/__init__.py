@@ -217,11 +217,15 @@ class _Demo:
         from pathlib import Path
 
         from agentctx import detection
+        from agentctx.core import manifests
 
         await store.touch_project(project)
+        signature = manifests.signature(project.checkout)
         facts = detection.detect(Path(project.root))
         for fact in facts:
             await store.add(fact.record(project.project_id))
+        # as init: SessionStart then starts no detached detection that could outlive the demo
+        manifests.record(project.project_id, signature, {f.key: f.body for f in facts})
         self.write(
             f"  project           {project.name}: profile {', '.join(f.key for f in facts)} "
             "(as `agentctx init` records it)"

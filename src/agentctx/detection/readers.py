@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import configparser
 import json
+import os
+import stat
 import tomllib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -39,9 +41,12 @@ class Finding:
 
 def read_text(root: Path, name: str | Path) -> str | None:
     """The text of the file ``name`` of the repository ``root``, or None when it is missing,
-    unreadable, not UTF-8, too large, or not a regular file inside the repository (a symlink out
-    of it, a FIFO: :func:`agentctx.core.files.read_inside`)."""
+    unreadable, not UTF-8, too large, or not a regular file inside the repository (a FIFO:
+    :func:`agentctx.core.files.read_inside`), or reached through a symlink, even one that stays
+    inside (:func:`_direct`)."""
     try:
+        if not _direct(root, name):
+            return None
         raw = files.read_inside(root, root / name, MAX_FILE_BYTES + 1)
         if len(raw) > MAX_FILE_BYTES:
             return None
@@ -86,23 +91,31 @@ def read_ini(root: Path, name: str | Path) -> configparser.ConfigParser | None:
     return parser
 
 
+def _direct(root: Path, name: str | Path) -> bool:
+    """Whether ``root/name`` is a regular file reached without any symlink on the way."""
+    try:
+        real_root = os.path.realpath(root)
+        named = os.path.normpath(os.path.join(real_root, name))
+        return os.path.realpath(named) == named and stat.S_ISREG(os.lstat(named).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def exists(root: Path, *names: str) -> str | None:
-    """The first of ``names`` that is a file under ``root``."""
+    """The first of ``names`` that is a regular file under ``root`` (no symlink on the way)."""
     for name in names:
-        try:
-            if (root / name).is_file():
-                return name
-        except OSError:
-            continue
+        if _direct(root, name):
+            return name
     return None
 
 
 def glob(root: Path, pattern: str) -> list[str]:
-    """The files under ``root`` matching ``pattern``, relative and sorted."""
+    """The regular files under ``root`` matching ``pattern`` (no symlink), relative and sorted."""
     try:
-        return sorted(p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file())
-    except OSError:
+        found = [p.relative_to(root).as_posix() for p in root.glob(pattern)]
+    except (OSError, ValueError):
         return []
+    return sorted(name for name in found if _direct(root, name))
 
 
 def table_at(data: object, *keys: str) -> JSONObject:

@@ -10,7 +10,8 @@
   session ledger (tokens injected) into the ``sessions`` row in one transaction (one wait for the
   write lock), removes the ledger once that committed, and starts one detached worker that runs the
   final extraction (if anything is left) and then consolidation.
-* **CwdChanged** moves the session's active project to the new directory.
+* **CwdChanged** moves the session's active project to the new directory, and starts the profile
+  detection there when its manifests changed (:func:`agentctx.hooks.session_start.maybe_profile`).
 
 A store that stays busy past the hook's write timeout skips the bookkeeping with a log line: Stop
 and CwdChanged redo it at the next event, and a ledger left unfolded is folded a day later as stale.
@@ -56,6 +57,13 @@ _CHUNK = 1024 * 1024
 
 def handle(ctx: HookContext) -> None:
     """Dispatch on the event; prints nothing."""
+    if ctx.event == "CwdChanged":
+        try:  # the new directory's project may have no profile yet, or changed manifests
+            from agentctx.hooks.session_start import maybe_profile
+
+            maybe_profile(ctx, ctx.text("new_cwd") or ctx.cwd)
+        except Exception as exc:
+            ctx.log(f"profile detection not started: {type(exc).__name__}: {exc}")
     conn = open_db(ctx.log, write=True)
     if conn is None:
         if ctx.event == "SessionEnd" and os.path.exists(home.db_path()):

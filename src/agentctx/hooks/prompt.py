@@ -9,8 +9,10 @@ already, reads the server's nearest records by the deadline, and fuses and tiers
 one line with a handle, within 2,000 tokens and 8,000 characters. Trivial prompts and prompts with
 no new relevant match print nothing. Inferred records are marked unconfirmed.
 
-SubagentStart gives a subagent the project's active decisions and conventions, fenced and
-labelled (:func:`agentctx.core.inject.render_rules`, 800 tokens).
+SubagentStart searches the subagent's task (read from the parent's transcript,
+:mod:`agentctx.core.subagents`) the same way, without the session's dedup (a subagent's context is
+new); with no task found or nothing relevant to it, the project's active decisions and conventions,
+fenced and labelled (:func:`agentctx.core.inject.render_rules`, 800 tokens).
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def _inject(
         why = "the store could not be opened"
     else:
         try:
-            if ctx.session_id:
+            if ctx.session_id and ctx.event != "SubagentStart":  # a subagent: a new context
                 shown = shown | plan.run(conn, search.shown_before(ctx.session_id))
             found = _keywords(ctx, conn, terms, shown)
             neighbours = None
@@ -221,6 +223,52 @@ def min_relevance(ctx: HookContext, conn: sqlean.Connection | None = None) -> fl
 
 
 def _subagent(ctx: HookContext) -> str | None:
+    """The subagent's task searched like a prompt, else the project's standing rules.
+
+    Claude Code does not send the task; :func:`agentctx.core.subagents.task_of` reads it from the
+    parent's transcript. A subagent starts with a context of its own: what the parent session was
+    shown is not excluded, and what the subagent is shown is noted in the ledger apart from the
+    session's ``ids`` (the parent may still be shown it, docs/spec.md).
+    """
+    from agentctx.core.subagents import WAIT_S, task_of
+
+    path = ctx.text("transcript_path")
+    wait = WAIT_S if path and os.path.isfile(path) else 0.0  # no transcript: nothing to wait for
+    task = task_of(path, ctx.text("agent_id"), ctx.text("agent_type"), wait)
+    text, ids = _for_task(ctx, task) if task else ("", [])
+    if text:
+        if ctx.session_id:
+            with Ledger(ctx.session_id) as ledger:
+                entry: LedgerEntry = {
+                    "event": ctx.event,
+                    "ids": [],
+                    "tokens": estimate_tokens(text),
+                }
+                entry["subagent_ids"] = ids
+                ledger.append(entry)
+        return text
+    return _standing_rules(ctx)
+
+
+def _for_task(ctx: HookContext, task: str) -> tuple[str, list[str]]:
+    """What :func:`_inject` gives the task (the prompt's tiers and budgets), no session dedup."""
+    terms = search.query_terms(task)
+    if not terms:
+        return "", []
+    pending = None
+    if search.content(terms) >= search.MIN_CONTENT:
+        pending = meaning.ask(task, ctx.project.project_id, ctx.log)
+    conn = open_db(ctx.log)
+    try:
+        text, ids, lines = _inject(ctx, conn, terms, set(), set(), pending)
+    finally:
+        if conn is not None:
+            release(conn)
+    return text, [*ids, *lines]
+
+
+def _standing_rules(ctx: HookContext) -> str | None:
+    """The project's active decisions and conventions (no task found, or nothing matched it)."""
     conn = open_db(ctx.log)
     if conn is None:
         return None

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 def handle(ctx: HookContext) -> str | None:
     """The digest text, or None when the store knows nothing of this project; starts the
     idle-session sweep now and then (:func:`maybe_sweep`), and the team hub sync when it is due
-    (:func:`maybe_hub_sync`)."""
+    (:func:`maybe_hub_sync`), and the profile detection when the manifests changed
+    (:func:`maybe_profile`)."""
     try:
         maybe_sweep(ctx)
     except Exception as exc:  # the digest comes first
@@ -33,6 +34,10 @@ def handle(ctx: HookContext) -> str | None:
         maybe_hub_sync(ctx)
     except Exception as exc:
         ctx.log(f"team sync not started: {type(exc).__name__}: {exc}")
+    try:
+        maybe_profile(ctx)
+    except Exception as exc:
+        ctx.log(f"profile detection not started: {type(exc).__name__}: {exc}")
     project = ctx.project
     data = digests.read(project.project_id) or _build(ctx)
     if data is None:
@@ -128,6 +133,31 @@ def maybe_hub_sync(ctx: HookContext) -> None:
     from agentctx.hooks import lifecycle
 
     lifecycle.start_worker(ctx, ["worker", "team-sync"])
+
+
+def maybe_profile(ctx: HookContext, cwd: str | None = None) -> None:
+    """Start ``agentctx worker profile`` detached when the checkout's manifest files changed since
+    the project's profile was last detected, or it never was (:func:`agentctx.core.manifests.due`).
+
+    One listing of the checkout's top folder and one small file read: the detection itself (parsing the
+    manifests, writing the facts) is the worker's, and the digest shows its facts from the next
+    session on (a profile write invalidates the digest file).
+    """
+    from agentctx.core import manifests
+
+    if cwd is None:
+        project = ctx.project
+    else:
+        from agentctx.core.project import identify
+
+        project = identify(cwd)
+    signature = manifests.due(project.project_id, project.checkout)
+    if signature is None:
+        return
+    manifests.claim(project.project_id, signature)  # first: one worker, however many hooks
+    from agentctx.hooks import lifecycle
+
+    lifecycle.start_worker(ctx, ["worker", "profile", "--cwd", project.checkout])
 
 
 def _build(ctx: HookContext) -> Digest | None:
