@@ -106,6 +106,8 @@ def test_hub_init_members_projects_link_sync_status_conflicts_unlink(
     doctor = alice.cli("doctor", "--json")
     found = [c for c in json.loads(doctor.stdout) if c["name"] == "team hub acme"]
     assert len(found) == 1 and "reachable as alice (writer)" in found[0]["detail"]
+    assert "waiting 0 version(s), 0 event(s)" in found[0]["detail"]
+    assert "last sync " in found[0]["detail"] and "last sync never" not in found[0]["detail"]
     assert found[0]["ok"] is None and "not encrypted" in found[0]["detail"]  # no TLS here
     unlinked = alice.cli("team", "unlink")
     assert unlinked.returncode == 0 and "unlinked" in unlinked.stdout
