@@ -19,7 +19,7 @@ three members (three agentctx homes, three login roles), and times with the real
   ``embed_pending`` with the offline all-MiniLM-L6-v2 (the default model's family) embeds
   ``--embed-sample`` records of carol's store, which must all be current versions (current first);
   the time for all current records and for all records is that rate extrapolated (embedding 100K
-  records takes over an hour on 2 cores: it is consolidation's work, at its own pace);
+  records takes tens of CPU minutes: it is consolidation's work, at its own pace);
 * **no-op**: a sync with nothing to push or pull (what a SessionEnd worker adds when nothing
   changed), the median of 10.
 
