@@ -95,6 +95,33 @@ async def test_embed_pending_embeds_everything_and_clears_flags(
     assert await _pending(store) == 0
 
 
+async def test_current_versions_are_embedded_before_superseded_ones(
+    store: Store, embedder: models.Embedder
+) -> None:
+    ids = await _fill(store)
+    older = ids[:5]  # written first, then superseded (as a new member's pulled history is)
+    async with store.transaction() as tx:
+        for record_id in older:
+            await tx.execute(
+                "UPDATE records SET superseded_at = '2026-11-29T10:00:00.000Z' WHERE id = ?",
+                (record_id,),
+            )
+
+    async def embedded() -> set[str]:
+        rows = await store.rows("SELECT record_id FROM records_vec")
+        return {str(r[0]) for r in rows}
+
+    current = set(ids) - set(older)
+    assert await vecstore.embed_pending(store, embedder, limit=2) == 2
+    assert await embedded() < current  # the current ones first, though written last
+    assert await vecstore.embed_pending(store, embedder, limit=1) == 1
+    assert await embedded() == current
+    assert await vecstore.embed_pending(store, embedder, limit=2) == 2
+    assert await embedded() - current == set(older[:2])  # then the superseded, in write order
+    assert await vecstore.embed_pending(store, embedder) == 3
+    assert await embedded() == set(ids)
+
+
 async def test_vec0_and_numpy_give_the_same_neighbours(
     tmp_path: Path, embedder: models.Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 
+from tests import helpers
 from tests.hub.members import Member, make_checkout
 
 if TYPE_CHECKING:
@@ -80,11 +82,32 @@ def test_hub_init_members_projects_link_sync_status_conflicts_unlink(
     assert synced.returncode == 0, synced.stderr
     assert [(r["pushed"], r["error"]) for r in json.loads(synced.stdout)] == [(1, None)]
     assert json.loads(alice.cli("team", "conflicts", "--json").stdout) == []
+    # bob (a reader) links by a service of libpq's service file: only its name is kept here
+    services = tmp_path / "pg_service.conf"
+    services.write_text(
+        f"[acme-hub]\nhost={pg_server.sockets}\nport={pg_server.port}\nuser=bob\ndbname={hub_db}\n"
+    )
+    bob = Member("bob", tmp_path / "bob-home", make_checkout(tmp_path / "bob-src"), "")
+    bob_env = {**bob.env, "PGSERVICEFILE": str(services)}
+    by_service = helpers.run_cli(
+        "team", "link", "--service", "acme-hub", "--team", "acme", cwd=bob.checkout, env=bob_env
+    )
+    assert by_service.returncode == 0, by_service.stderr
+    pulled = helpers.run_cli("team", "sync", "--json", cwd=bob.checkout, env=bob_env)
+    assert [(r["applied"], r["pushed"], r["error"]) for r in json.loads(pulled.stdout)] == [
+        (1, 0, None)
+    ]
+    with sqlite3.connect(bob.home / "agentctx.db") as db:
+        assert db.execute("SELECT conninfo, role FROM hub_links").fetchall() == [
+            ("service=acme-hub", "reader")
+        ]
     text = alice.cli("team", "status").stdout
     assert "team acme" in text and "waiting     0 version(s), 0 event(s)" in text
     doctor = alice.cli("doctor", "--json")
     found = [c for c in json.loads(doctor.stdout) if c["name"] == "team hub acme"]
     assert len(found) == 1 and "reachable as alice (writer)" in found[0]["detail"]
+    assert "waiting 0 version(s), 0 event(s)" in found[0]["detail"]
+    assert "last sync " in found[0]["detail"] and "last sync never" not in found[0]["detail"]
     assert found[0]["ok"] is None and "not encrypted" in found[0]["detail"]  # no TLS here
     unlinked = alice.cli("team", "unlink")
     assert unlinked.returncode == 0 and "unlinked" in unlinked.stdout

@@ -1,9 +1,10 @@
-"""A property test: random interleavings of record, supersede, retire, erase, offline and sync for
-three members; after final rounds everyone converges to the hub.
+"""A property test: random interleavings of record, a keyed profile fact, supersede, retire, erase,
+offline and sync for three members; after final rounds everyone converges to the hub.
 
 Checked after every example: each member holds every version the hub holds and no erased id, each
 version is current or ended exactly as the hub says (one linear chain: no version has two
-successors, none is superseded twice), and no member received its own record back (no echo).
+successors, none is superseded twice), at most one current version per key, the same on every
+member, and no member received its own record back (no echo).
 Derandomized (a fixed set of examples in CI), with a small budget: each example is a new database
 and three new homes.
 """
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
 
     from tests.hub.conftest import Server
 
-OPS = ("record", "supersede", "retire", "erase", "offline", "sync", "sync")
+OPS = ("record", "profile", "supersede", "retire", "erase", "offline", "sync", "sync")
+KEYS = ("test_command", "package_manager")
 _examples = itertools.count()
 
 
@@ -58,6 +60,10 @@ async def scenario(server: Server, db: str, folder: Any, ops: list[tuple[str, in
         if op == "record":
             n = next(counter)
             await member.record(f"Rule {n}", f"Rule {n} of the service, by {member.name}.")
+        elif op == "profile":
+            n = next(counter)
+            key = KEYS[pick % len(KEYS)]
+            await member.record(f"Fact {n}", f"{key} is value {n}.", type="profile", key=key)
         elif op in ("supersede", "retire", "erase"):
             records = await member.records(current=True)
             if not records:
@@ -91,6 +97,7 @@ async def scenario(server: Server, db: str, folder: Any, ops: list[tuple[str, in
 
 async def check(server: Server, db: str, members: list[Member]) -> None:
     versions, ends, erased = hub_state(server, db)
+    keyed: list[dict[str, list[str]]] = []
     for member in members:
         records = await member.records()
         assert not set(records) & erased, f"{member.name} holds an erased record"
@@ -104,12 +111,19 @@ async def check(server: Server, db: str, members: list[Member]) -> None:
                 successor = ends[record_id]
                 expected = successor if successor in versions else None
                 assert record.superseded_by == expected, (member.name, record_id)
+        current_by_key: dict[str, list[str]] = {}
+        for record in records.values():
+            if record.key is not None and record.is_current:
+                current_by_key.setdefault(record.key, []).append(record.id)
+        assert all(len(ids) == 1 for ids in current_by_key.values()), (member.name, current_by_key)
+        keyed.append(current_by_key)
         successors = [r.superseded_by for r in records.values() if r.superseded_by]
         assert len(successors) == len(set(successors)), f"{member.name}: a version superseded twice"
         for record in records.values():  # no echo: our own records never come back as imports
             if record.source == "import":
                 assert record.session_id is not None
                 assert not record.session_id.endswith(f" {member.name}"), (member.name, record.id)
+    assert all(k == keyed[0] for k in keyed), keyed  # the same current fact per key everywhere
 
 
 @settings(

@@ -6,11 +6,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from agentctx.embeddings import vecstore
 from tests.hub.members import make_team
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from agentctx.embeddings.models import Embedder
     from tests.hub.conftest import Server
 
 pytestmark = pytest.mark.anyio
@@ -74,3 +76,26 @@ async def test_the_authors_cues_travel_and_only_the_authors(
     async with bob.store() as store, store.transaction() as tx:
         await tx.update_cues(mine.id, ["bob's own phrasing"])
     assert (await bob.sync()).events == 0
+
+
+async def test_pulled_records_are_embedded_here_current_versions_first(
+    pg_server: Server, hub_db: str, tmp_path: Path, embedder: Embedder
+) -> None:
+    alice, bob, _carol = await make_team(pg_server, hub_db, tmp_path)
+    first = [
+        await alice.record(f"Queue rule {n}", f"Queue {n} keeps messages for {n + 1} days.")
+        for n in range(3)
+    ]
+    later = [await alice.supersede(old.id, f"{old.body} Changed.") for old in first[:2]]
+    await alice.sync()
+    got = await bob.sync()
+    assert got.error is None
+    pulled = await bob.records()
+    assert set(pulled) == {r.id for r in first + later}
+    assert all(r.pending_embedding for r in pulled.values())  # no vector travels
+    current = {first[2].id, *(r.id for r in later)}
+    assert {i for i, r in pulled.items() if r.is_current} == current
+    async with bob.store() as store:  # consolidation's embed step, one chunk of 3
+        assert await vecstore.embed_pending(store, embedder, limit=3) == 3
+    embedded = {i for i, r in (await bob.records()).items() if not r.pending_embedding}
+    assert embedded == current  # the superseded versions were pulled first, embedded last

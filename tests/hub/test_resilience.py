@@ -9,14 +9,14 @@ import subprocess
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import psycopg
 import pytest
 
 from agentctx.records import NewRecord
-from agentctx.team.hub import local
+from agentctx.team.hub import hubpause, local
 from agentctx.team.hub import sync as hub_sync
 from tests.hub.members import Member, make_team
 
@@ -71,27 +71,63 @@ async def test_an_erased_record_never_comes_back(
     assert hub_count(pg_server, hub_db, f"id = '{gone.id}' AND item IS NOT NULL") == 0
 
 
-async def test_a_crash_between_the_hub_commit_and_the_local_stamp_duplicates_nothing(
-    pg_server: Server, hub_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def paused_worker(
+    member: Member, point: str, tmp_path: Path
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """The real ``agentctx worker team-sync`` in a process of its own, told to pause at ``point``
+    (:mod:`agentctx.team.hub.hubpause`); the file it writes when it gets there."""
+    marker = tmp_path / f"{member.name}-{point}.pid"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "agentctx", "worker", "team-sync"],
+        cwd=member.checkout,
+        env={**os.environ, **member.env, hubpause.VARIABLE: f"{point}:{marker}"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return child, marker
+
+
+def kill_when_paused(
+    child: subprocess.Popen[bytes], marker: Path, busy: Member | None = None
+) -> None:
+    """Wait until the worker is at its pause point, then SIGKILL it (blocking: the worker is
+    another process, this one has nothing to do meanwhile). ``busy``: the worker's member, whose
+    sync by hand meanwhile must be refused (one sync at a time per home)."""
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert child.poll() is None, "the worker ended before it reached its pause point"
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert int(marker.read_text()) == child.pid
+    if busy is not None:
+        result = busy.cli("team", "sync")
+        assert result.returncode == 1, result
+        assert "another team sync of this home is running" in result.stdout + result.stderr
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    assert child.returncode == -signal.SIGKILL
+
+
+async def test_kill_9_between_the_hub_commit_and_the_local_stamp_duplicates_nothing(
+    pg_server: Server, hub_db: str, tmp_path: Path
 ) -> None:
     alice, bob, _carol = await make_team(pg_server, hub_db, tmp_path)
     for n in range(3):
         await alice.record(f"Rule {n}", f"Rule number {n} of the payments service.")
-
-    async def crash(*args: Any, **kwargs: Any) -> None:
-        raise KeyboardInterrupt  # the process dies before its stamp transaction commits
-
-    with monkeypatch.context() as patch:
-        patch.setattr(hub_sync, "_stamp_acks", crash)
-        with pytest.raises(KeyboardInterrupt):
-            await alice.sync()
-    assert hub_count(pg_server, hub_db) == 3  # the hub committed
-    async with alice.store() as store:
+    worker, marker = paused_worker(alice, "push-acked", tmp_path)
+    kill_when_paused(worker, marker, busy=alice)
+    assert hub_count(pg_server, hub_db) == 3  # the hub committed the batch
+    async with alice.store() as store:  # the stamp's transaction died with the process
         assert len(await local.pending_versions(store, alice.project.project_id)) == 3
+        assert await store.rows("SELECT * FROM hub_items") == []
     report = await alice.sync()  # re-pushed: acked as duplicates, nothing twice at the hub
-    assert (report.pushed, report.duplicates) == (0, 3)
+    assert (report.error, report.pushed, report.duplicates) == (None, 0, 3)
     assert hub_count(pg_server, hub_db) == 3
+    async with alice.store() as store:
+        assert await local.pending_versions(store, alice.project.project_id) == []
+    assert len(await alice.records()) == 3  # nothing echoed back as a copy
     assert (await bob.sync()).applied == 3
+    assert len(await bob.records()) == 3
 
 
 async def test_a_backend_terminated_mid_push_leaves_nothing_half_written(
@@ -133,33 +169,23 @@ async def test_a_backend_terminated_mid_push_leaves_nothing_half_written(
     assert hub_count(pg_server, hub_db) == 3
 
 
-async def test_a_crash_during_the_pulls_apply_applies_nothing_half(
-    pg_server: Server, hub_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_kill_9_in_the_middle_of_a_pulled_page_applies_nothing_of_it(
+    pg_server: Server, hub_db: str, tmp_path: Path
 ) -> None:
     alice, bob, _carol = await make_team(pg_server, hub_db, tmp_path)
     for n in range(5):
         await alice.record(f"Endpoint {n}", f"Endpoint {n} is versioned in its path.")
     await alice.sync()
-    real = hub_sync._apply_version
-    calls = 0
-
-    async def dies_on_the_third(*args: Any) -> int:
-        nonlocal calls
-        calls += 1
-        if calls == 3:
-            raise KeyboardInterrupt
-        return await real(*args)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(hub_sync, "_apply_version", dies_on_the_third)
-        with pytest.raises(KeyboardInterrupt):
-            await bob.sync()
+    worker, marker = paused_worker(bob, "pull-applying", tmp_path)
+    kill_when_paused(worker, marker)  # the page is half written in an open transaction
     assert await bob.records() == {}
     async with bob.store() as store:
         link = await local.link_of(store, bob.project.project_id)
+        assert await store.rows("SELECT * FROM hub_items") == []
     assert link is not None and link["cursor"] == 0
     report = await bob.sync()
-    assert report.applied == 5 and len(await bob.records()) == 5
+    assert (report.error, report.applied) == (None, 5)
+    assert len(await bob.records()) == 5
 
 
 async def test_the_hub_down_then_back(pg_server: Server, hub_db: str, tmp_path: Path) -> None:

@@ -208,3 +208,11 @@ async def test_a_client_older_than_the_minimum_gets_one_line(
     assert result.returncode == 1
     lines = result.stdout.strip().splitlines() + result.stderr.strip().splitlines()
     assert len(lines) == 1 and "pip install -U" in lines[0], lines
+    # the hooks are unaffected: they never talk to the hub
+    mine = await alice.record(
+        "Payments retry with exponential backoff",
+        "The payments client retries idempotent calls with exponential backoff and jitter.",
+        keywords="payments retry backoff jitter",
+    )
+    injected = alice.prompt("how do payments retry, with backoff and jitter?")
+    assert injected is not None and mine.id in injected

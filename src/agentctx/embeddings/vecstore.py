@@ -49,6 +49,8 @@ def uses_vec(store: Store) -> bool:
 async def embed_pending(store: Store, embedder: Embedder, *, limit: int | None = None) -> int:
     """Embed every record flagged ``pending_embedding`` (at most ``limit``); return how many.
 
+    Current records first (``superseded_at`` NULL), then superseded ones, each in write order.
+
     The stored vectors must be ``embedder``'s (:func:`agentctx.embeddings.reembed.prepare` makes them so;
     unrecorded vectors of its dimension it adopts here): each batch checks
     it in the transaction that stores the batch, and raises
@@ -73,16 +75,23 @@ async def embed_pending(store: Store, embedder: Embedder, *, limit: int | None =
             )
     done = 0
     last_seq = -1
+    # current versions first, then the superseded ones (a new team member's thousands of pulled
+    # versions are searchable by meaning where it matters first); in write order within each
+    current = True
     while limit is None or done < limit:
         size = BATCH_SIZE if limit is None else min(BATCH_SIZE, limit - done)
         rows = await store.rows(
             "SELECT r.*, p.name AS project_name FROM records r "
             "LEFT JOIN projects p ON p.project_id = r.project_id "
-            "WHERE r.pending_embedding = 1 AND r.seq > ? ORDER BY r.seq LIMIT ?",
+            "WHERE r.pending_embedding = 1 AND r.seq > ? "
+            f"AND r.superseded_at IS {'' if current else 'NOT '}NULL ORDER BY r.seq LIMIT ?",
             (last_seq, size),
         )
         if not rows:
-            break
+            if not current:
+                break
+            current, last_seq = False, -1
+            continue
         last_seq = int(rows[-1]["seq"])
         records = [Record.from_row(row) for row in rows]
         embedded = await embedder.embed(

@@ -1,0 +1,31 @@
+"""Test-only pause points: how a crash test kills a sync with SIGKILL at an exact step.
+
+``AGENTCTX_HUB_PAUSE=<point>:<file>`` (only the crash tests set it): when a sync reaches
+``point``, it writes its pid to ``file`` and sleeps, so the test can ``kill -9`` it there; if no
+kill comes within :data:`PAUSE_S` it goes on. Without the variable (always, outside those tests)
+:func:`reached` does nothing. The points:
+
+- ``push-acked``: the hub has committed a push batch and this process holds the batch's acks in
+  an open store transaction that has not committed (``sync._stamp_acks``);
+- ``pull-applying``: a pulled page is half applied in an open store transaction (``sync._apply``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from agentctx.core.files import write_atomic
+
+VARIABLE = "AGENTCTX_HUB_PAUSE"
+#: How long a pause waits for its kill before going on.
+PAUSE_S = 60.0
+
+
+def reached(point: str) -> None:
+    """Pause here when ``AGENTCTX_HUB_PAUSE`` names ``point`` (module docstring)."""
+    wanted, _, path = os.environ.get(VARIABLE, "").partition(":")
+    if wanted != point or not path:
+        return
+    write_atomic(path, str(os.getpid()).encode())
+    time.sleep(PAUSE_S)  # blocking on purpose: nothing of this sync may move while it waits
