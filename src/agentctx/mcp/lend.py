@@ -40,6 +40,8 @@ from agentctx.core import home, meaning, plan, vectors
 from agentctx.core.schema import GLOBAL_PROJECT_ID
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
     from anyio.abc import SocketStream
     from numpy.typing import NDArray
 
@@ -164,15 +166,23 @@ class VectorIndex:
             "WHERE r.superseded_at IS NULL"
         )
         total = int(conn.execute(f"SELECT count(*) {select}").fetchone()[0])
+        cursor = conn.execute(f"SELECT v.record_id, v.embedding, r.project_id {select}")
+        loaded = cls.from_rows(iter(lambda: cursor.fetchmany(_BATCH), []), total)
+        loaded.model = index.model
+        return loaded
+
+    @classmethod
+    def from_rows(cls, batches: Iterable[Sequence[Any]], total: int) -> VectorIndex:
+        """The index of at most ``total`` rows ``(record id, float32 vector BLOB, project id)``,
+        given in batches (a BLOB of another size than the first is skipped)."""
+        index = cls()
         dims = 0
         words = 0
         codes: dict[str, int] = {}
         filled = 0
         bits = np.zeros((0, 0), dtype=np.uint8)
-        cursor = conn.execute(f"SELECT v.record_id, v.embedding, r.project_id {select}")
-        while filled < total:
-            batch = cursor.fetchmany(_BATCH)
-            if not batch:
+        for batch in batches:
+            if filled >= total:
                 break
             if not dims:
                 first = next((len(b[1]) for b in batch if b[1] and not len(b[1]) % 4), 0)
