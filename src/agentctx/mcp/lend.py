@@ -6,7 +6,9 @@ background load and listens on ``<home>/run/embed-<pid>.sock`` (the protocol and
 :mod:`agentctx.core.meaning`). Each request is answered with the prompt's nearest current records of
 the project and the global ones, with their cosines; the hook fuses them with its keyword
 candidates under the core's rules (:mod:`agentctx.core.tiers`), which check every id again against
-the store (scope, current, not shown yet).
+the store (scope, current, not shown yet). The socket is served by one plain thread
+(:meth:`Lender.serve_forever`), not the MCP server's event loop: an answer costs no hop between
+threads, and the loop never waits for it.
 
 Safety: the folder is made 0700 and checked (a directory of this user, not a symlink) before the
 socket is bound in it, the socket is 0600, and a peer of another user is refused (``SO_PEERCRED``
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import stat
 import sys
 import threading
@@ -34,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import numpy as np
-from anyio.abc import SocketAttribute
 
 from agentctx.core import home, meaning, plan, vectors
 from agentctx.core.schema import GLOBAL_PROJECT_ID
@@ -42,7 +44,6 @@ from agentctx.core.schema import GLOBAL_PROJECT_ID
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from anyio.abc import SocketStream
     from numpy.typing import NDArray
 
     from agentctx.embeddings.models import Embedder
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentctx.mcp")
 
 READ_TIMEOUT = 2.0
+#: How often the lending thread looks whether the server is ending (seconds).
+_STOP_POLL = 0.25
 #: Set (to anything) to log the time of every answer (never the prompt).
 DEBUG_ENV = "AGENTCTX_DEBUG"
 #: Above this many rows, the sign bits narrow the search to :data:`PREFILTER` rows first.
@@ -108,7 +111,6 @@ def _alive(pid: int) -> bool:
 def same_user(sock: Any) -> bool:
     """Whether the peer of a connected Unix socket runs as this user (True where it cannot be
     told: the folder's and the socket's modes then keep others out)."""
-    import socket
     import struct
 
     option = getattr(socket, "SO_PEERCRED", None)
@@ -296,8 +298,6 @@ class Lender:
         self._version: int | None = None
         self._rebuilding = False
         self._lock = threading.Lock()
-        self._limiter = anyio.CapacityLimiter(1)
-        self.waiting = 0
 
     def _connection(self) -> Any:
         """The connection that watches the store's ``data_version`` (worker threads, locked)."""
@@ -354,8 +354,8 @@ class Lender:
     def neighbours(
         self, embedder: Embedder, text: str, project_id: str, k: int, spent: list[float] | None = None
     ) -> list[tuple[str, float]]:
-        """The prompt's nearest current records (blocking: a worker thread). ``spent`` gets the
-        seconds of the embedding and of the search, for the debug log."""
+        """The prompt's nearest current records. ``spent`` gets the seconds of the embedding and
+        of the search, for the debug log."""
         index = self.index
         if index is None or (index.model is not None and index.model != embedder.name):
             return []  # another model's vectors must not be compared with this one's
@@ -367,35 +367,79 @@ class Lender:
             spent += [embedded - began, time.perf_counter() - embedded]
         return hits
 
-    async def answer(self, line: bytes, spent: list[float] | None = None) -> bytes:
+    def answer(self, line: bytes, spent: list[float] | None = None) -> bytes:
         """The answer line to one request line (``spent``: see :meth:`neighbours`)."""
         try:
             text, project_id, k = meaning.parse_request(line.rstrip(b"\n"))
         except (ValueError, UnicodeDecodeError):
             return meaning.answer_line("error")
         embedder = self.model.get()
-        if embedder is None:
-            self.model.request()
+        if embedder is None:  # its load was asked for at start (prepare)
             return meaning.answer_line("off" if self.model.state == "off" else "loading")
         if self.index is None:
             return meaning.answer_line("loading")
-        if self.waiting >= 2:  # a queue of prompts: the later ones would miss their deadline
-            return meaning.answer_line("busy")
-        self.waiting += 1
-        try:
-            hits = await anyio.to_thread.run_sync(
-                self.neighbours, embedder, text, project_id, k, spent, limiter=self._limiter
-            )
-        finally:
-            self.waiting -= 1
+        hits = self.neighbours(embedder, text, project_id, k, spent)
         return meaning.answer_line("ready", embedder.name, hits)
 
-    async def after(self) -> None:
-        """After an answer is sent: rebuild the index in the background if the store changed
-        (the ``data_version`` check is off the prompt's path; this answer used the index as it
-        was, the next one gets the new one once it is built)."""
+    def handle(self, conn: socket.socket) -> None:
+        """Read one request from ``conn``, answer it, then check the store for changes (the
+        ``data_version`` check is off the prompt's path: this answer used the index as it was,
+        the next ones get the new one once it is built)."""
+        if not same_user(conn):
+            return
+        until = time.monotonic() + READ_TIMEOUT
+        line = b""
+        while not line.endswith(b"\n") and len(line) <= meaning.MAX_REQUEST:
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            conn.settimeout(left)
+            chunk = conn.recv(meaning.MAX_REQUEST + 1)
+            if not chunk:
+                return
+            line += chunk
+        if not line.endswith(b"\n") or _gone(conn):
+            return  # cut short, too long, or the hook gave up already: no embedding for nobody
+        read = time.perf_counter()
+        spent: list[float] = []
+        conn.settimeout(READ_TIMEOUT)
+        conn.sendall(self.answer(line, spent))
+        if os.environ.get(DEBUG_ENV):
+            # no prompt text: the timings only (embedding, search, the rest: parsing and sending)
+            total = time.perf_counter() - read
+            embed, search = (spent + [0.0, 0.0])[:2]
+            log.info(
+                "agentctx: lent an answer in %.1f ms (embedding %.1f, search %.1f, rest %.1f)",
+                1000 * total, 1000 * embed, 1000 * search, 1000 * (total - embed - search),
+            )  # fmt: skip
         if self.index is not None:
-            await anyio.to_thread.run_sync(lambda: self.refresh(wait=False))
+            self.refresh(wait=False)
+
+    def serve_forever(self, listener: socket.socket, stop: threading.Event) -> None:
+        """Answer the socket's connections one at a time, in this thread, until ``stop``.
+
+        One plain thread, no event loop: a request costs no hop between the loop and a worker
+        thread, each a wait for the scheduler on a busy machine, and the MCP server's loop never
+        waits for it. Prompts of one session come one at a time; a second one waits in the
+        backlog (its hook's deadline bounds the wait).
+        """
+        listener.settimeout(_STOP_POLL)
+        while not stop.is_set():
+            try:
+                conn, _address = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                if not stop.is_set():
+                    log.warning("agentctx: the embedding socket stopped (%s)", exc)
+                return
+            try:
+                with conn:
+                    self.handle(conn)
+            except OSError:
+                continue  # the hook gave up (its deadline passed): nothing to answer
+            except Exception as exc:  # a bug must not end the lending for the session
+                log.warning("agentctx: a lent answer failed (%s: %s)", type(exc).__name__, exc)
 
     async def prepare(self) -> None:
         """Load the model, then build the index (both in worker threads)."""
@@ -413,31 +457,15 @@ class Lender:
             self._conn = None
 
 
-async def _handle(lender: Lender, stream: SocketStream) -> None:
-    async with stream:
-        try:
-            if not same_user(stream.extra(SocketAttribute.raw_socket)):
-                return
-            line = b""
-            with anyio.move_on_after(READ_TIMEOUT):
-                while not line.endswith(b"\n") and len(line) <= meaning.MAX_REQUEST:
-                    line += await stream.receive(meaning.MAX_REQUEST + 1)
-            if not line.endswith(b"\n"):
-                return
-            read = time.perf_counter()
-            spent: list[float] = []
-            await stream.send(await lender.answer(line, spent))
-            if os.environ.get(DEBUG_ENV):
-                # no prompt text: the timings only (embedding, search, the rest: thread and loop)
-                total = time.perf_counter() - read
-                embed, search = (spent + [0.0, 0.0])[:2]
-                log.info(
-                    "agentctx: lent an answer in %.1f ms (embedding %.1f, search %.1f, rest %.1f)",
-                    1000 * total, 1000 * embed, 1000 * search, 1000 * (total - embed - search),
-                )  # fmt: skip
-            await lender.after()
-        except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-            return  # the hook gave up (its deadline passed): nothing to answer
+def _gone(conn: socket.socket) -> bool:
+    """Whether the peer closed its end already (a hook past its deadline)."""
+    try:
+        conn.setblocking(False)
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
 
 
 async def serve(model: QueryModel, db_path: str, *, ready: anyio.Event | None = None) -> None:
@@ -457,19 +485,36 @@ async def serve(model: QueryModel, db_path: str, *, ready: anyio.Event | None = 
                 os.unlink(path)  # a pid reused after a crash
         except FileNotFoundError:
             pass
-        listener = await anyio.create_unix_listener(path, mode=0o600)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(path)
+            os.chmod(path, 0o600)
+            listener.listen(16)
+        except OSError:
+            listener.close()
+            raise
     except Exception as exc:
         log.warning("agentctx: the prompt hook's embedding socket is off (%s)", exc)
         if ready is not None:
             ready.set()
         return
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=lender.serve_forever, args=(listener, stop), name="agentctx-lend", daemon=True
+    )
     try:
-        async with listener, anyio.create_task_group() as tasks:
+        async with anyio.create_task_group() as tasks:
             tasks.start_soon(lender.prepare)
+            thread.start()
             if ready is not None:
                 ready.set()
-            await listener.serve(lambda stream: _handle(lender, stream), task_group=tasks)
+            await anyio.sleep_forever()
     finally:
+        stop.set()
+        with anyio.CancelScope(shield=True):
+            if thread.is_alive():
+                await anyio.to_thread.run_sync(thread.join, 5 * _STOP_POLL)
+        listener.close()
         try:
             os.unlink(path)
         except OSError:
