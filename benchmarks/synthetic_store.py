@@ -205,7 +205,7 @@ VOCABULARIES = ("topical", "zipf")
 class _Ranked(_Pool):
     """A pool whose order is its ranking (no shuffle): ``1 / (rank + offset)``."""
 
-    def __init__(self, words: Sequence[str], offset: float) -> None:  # noqa: D107
+    def __init__(self, words: Sequence[str], offset: float) -> None:
         self.words = list(words)
         self.cum = _zipf(len(self.words), offset)
 
@@ -223,7 +223,10 @@ class _MadeUp:
     def word(self, ident: bool = False) -> str:
         rng = self.rng
         while True:
-            syllables = [rng.choice(self.CONSONANTS) + rng.choice(self.VOWELS) for _ in range(rng.randint(2, 4))]
+            syllables = [
+                rng.choice(self.CONSONANTS) + rng.choice(self.VOWELS)
+                for _ in range(rng.randint(2, 4))
+            ]
             text = "".join(syllables)
             if ident:  # an identifier: camelCase, or a path, or a call
                 shape = rng.randrange(3)
@@ -309,16 +312,24 @@ class Generator:
         rng = self.rng
         self.glue = _Pool(GLUE, rng, 1.5)
         zipf = vocabulary == "zipf"
-        made = _MadeUp(rng, GLUE + GENERIC + [w for pair in TOPICS.values() for w in " ".join(pair).split()])
-        self.generic = _Ranked(_shared_vocabulary(rng, made), 2.7) if zipf else _Pool(GENERIC, rng, 40)
+        made = _MadeUp(
+            rng, GLUE + GENERIC + [w for pair in TOPICS.values() for w in " ".join(pair).split()]
+        )
+        self.generic = (
+            _Ranked(_shared_vocabulary(rng, made), 2.7) if zipf else _Pool(GENERIC, rng, 40)
+        )
         self.topics: list[_Topic] = []
         for words, idents in TOPICS.values():
             if zipf:
                 named = list(dict.fromkeys(_words(words)))
                 topic = _Topic(
                     _Ranked(_placed(named, ZIPF_TOPIC, ZIPF_NAMED_RANKS, rng, made), 1.0),
-                    _Ranked(_placed(_words(idents), ZIPF_TOPIC_IDENTS, ZIPF_IDENT_RANKS, rng,
-                                    made, ident=True), 1.0),  # fmt: skip
+                    _Ranked(
+                        _placed(
+                            _words(idents), ZIPF_TOPIC_IDENTS, ZIPF_IDENT_RANKS, rng, made, True
+                        ),
+                        1.0,
+                    ),
                 )
             else:
                 topic = _Topic(_Pool(_words(words), rng, 8), _Pool(_words(idents), rng, 3))

@@ -14,12 +14,10 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import numpy as np
-import pytest
 
 from agentctx.core import db, home, meaning, vectors
 from agentctx.core.project import identify
@@ -30,6 +28,9 @@ from agentctx.store import Store
 from tests.helpers import contract, payload, run_hook, seed
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
     from numpy.typing import NDArray
 
 DIMS = 384
@@ -222,6 +223,6 @@ def test_the_debug_log_has_the_prompts_timings(project_dir: Path, agentctx_home:
     assert contract(result, "UserPromptSubmit")
     log = (agentctx_home / "logs" / "hooks.log").read_text()
     line = next(x for x in log.splitlines() if "timing ms:" in x)
-    assert [step.split()[0] for step in line.split("timing ms: ")[1].split(" (")[0].split(", ")] == [
-        "ask", "keywords", "fused"
-    ]
+    assert [
+        step.split()[0] for step in line.split("timing ms: ")[1].split(" (")[0].split(", ")
+    ] == ["ask", "keywords", "fused"]

@@ -224,7 +224,9 @@ class VectorIndex:
     def scope(self, project_id: str) -> NDArray[np.intp] | None:
         """The rows of the project and the global records (None: every row), cached per project."""
         if project_id not in self._scopes:
-            wanted = [i for i, p in enumerate(self.projects) if p in (project_id, GLOBAL_PROJECT_ID)]
+            wanted = [
+                i for i, p in enumerate(self.projects) if p in (project_id, GLOBAL_PROJECT_ID)
+            ]
             if len(wanted) == len(self.projects):
                 self._scopes[project_id] = None
             else:
@@ -352,7 +354,12 @@ class Lender:
             self._rebuilding = False
 
     def neighbours(
-        self, embedder: Embedder, text: str, project_id: str, k: int, spent: list[float] | None = None
+        self,
+        embedder: Embedder,
+        text: str,
+        project_id: str,
+        k: int,
+        spent: list[float] | None = None,
     ) -> list[tuple[str, float]]:
         """The prompt's nearest current records. ``spent`` gets the seconds of the embedding and
         of the search, for the debug log."""
@@ -407,7 +414,7 @@ class Lender:
         if os.environ.get(DEBUG_ENV):
             # no prompt text: the timings only (embedding, search, the rest: parsing and sending)
             total = time.perf_counter() - read
-            embed, search = (spent + [0.0, 0.0])[:2]
+            embed, search = [*spent, 0.0, 0.0][:2]
             log.info(
                 "agentctx: lent an answer in %.1f ms (embedding %.1f, search %.1f, rest %.1f)",
                 1000 * total, 1000 * embed, 1000 * search, 1000 * (total - embed - search),
