@@ -40,7 +40,7 @@ def clustered(n: int, rng: np.random.Generator) -> NDArray[np.float32]:
     """``n`` unit vectors around 40 centres (as a store's records crowd around its topics)."""
     centres = rng.normal(size=(40, DIMS)).astype(np.float32)
     rows = centres[rng.integers(40, size=n)] + rng.normal(0, 0.6, size=(n, DIMS)).astype(np.float32)
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return np.asarray(rows / np.linalg.norm(rows, axis=1, keepdims=True), dtype=np.float32)
 
 
 def index_of(vectors: NDArray[np.float32], owners: list[str], batch: int = 500) -> lend.VectorIndex:
