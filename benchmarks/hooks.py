@@ -874,7 +874,8 @@ def meaning_section(
         "its socket waited for, and the baseline and UserPromptSubmit run again in interleaved "
         "rounds: the hook sends the prompt to the server, runs its keyword search, then reads the "
         "answer by its deadline and fuses. *answered* = untimed runs (with `AGENTCTX_DEBUG`) whose "
-        "answer came within the deadline (else the hook used keywords alone). Server memory: "
+        "answer the hook used: it came by the deadline, or while a keyword search that outlasted "
+        "the deadline ran (else the hook used keywords alone). Server memory: "
         "`VmRSS` when ready / after the rounds, and the peak `VmHWM`. Targets (issue 25): ≤ 2.5× at "
         "10K records, ≤ 3.0× at 100K."
     )
