@@ -2,7 +2,8 @@
 
 Usage, from the repository root (project venv; ``python3 -m nox -s bench`` does this)::
 
-    python benchmarks/hooks.py [--sizes 1000,10000,100000] [--runs 30] [--out FILE] [--strict]
+    python benchmarks/hooks.py [--sizes 1000,10000,100000] [--stores topical,zipf] [--runs 30]
+                               [--out FILE] [--strict]
 
 For each store size it builds a realistic synthetic store (``synthetic_store.py``) in a temporary
 ``AGENTCTX_HOME``, then times, in interleaved rounds (each round runs every command once, in a
@@ -158,8 +159,11 @@ class Sample:
 class SizeResult:
     """Everything measured at one store size."""
 
-    def __init__(self, size: int, stats: synthetic_store.BuildStats) -> None:
+    def __init__(
+        self, size: int, stats: synthetic_store.BuildStats, store: str = "topical"
+    ) -> None:
         self.size = size
+        self.store = store  # the vocabulary (synthetic_store.VOCABULARIES)
         self.stats = stats
         self.samples = {name: Sample() for name in (*SCENARIOS, *MEANING_SCENARIOS)}
         self.meaning: dict[str, Any] = {}  # the meaning phase's facts (vectors, server, answers)
@@ -172,6 +176,11 @@ class SizeResult:
         self.handler_ms = 0.0  # the UserPromptSubmit handler, in-process
         self.digest_ms = 0.0  # digest.build, in-process (the cold SessionStart path's SQL)
         self.from_source: dict[str, list[str]] = {}
+
+
+def label(result: SizeResult) -> str:
+    """The store's size and vocabulary, as the tables name it."""
+    return f"{result.size:,} {result.store}"
 
 
 class Bench:
@@ -335,9 +344,10 @@ def make_project(folder: Path) -> None:
 
 
 def measure_size(
-    size: int, runs: int, exe: Path, profile: bool, meaning: bool = True
+    size: int, runs: int, exe: Path, profile: bool, meaning: bool = True, store: str = "topical"
 ) -> SizeResult:
-    """Build a store of ``size`` records in a temporary home and time the hooks against it."""
+    """Build a store of ``size`` records (``store``: its vocabulary) in a temporary home and time
+    the hooks against it."""
     with tempfile.TemporaryDirectory(prefix="agentctx-bench-") as tmp:
         home = Path(tmp) / "home"
         project = Path(tmp) / PROJECT_NAME
@@ -345,9 +355,9 @@ def measure_size(
         project.mkdir()
         make_project(project)
         identity = identify(str(project))
-        print(f"[{size:,} records] building the store ...", flush=True)
+        print(f"[{size:,} records, {store}] building the store ...", flush=True)
         stats = synthetic_store.build(
-            str(home / "agentctx.db"), size, identity.project_id, identity.name, SEED
+            str(home / "agentctx.db"), size, identity.project_id, identity.name, SEED, store
         )
         print(
             f"[{size:,} records] built in {stats.seconds:.1f} s "
@@ -361,7 +371,7 @@ def measure_size(
             [str(exe), "worker", "profile", "--cwd", str(project)],
             env=bench.env, cwd=project, capture_output=True, timeout=120, check=True,
         )  # fmt: skip
-        result = SizeResult(size, stats)
+        result = SizeResult(size, stats, store)
         ups_payload = bench.payload(UPS, "bench-baseline")
         rng = random.Random(SEED * 7 + size)
         bench.round(SS_WARM, None, ups_payload)  # builds the digest: the normal path from now on
@@ -690,14 +700,14 @@ def render(
                 ]
                 if target is not None and ratio > target:
                     missed.append(
-                        f"{LABELS[scenario]} at {result.size:,} records: {ratio:.2f}× "
+                        f"{LABELS[scenario]} at {label(result)} records: {ratio:.2f}× "
                         f"(target ≤ {target}×; {sample.median:.1f} ms vs {base.median:.1f} ms)"
                     )
             cpu_ratio = sample.cpu_median / base.cpu_median if base.cpu_median else 0.0
             rss = statistics.median(sample.rss_kib) / 1024 if sample.rss_kib else 0.0
             cells += [fmt_ms(sample.cpu_median), f"{cpu_ratio:.2f}", f"{rss:.1f}"]
             add(
-                f"| {result.size:,} | {LABELS[scenario]} | {fmt_ms(sample.median)} | "
+                f"| {label(result)} | {LABELS[scenario]} | {fmt_ms(sample.median)} | "
                 f"{fmt_ms(sample.p90)} | " + " | ".join(cells) + " |"
             )
     add("")
@@ -713,10 +723,16 @@ def render(
     add("## The stores")
     add("")
     add(
-        "Built per size in a fresh temporary `AGENTCTX_HOME` by `benchmarks/synthetic_store.py`: "
-        "synthetic developer notes of one web project (12 topics such as auth, payments, build, "
-        "database; each record draws mostly from its topic's vocabulary), the project being the one "
-        "of the hook's `cwd` (a git work tree with an `origin` remote); preferences are global. "
+        "Built per size and vocabulary in a fresh temporary `AGENTCTX_HOME` by "
+        "`benchmarks/synthetic_store.py`: synthetic developer notes of one web project (12 topics "
+        "such as auth, payments, build, database; each record draws mostly from its topic's "
+        "vocabulary), the project being the one of the hook's `cwd` (a git work tree with an "
+        "`origin` remote); preferences are global. Two vocabularies: *topical* (the store measured "
+        "since issue 1: each topic's ~30 words are drawn so often that a prompt's topic words each "
+        "match a tenth of the store) and *zipf* (issue 25's store whose words are as common as in "
+        "real stores: a long-tailed vocabulary of 30,000 shared words, code's common words first, "
+        "and 2,000 per topic, with Zipf weights 1 / rank, so that a prompt's topic words each match "
+        "a few records in a thousand and its identifiers fewer). "
         "Rows are built with `NewRecord(...).validated().to_record(...)` and bulk-inserted with "
         "`schema.INSERT_RECORD_SQL` in one transaction on an `agentctx.core.db.connect` connection "
         "migrated by `agentctx.core.schema.migrate` (the FTS5 triggers index them), then the WAL "
@@ -739,7 +755,7 @@ def render(
         tok = f"{toks[0]} / {toks[len(toks) // 2]} / {toks[-1]}" if toks else ""
         injected = sorted(set(result.injected))
         add(
-            f"| {s.records:,} | {s.current:,} | {s.superseded:,} "
+            f"| {label(result)} | {s.current:,} | {s.superseded:,} "
             f"({100 * s.superseded / max(s.records, 1):.0f} %) | {types} | {tok} | "
             f"{result.digest_tokens} | {result.prompt_docs:,} "
             f"({100 * result.prompt_docs / max(s.records, 1):.0f} %) | "
@@ -755,7 +771,12 @@ def render(
     add("")
     for result in results:
         terms = ", ".join(f"{t} {n:,}" for t, n in result.term_docs.items())
-        add(f"- {result.size:,} records: {terms}")
+        counts = list(result.term_docs.values())
+        middle = statistics.median(counts) if counts else 0
+        add(
+            f"- {label(result)}: {terms} (median {middle:,.0f} records per prompt word, "
+            f"{1000 * middle / max(result.stats.records, 1):.1f} per thousand records)"
+        )
     add("")
     add("## Exact commands")
     add("")
@@ -818,7 +839,7 @@ def render(
     add("|--:|--:|--:|--:|")
     for result in results:
         cells = [str(len(result.from_source.get(s, []))) for s in (BASELINE, SS_WARM, UPS)]
-        add(f"| {result.size:,} | " + " | ".join(cells) + " |")
+        add(f"| {label(result)} | " + " | ".join(cells) + " |")
     stray = sorted({m for r in results for ms in r.from_source.values() for m in ms})
     if stray:
         add("")
@@ -863,7 +884,8 @@ def meaning_section(
         "its socket waited for, and the baseline and UserPromptSubmit run again in interleaved "
         "rounds: the hook sends the prompt to the server, runs its keyword search, then reads the "
         "answer by its deadline and fuses. *answered* = untimed runs (with `AGENTCTX_DEBUG`) whose "
-        "answer came within the deadline (else the hook used keywords alone). Server memory: "
+        "answer the hook used: it came by the deadline, or while a keyword search that outlasted "
+        "the deadline ran (else the hook used keywords alone). Server memory: "
         "`VmRSS` when ready / after the rounds, and the peak `VmHWM`. Targets (issue 25): ≤ 2.5× at "
         "10K records, ≤ 3.0× at 100K."
     )
@@ -882,13 +904,13 @@ def meaning_section(
         ok = verdict(ratio, target)
         if target is not None and ratio > target:
             missed.append(
-                f"{LABELS[UPS_MEANING]} at {result.size:,} records: {ratio:.2f}× (target ≤ "
+                f"{LABELS[UPS_MEANING]} at {label(result)} records: {ratio:.2f}× (target ≤ "
                 f"{target}×; {sample.median:.1f} ms vs {base.median:.1f} ms)"
             )
         m = result.meaning
         entries = sorted(set(result.meaning_entries))
         add(
-            f"| {result.size:,} | {fmt_ms(base.median)} | {fmt_ms(sample.median)} | "
+            f"| {label(result)} | {fmt_ms(base.median)} | {fmt_ms(sample.median)} | "
             f"{fmt_ms(sample.p90)} | {ratio:.2f} | {sample.p90 / base.p90:.2f} | ≤ {target}× | {ok} | "
             f"{fmt_ms(sample.cpu_median)} | {', '.join(map(str, entries))} | "
             f"{m['answered']}/{ANSWER_CHECKS} | {m['deadline_ms']} | {m['rss_ready'][0]:.0f} / "
@@ -909,6 +931,16 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
+def parse_stores(text: str) -> list[str]:
+    stores = [part.strip() for part in text.split(",") if part.strip()]
+    wrong = [s for s in stores if s not in synthetic_store.VOCABULARIES]
+    if not stores or wrong:
+        raise argparse.ArgumentTypeError(
+            f"stores are among {', '.join(synthetic_store.VOCABULARIES)}, comma-separated"
+        )
+    return stores
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument(
@@ -927,6 +959,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-profile", action="store_true", help="skip the -X importtime section")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument(
+        "--stores",
+        type=parse_stores,
+        default=list(synthetic_store.VOCABULARIES),
+        help="the stores' vocabularies, comma-separated (default: topical,zipf; see "
+        "benchmarks/synthetic_store.py)",
+    )
+    parser.add_argument(
         "--no-meaning", action="store_true", help="skip the meaning phase (no server, no vectors)"
     )
     args = parser.parse_args(argv)
@@ -944,8 +983,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     clock_start = time.perf_counter()
     compile_cmd = compile_bytecode()
     results = [
-        measure_size(size, args.runs, exe, not args.no_profile, not args.no_meaning)
+        measure_size(size, args.runs, exe, not args.no_profile, not args.no_meaning, store)
         for size in sorted(args.sizes)
+        for store in args.stores
     ]
     report, missed = render(
         results,

@@ -9,6 +9,15 @@ superseded (every handover but the last, older versions of keyed profile facts, 
 records), a few are pinned, inferred or flagged as CLAUDE.md drift. Every record but handovers and
 profile facts has 2-4 retrieval cues, as consolidation leaves a store.
 
+Two vocabularies (``vocabulary=``): ``topical`` (the default, the store measured since issue 1) draws
+each topic's words from a pool of ~30, so a prompt's topic words each match a tenth of the store;
+``zipf`` (issue 25: "a store whose words are as common as in real stores") draws from a long-tailed
+vocabulary instead: a shared one of :data:`ZIPF_SHARED` words (the common words of code and its
+prose in the order of ``agentctx.core.background``, the generic developer words among them, then
+made-up words) and one of :data:`ZIPF_TOPIC` words per topic (its named words at ranks
+:data:`ZIPF_NAMED_RANKS`, the rest made up), both with Zipf weights ``1 / rank``, so that at 100K
+records a prompt's topic words each match some hundreds of records and its rare identifiers tens.
+
 Rows are made by the library itself (``NewRecord(...).validated().to_record(...)``) so they satisfy
 every CHECK constraint, and inserted with ``schema.INSERT_RECORD_SQL`` in one transaction on a
 connection opened by ``agentctx.core.db.connect`` and migrated by
@@ -19,6 +28,7 @@ given seed (except the ULIDs).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import random
 import time
@@ -182,6 +192,87 @@ class _Pool:
         return rng.choices(self.words, cum_weights=self.cum, k=k)
 
 
+#: The Zipf store's vocabularies (words) and where a topic's named words and identifiers rank in
+#: its own (log-uniform between the bounds: the named words are its common words, not its commonest).
+ZIPF_SHARED = 30_000
+ZIPF_TOPIC = 2_000
+ZIPF_TOPIC_IDENTS = 300
+ZIPF_NAMED_RANKS = (20, 600)
+ZIPF_IDENT_RANKS = (5, 150)
+VOCABULARIES = ("topical", "zipf")
+
+
+class _Ranked(_Pool):
+    """A pool whose order is its ranking (no shuffle): ``1 / (rank + offset)``."""
+
+    def __init__(self, words: Sequence[str], offset: float) -> None:
+        self.words = list(words)
+        self.cum = _zipf(len(self.words), offset)
+
+
+class _MadeUp:
+    """Made-up words (consonant-vowel syllables), each new, none a real word of the pools."""
+
+    CONSONANTS = "bdfgklmnprstvz"
+    VOWELS = "aeiou"
+
+    def __init__(self, rng: random.Random, taken: Iterable[str]) -> None:
+        self.rng = rng
+        self.taken = set(taken)
+
+    def word(self, ident: bool = False) -> str:
+        rng = self.rng
+        while True:
+            syllables = [
+                rng.choice(self.CONSONANTS) + rng.choice(self.VOWELS)
+                for _ in range(rng.randint(2, 4))
+            ]
+            text = "".join(syllables)
+            if ident:  # an identifier: camelCase, or a path, or a call
+                shape = rng.randrange(3)
+                if shape == 0:
+                    text = "use" + text.capitalize()
+                elif shape == 1:
+                    text = f"src/{text[:4]}/{text}.ts"
+                else:
+                    text = text + "()"
+            if text not in self.taken:
+                self.taken.add(text)
+                return text
+
+
+def _placed(named: Sequence[str], size: int, ranks: tuple[int, int], rng: random.Random,
+            made: _MadeUp, ident: bool = False) -> list[str]:  # fmt: skip
+    """A ranked vocabulary of ``size`` words: the ``named`` ones at log-uniform ranks within
+    ``ranks``, made-up words everywhere else."""
+    low, high = ranks
+    slots: dict[int, str] = {}
+    for word in named:
+        while True:
+            rank = round(math.exp(rng.uniform(math.log(low), math.log(high))))
+            if rank not in slots:
+                slots[rank] = word
+                break
+    return [slots[r] if r in slots else made.word(ident) for r in range(max(size, high + 1))]
+
+
+def _shared_vocabulary(rng: random.Random, made: _MadeUp) -> list[str]:
+    """The shared words, most common first: code's common words (``agentctx.core.background``,
+    by rank), the generic developer words placed among them at ranks 30-3,000, then made-up."""
+    from agentctx.core.background import TABLE
+
+    common = [line.split()[0] for line in TABLE.strip().splitlines()]
+    common = [w for w in common if w.isalpha() and w not in GENERIC]
+    generic = list(dict.fromkeys(GENERIC))
+    placed = _placed(generic, 0, (30, 3000), rng, made)
+    out: list[str] = []
+    source = iter(common)
+    for rank in range(ZIPF_SHARED):
+        word = placed[rank] if rank < len(placed) and placed[rank] in generic else None
+        out.append(word or next(source, None) or made.word())
+    return out
+
+
 class _Topic:
     __slots__ = ("idents", "sentence_tokens", "sentences", "words")
 
@@ -212,14 +303,36 @@ def _sentence(rng: random.Random, topic: _Topic, glue: _Pool, generic: _Pool) ->
 class Generator:
     """Makes the synthetic records; sentences are pre-generated per topic and recombined."""
 
-    def __init__(self, seed: int, sentences_per_topic: int = 2500) -> None:
+    def __init__(
+        self, seed: int, sentences_per_topic: int = 2500, vocabulary: str = "topical"
+    ) -> None:
+        if vocabulary not in VOCABULARIES:
+            raise ValueError(f"vocabulary must be one of {VOCABULARIES}")
         self.rng = random.Random(seed)
         rng = self.rng
         self.glue = _Pool(GLUE, rng, 1.5)
-        self.generic = _Pool(GENERIC, rng, 40)
+        zipf = vocabulary == "zipf"
+        made = _MadeUp(
+            rng, GLUE + GENERIC + [w for pair in TOPICS.values() for w in " ".join(pair).split()]
+        )
+        self.generic = (
+            _Ranked(_shared_vocabulary(rng, made), 2.7) if zipf else _Pool(GENERIC, rng, 40)
+        )
         self.topics: list[_Topic] = []
         for words, idents in TOPICS.values():
-            topic = _Topic(_Pool(_words(words), rng, 8), _Pool(_words(idents), rng, 3))
+            if zipf:
+                named = list(dict.fromkeys(_words(words)))
+                topic = _Topic(
+                    _Ranked(_placed(named, ZIPF_TOPIC, ZIPF_NAMED_RANKS, rng, made), 1.0),
+                    _Ranked(
+                        _placed(
+                            _words(idents), ZIPF_TOPIC_IDENTS, ZIPF_IDENT_RANKS, rng, made, True
+                        ),
+                        1.0,
+                    ),
+                )
+            else:
+                topic = _Topic(_Pool(_words(words), rng, 8), _Pool(_words(idents), rng, 3))
             for _ in range(sentences_per_topic):
                 text = _sentence(rng, topic, self.glue, self.generic)
                 topic.sentences.append(text)
@@ -321,10 +434,13 @@ class BuildStats:
         self.db_bytes = 0
 
 
-def build(db_path: str, n: int, project_id: str, project_name: str, seed: int) -> BuildStats:
-    """Create the store at ``db_path`` (which must not exist) with ``n`` records."""
+def build(
+    db_path: str, n: int, project_id: str, project_name: str, seed: int, vocabulary: str = "topical"
+) -> BuildStats:
+    """Create the store at ``db_path`` (which must not exist) with ``n`` records (``vocabulary``:
+    one of :data:`VOCABULARIES`)."""
     started = time.perf_counter()
-    gen = Generator(seed)
+    gen = Generator(seed, vocabulary=vocabulary)
     rng = gen.rng
     start = datetime.now(UTC) - timedelta(days=SPAN_DAYS)
     step = timedelta(days=SPAN_DAYS) / max(n, 1)

@@ -155,7 +155,8 @@ class Pending:
 
     def hits(self, until: float) -> list[tuple[str, float]] | None:
         """The neighbours, or None (``why`` says it) when no usable answer came by ``until``
-        (a ``time.monotonic`` moment). Closes the connection."""
+        (a ``time.monotonic`` moment; an answer already there is read even when ``until`` has
+        passed). Closes the connection."""
         import time
 
         sock: Any = self._sock
@@ -163,14 +164,12 @@ class Pending:
         size = 0
         try:
             while True:
-                left = until - time.monotonic()
-                if left <= 0:
-                    self.state, self.why = "late", "no answer within the deadline"
-                    return None
-                sock.settimeout(left)
+                # past the deadline, one look without waiting: an answer that came while the
+                # keyword search ran is used, never thrown away for being read late
+                sock.settimeout(max(0.0, until - time.monotonic()))
                 try:
                     chunk = sock.recv(65536)
-                except TimeoutError:
+                except (TimeoutError, BlockingIOError):
                     self.state, self.why = "late", "no answer within the deadline"
                     return None
                 if not chunk:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 
 from agentctx.core import home, meaning, plan, search, tiers
-from agentctx.core.connect import open_db, release
 from agentctx.core.inject import render, render_rules, render_tiers
 from agentctx.core.ledger import Ledger
 from agentctx.core.tokens import estimate_tokens
@@ -52,8 +51,13 @@ def _prompt(ctx: HookContext) -> str | None:
         return None
     # Meaning first: the server embeds the prompt while the keyword search runs here.
     pending = None
+    _MARKS.clear()
     if search.content(terms) >= search.MIN_CONTENT:
         pending = meaning.ask(prompt, ctx.project.project_id, ctx.log)
+        _mark("ask")
+    # the store's driver loads after the request is sent: the server starts embedding meanwhile
+    from agentctx.core.connect import open_db, release
+
     conn = open_db(ctx.log)
     try:
         if not ctx.session_id:
@@ -99,9 +103,11 @@ def _inject(
             if ctx.session_id and ctx.event != "SubagentStart":  # a subagent: a new context
                 shown = shown | plan.run(conn, search.shown_before(ctx.session_id))
             found = _keywords(ctx, conn, terms, shown)
+            _mark("keywords")
             neighbours = None
             if pending is not None and not found.thin:
                 neighbours = pending.hits(pending.sent_at + meaning.deadline())
+                _mark("answer")
                 if neighbours is None and os.environ.get(DEBUG_ENV):
                     ctx.log(f"meaning: keywords alone ({pending.why})")
             chosen = plan.run(
@@ -116,10 +122,12 @@ def _inject(
                 ),
             )
             text, ids, lines = render_tiers(chosen.entries)
+            _mark("fused")
         except Exception as exc:
             why = f"{type(exc).__name__}: {exc}"
         else:
             if os.environ.get(DEBUG_ENV):
+                _timings(ctx)
                 _explain(ctx, conn, shown, neighbours)
             return text, ids, lines
     from agentctx.core import pinned  # the last rung: loaded only when it is reached
@@ -127,6 +135,26 @@ def _inject(
     ctx.log(f"search unavailable ({why}); pinned records only")
     text, ids = render(pinned.fallback(conn, ctx.project.project_id, shown, ctx.log))
     return (f"{pinned.NOTE}\n{text}" if text else ""), ids, []
+
+
+#: ``(step, time.monotonic())`` of the prompt's steps, logged with ``AGENTCTX_DEBUG``.
+_MARKS: list[tuple[str, float]] = []
+
+
+def _mark(step: str) -> None:
+    import time
+
+    _MARKS.append((step, time.monotonic()))
+
+
+def _timings(ctx: HookContext) -> None:
+    """With ``AGENTCTX_DEBUG``: the milliseconds of each step of this prompt, in the log."""
+    last = ctx.started
+    steps = []
+    for step, at in _MARKS:
+        steps.append(f"{step} {1000 * (at - last):.1f}")
+        last = at
+    ctx.log(f"timing ms: {', '.join(steps)} (from the handler's start)")
 
 
 def _search(
@@ -255,6 +283,8 @@ def _for_task(ctx: HookContext, task: str) -> tuple[str, list[str]]:
     terms = search.query_terms(task)
     if not terms:
         return "", []
+    from agentctx.core.connect import open_db, release
+
     pending = None
     if search.content(terms) >= search.MIN_CONTENT:
         pending = meaning.ask(task, ctx.project.project_id, ctx.log)
@@ -269,6 +299,8 @@ def _for_task(ctx: HookContext, task: str) -> tuple[str, list[str]]:
 
 def _standing_rules(ctx: HookContext) -> str | None:
     """The project's active decisions and conventions (no task found, or nothing matched it)."""
+    from agentctx.core.connect import open_db, release
+
     conn = open_db(ctx.log)
     if conn is None:
         return None
