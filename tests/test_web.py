@@ -695,3 +695,114 @@ def test_other_commands_do_not_load_the_dashboard() -> None:
         [sys.executable, "-c", probe, *suspects], capture_output=True, text=True, check=True
     )
     assert loaded.stdout.strip() == ""
+
+
+# -- another browser: a new one-time link from the running server ------------------------------------
+
+
+async def test_a_new_link_comes_only_with_the_control_secret(store: Store) -> None:
+    from agentctx.web.security import CONTROL_HEADER, LINK_PATH
+
+    sock = server.bind(0)
+    async with (
+        server.running(store, sock) as dash,
+        httpx.AsyncClient(base_url=dash.url.rstrip("/"), timeout=30) as first,
+        httpx.AsyncClient(base_url=dash.url.rstrip("/"), timeout=30) as second,
+    ):
+        assert (await first.get(dash.login_url)).status_code == 303
+        # without the control secret (or with a wrong one, or by GET): no link
+        for headers in ({}, {CONTROL_HEADER: "guess"}, {TOKEN_HEADER: dash.token}):
+            refused = await second.post(LINK_PATH, headers=headers)
+            assert refused.status_code in (403, 401), headers
+            assert "secret" not in refused.json()
+        assert (
+            await second.get(LINK_PATH, headers={CONTROL_HEADER: dash.control})
+        ).status_code == 403
+        # a cross-site page cannot ask either, even holding the secret
+        cross = await second.post(
+            LINK_PATH, headers={CONTROL_HEADER: dash.control, "Sec-Fetch-Site": "cross-site"}
+        )
+        assert cross.status_code == 403
+        issued = await second.post(LINK_PATH, headers={CONTROL_HEADER: dash.control})
+        assert issued.status_code == 200
+        secret = issued.json()["secret"]
+        login = await second.get(f"/login?secret={secret}")
+        assert login.status_code == 303
+        assert (await second.get("/records")).status_code == 200  # the second browser is in
+        assert (await first.get("/records")).status_code == 200  # and the first stays in
+        assert (await second.get(f"/login?secret={secret}")).status_code == 401  # spent
+
+
+def _ui_link(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentctx", "ui", "--link", *args],
+        capture_output=True,
+        text=True,
+        env=env or os.environ.copy(),
+        timeout=60,
+    )
+
+
+def test_cli_link_asks_the_running_dashboard(tmp_path: Path) -> None:
+    from agentctx.web import link
+
+    env, opened = _fake_browser(tmp_path)
+    proc = _start_ui("--no-open", "--port", "0", env=env)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().split()[2]
+        state = Path(link.state_path())
+        assert state.stat().st_mode & 0o777 == 0o600  # only the user's account reads the secret
+        got = _ui_link("--no-open", env=env)
+        assert got.returncode == 0, got.stderr
+        found = re.match(
+            r"agentctx dashboard: (http://127\.0\.0\.1:\d+/login\?secret=\S+)", got.stdout
+        )
+        assert found, got.stdout
+        second = found.group(1)
+        assert second != first and second.split("?")[0] == first.split("?")[0]
+        assert not opened.exists()  # --no-open
+        with (
+            httpx.Client(timeout=30, follow_redirects=True) as a,
+            httpx.Client(timeout=30, follow_redirects=True) as b,
+        ):
+            assert a.get(first).status_code == 200
+            answer = b.get(second)  # the second browser logs in with the new link
+            assert answer.status_code == 200 and "Projects" in answer.text
+            assert a.get(first).status_code == 401  # the first link stays spent
+        opened_link = _ui_link(env=env)  # without --no-open, the browser gets it
+        assert opened_link.returncode == 0
+        assert opened.read_text() == opened_link.stdout.split()[2]
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    assert not state.exists()  # the stopped server took its note away
+    gone = _ui_link("--no-open", env=env)
+    assert gone.returncode == 1 and gone.stdout == ""
+    assert gone.stderr.strip().count("\n") == 0 and "no dashboard is running" in gone.stderr
+    assert "agentctx ui" in gone.stderr and "Traceback" not in gone.stderr
+
+
+# -- the first run ----------------------------------------------------------------------------------
+
+
+async def test_an_empty_store_says_what_to_do(store: Store) -> None:
+    async with serving(store) as (_, client):
+        page = (await client.get("/")).text
+        assert "Nothing learned yet" in page
+        for step in ("agentctx init", "agentctx demo", "agentctx record --type decision"):
+            assert step in page, step
+        # a project with only the profile facts `init` detects has learned nothing yet either
+        await project(store)
+        await add(
+            store, "Languages", "Python (from pyproject.toml)", type="profile", key="languages"
+        )
+        page = (await client.get("/")).text
+        assert "Nothing learned yet" in page and 'data-project="' + P in page
+        # once something is learned, the note goes
+        await add(store, "Use PostgreSQL", "The ledger lives in PostgreSQL.")
+        assert "Nothing learned yet" not in (await client.get("/")).text
