@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import httpx
 import numpy as np
 import pytest
@@ -806,3 +807,35 @@ async def test_an_empty_store_says_what_to_do(store: Store) -> None:
         # once something is learned, the note goes
         await add(store, "Use PostgreSQL", "The ledger lives in PostgreSQL.")
         assert "Nothing learned yet" not in (await client.get("/")).text
+
+
+async def test_a_detected_profile_fact_reads_the_same_everywhere(store: Store) -> None:
+    """Issue 27, item 14: the digest's label words (``detected``, ``stated``) come from one place,
+    ``core.inject``, and the dashboard and ``agentctx show`` use them too."""
+    from agentctx.core import inject
+
+    await project(store)
+    fact = await add(
+        store,
+        "Languages",
+        "Python (from pyproject.toml)",
+        type="profile",
+        key="languages",
+        source="cli",
+        confidence="explicit",
+    )
+    assert inject.label(fact.to_dict()) == "profile | detected | stated"  # the digest's label
+    assert inject.described(fact) == ("detected (cli)", "stated (explicit)")
+    async with serving(store) as (_, client):
+        page = (await client.get(f"/records/{fact.id}")).text
+        listing = (await client.get("/records", params={"project": P})).text
+    assert "<dd>detected (cli)</dd>" in page and "<dd>stated (explicit)</dd>" in page
+    assert ">stated</span>" in listing and ">explicit<" not in listing
+    shown = await anyio.run_process(
+        [sys.executable, "-m", "agentctx", "show", fact.id], check=False
+    )
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout.decode()
+    assert "type        profile (project)" in out
+    assert "confidence  stated (explicit)" in out
+    assert "source      detected (cli)" in out

@@ -11,10 +11,9 @@ import pytest
 
 from agentctx import preferences
 from agentctx.core import clock
+from tests.browser.conftest import VIEWPORT
 from tests.browser.demo import API, XSS_BODY
 from tests.helpers import new_record
-
-from tests.browser.conftest import VIEWPORT
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser
@@ -290,7 +289,9 @@ async def test_profile_edit_and_clear_in_the_page(site: Site, demo: Demo, store:
     assert edited.id not in {e.id for e in await preferences.show(store)}
 
 
-async def test_sessions_page_fits_1280_px_and_its_figures_agree(site: Site, demo: Demo, store: Store) -> None:
+async def test_sessions_page_fits_1280_px_and_its_figures_agree(
+    site: Site, demo: Demo, store: Store
+) -> None:
     """Issue 27, item 14: no horizontal overflow at 1280 px (the viewport of every test here), no
     64-hex project id, and the charts' figures are the table's total row."""
     unnamed = "c" * 64  # a project only the hooks saw: a session row, no project row
@@ -361,6 +362,7 @@ async def test_an_empty_store_opens_on_what_to_do_and_a_second_browser_gets_a_li
     import httpx
 
     from agentctx.web import server
+    from agentctx.web.link import login_url as link_of
     from agentctx.web.security import CONTROL_HEADER, LINK_PATH
 
     sock = server.bind(0)
@@ -382,7 +384,7 @@ async def test_an_empty_store_opens_on_what_to_do_and_a_second_browser_gets_a_li
                 answer = await client.post(
                     dash.url.rstrip("/") + LINK_PATH, headers={CONTROL_HEADER: dash.control}
                 )
-            link = server.login_url(dash.port, answer.json()["secret"])
+            link = link_of(dash.port, answer.json()["secret"])
             opened = await other.goto(link)
             assert opened is not None and opened.ok and other.url == dash.url
             assert await other.locator("section.getting-started").is_visible()
