@@ -839,3 +839,45 @@ async def test_a_detected_profile_fact_reads_the_same_everywhere(store: Store) -
     assert "type        profile (project)" in out
     assert "confidence  stated (explicit)" in out
     assert "source      detected (cli)" in out
+
+
+async def test_sessions_figures_and_table_come_from_one_list(store: Store) -> None:
+    """Issue 27, item 14: the charts' figures are the table's total row, over the same sessions:
+    a session older than the window is in neither, an open one (no start yet) is today's in both,
+    and a project without a row is named after its folder."""
+    from datetime import UTC, datetime
+
+    from agentctx.web import queries
+
+    await project(store)
+    await _sessions(store)  # 2026-11-20 (two) and 2026-11-22
+    async with store.transaction() as tx:
+        await tx.execute(
+            "INSERT INTO sessions(session_id, project_id, cwd, started_at, tokens_injected, "
+            "injections) VALUES ('s-old', ?, '/w', '2026-09-01T10:00:00.000000Z', 999, 9)",
+            (P,),
+        )
+    rows = await queries.session_rows(store, None, limit=None)
+    rows.append({**rows[0], "session_id": "s-open", "started_at": None, "tokens_injected": 40,
+                 "injections": 1, "records_extracted": 0, "extraction_cost_usd": 0.0})  # fmt: skip
+    view = queries.sessions_view(rows, datetime(2026, 11, 23, tzinfo=UTC), days=5)
+    assert {r["session_id"] for r in view.rows} == {"s-1", "s-2", "s-3", "s-open"}
+    assert view.total.sessions == sum(d.sessions for d in view.days) == 4
+    assert view.total.tokens == sum(d.tokens for d in view.days) == 2200 + 2500 + 40
+    assert view.total.tokens == sum(int(r["tokens_injected"]) for r in view.rows)
+    assert view.total.injections == sum(int(r["injections"]) for r in view.rows)
+    assert math.isclose(view.total.cost, sum(d.cost for d in view.days))
+    assert view.total.records == sum(d.records for d in view.days) == 11
+    assert view.days[-1].sessions == 1  # the open session: today
+    html = str(queries_render(view))
+    assert 'class="total"' in html and "All 4 sessions" in html
+    assert f"{view.total.tokens:,}" in html
+    assert queries.project_label("e" * 64, "/home/me/src/shop-api/", {}) == "shop-api"
+    assert queries.project_label("e" * 64, None, {}) == "eeeeeeee…"
+    assert queries.project_label(P, "/elsewhere", {P: "shop"}) == "shop"
+
+
+def queries_render(view: Any) -> Safe:
+    from agentctx.web.views import sessions
+
+    return sessions.render(view, "", [(P, "shop")], token="t")
