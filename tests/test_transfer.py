@@ -167,10 +167,27 @@ async def test_markdown_is_organized_for_people(source: dict[str, Any]) -> None:
     ]
     assert "#### Queue (superseded)" in lines
     assert "#### Queue" in lines
-    # Comments never close early: no "--" inside any agentctx comment payload.
-    for line in lines:
+    # Comments never close early: no "--" inside any agentctx comment, the data block included.
+    data_at = next(i for i, line in enumerate(lines) if line.startswith("<!-- agentctx:data"))
+    assert lines[data_at + 1 :].index("-->") == len(lines[data_at + 1 :]) - 2  # ends the file
+    for n, line in enumerate(lines):
         if line.startswith("<!-- agentctx:"):
             assert "--" not in line[len("<!-- ") : -len(" -->")]
+        elif data_at < n and line != "-->":
+            assert "--" not in line
+    # Readable: the fields ride in the one data block; above it, ids only in comments, and a
+    # line of plain words under each title.
+    above = lines[:data_at]
+    assert not [line for line in above if line.startswith("<!-- agentctx:record {")]
+    queue = [r for r in source["records"] if r["title"] == "Queue"]
+    old = next(r for r in queue if r["superseded_at"] is not None)
+    new = next(r for r in queue if r["superseded_at"] is None)
+    about = above[above.index("#### Queue (superseded)") + 2]
+    assert about.startswith("*decision · ") and f"superseded by “{new['title']}”" in about
+    assert f"valid {old['valid_from'][:10]}" in about
+    about = above[above.index("#### Queue") + 2]
+    assert "valid since" in about and "replaces “Queue”" in about
+    assert lines[2].startswith("Exported ") and "records (" in lines[2]
 
 
 @pytest.mark.anyio
@@ -476,3 +493,81 @@ def test_json_payload_is_sorted_and_indented() -> None:
     text = transfer.to_json(data).decode()
     assert text.startswith('{\n  "a": {\n    "x": 1,')
     assert orjson.loads(text) == data
+
+
+# -- the Markdown layouts (issue 27: readable, fields in one block at the end) ------------------
+
+
+def _one_record_data(**fields: Any) -> dict[str, Any]:
+    valid = new_record(title="Tabs", body="Indent with tabs.\n\nNever spaces.").validated()
+    record: dict[str, Any] = dict(valid.to_record("ID001", "2026-01-01T00:00:00.000000Z").to_dict())
+    record.update(fields)
+    return {
+        "format": "agentctx-export",
+        "version": 1,
+        "projects": [],
+        "records": [record],
+        "edges": [],
+        "nodes": [],
+        "record_entities": [],
+    }
+
+
+def test_an_export_in_the_earlier_layout_still_reads() -> None:
+    """Before issue 27 each record's fields rode inline in its start comment: still read."""
+    data = _one_record_data()
+    record = data["records"][0]
+    meta = orjson.dumps(
+        {k: v for k, v in record.items() if k not in ("title", "body")},
+        option=orjson.OPT_SORT_KEYS,
+    ).decode()
+    text = "\n".join(
+        [
+            "# agentctx context export",
+            "",
+            '<!-- agentctx:export {"format":"agentctx-export","version":1} -->',
+            "",
+            "## alpha",
+            "",
+            "### Decisions",
+            "",
+            "#### Tabs",
+            f"<!-- agentctx:record {meta} -->",
+            record["body"],
+            "<!-- /agentctx:record ID001 -->",
+            "",
+        ]
+    )
+    assert transfer.parse(text) == data
+
+
+def test_a_record_without_its_text_or_its_fields_is_refused() -> None:
+    text = transfer.to_markdown(_one_record_data())
+    no_text = re.sub(
+        r"<!-- agentctx:record ID001 -->\n.*?<!-- /agentctx:record ID001 -->\n",
+        "",
+        text,
+        flags=re.S,
+    )
+    with pytest.raises(TransferError, match="record ID001 has no text above"):
+        transfer.parse(no_text)
+    no_fields = "\n".join(line for line in text.split("\n") if not line.startswith("record {"))
+    with pytest.raises(TransferError, match="record ID001 has no fields in the data block"):
+        transfer.parse(no_fields)
+    unended = text.rstrip("\n").removesuffix("-->")
+    with pytest.raises(TransferError, match="the data block has no end"):
+        transfer.parse(unended)
+
+
+def test_the_readable_part_says_what_each_record_is() -> None:
+    """Provenance and confidence in the digest's words (a detected profile fact reads
+    ``detected``), pinned, a retired record, and the export's first line."""
+    data = _one_record_data(
+        type="profile", key="languages", source="cli", confidence="explicit", pinned=True
+    )
+    text = transfer.to_markdown(data)
+    assert "*profile · detected · stated · pinned · valid since 2026-01-01 00:00 (" in text
+    retired = _one_record_data(superseded_at="2026-02-01T00:00:00.000000Z")
+    text = transfer.to_markdown(retired)
+    assert "· valid 2026-01-01 00:00 to 2026-02-01 00:00 · retired*" in text
+    assert "1 record (0 current, 1 superseded) in 1 project." in text

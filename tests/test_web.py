@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import httpx
 import numpy as np
 import pytest
@@ -695,3 +696,188 @@ def test_other_commands_do_not_load_the_dashboard() -> None:
         [sys.executable, "-c", probe, *suspects], capture_output=True, text=True, check=True
     )
     assert loaded.stdout.strip() == ""
+
+
+# -- another browser: a new one-time link from the running server ------------------------------------
+
+
+async def test_a_new_link_comes_only_with_the_control_secret(store: Store) -> None:
+    from agentctx.web.security import CONTROL_HEADER, LINK_PATH
+
+    sock = server.bind(0)
+    async with (
+        server.running(store, sock) as dash,
+        httpx.AsyncClient(base_url=dash.url.rstrip("/"), timeout=30) as first,
+        httpx.AsyncClient(base_url=dash.url.rstrip("/"), timeout=30) as second,
+    ):
+        assert (await first.get(dash.login_url)).status_code == 303
+        # without the control secret (or with a wrong one, or by GET): no link
+        for headers in ({}, {CONTROL_HEADER: "guess"}, {TOKEN_HEADER: dash.token}):
+            refused = await second.post(LINK_PATH, headers=headers)
+            assert refused.status_code in (403, 401), headers
+            assert "secret" not in refused.json()
+        assert (
+            await second.get(LINK_PATH, headers={CONTROL_HEADER: dash.control})
+        ).status_code == 403
+        # a cross-site page cannot ask either, even holding the secret
+        cross = await second.post(
+            LINK_PATH, headers={CONTROL_HEADER: dash.control, "Sec-Fetch-Site": "cross-site"}
+        )
+        assert cross.status_code == 403
+        issued = await second.post(LINK_PATH, headers={CONTROL_HEADER: dash.control})
+        assert issued.status_code == 200
+        secret = issued.json()["secret"]
+        login = await second.get(f"/login?secret={secret}")
+        assert login.status_code == 303
+        assert (await second.get("/records")).status_code == 200  # the second browser is in
+        assert (await first.get("/records")).status_code == 200  # and the first stays in
+        assert (await second.get(f"/login?secret={secret}")).status_code == 401  # spent
+
+
+def _ui_link(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentctx", "ui", "--link", *args],
+        capture_output=True,
+        text=True,
+        env=env or os.environ.copy(),
+        timeout=60,
+    )
+
+
+def test_cli_link_asks_the_running_dashboard(tmp_path: Path) -> None:
+    from agentctx.web import link
+
+    env, opened = _fake_browser(tmp_path)
+    proc = _start_ui("--no-open", "--port", "0", env=env)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().split()[2]
+        state = Path(link.state_path())
+        assert state.stat().st_mode & 0o777 == 0o600  # only the user's account reads the secret
+        got = _ui_link("--no-open", env=env)
+        assert got.returncode == 0, got.stderr
+        found = re.match(
+            r"agentctx dashboard: (http://127\.0\.0\.1:\d+/login\?secret=\S+)", got.stdout
+        )
+        assert found, got.stdout
+        second = found.group(1)
+        assert second != first and second.split("?")[0] == first.split("?")[0]
+        assert not opened.exists()  # --no-open
+        with (
+            httpx.Client(timeout=30, follow_redirects=True) as a,
+            httpx.Client(timeout=30, follow_redirects=True) as b,
+        ):
+            assert a.get(first).status_code == 200
+            answer = b.get(second)  # the second browser logs in with the new link
+            assert answer.status_code == 200 and "Projects" in answer.text
+            assert a.get(first).status_code == 401  # the first link stays spent
+        opened_link = _ui_link(env=env)  # without --no-open, the browser gets it
+        assert opened_link.returncode == 0
+        assert opened.read_text() == opened_link.stdout.split()[2]
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    assert not state.exists()  # the stopped server took its note away
+    gone = _ui_link("--no-open", env=env)
+    assert gone.returncode == 1 and gone.stdout == ""
+    assert gone.stderr.strip().count("\n") == 0 and "no dashboard is running" in gone.stderr
+    assert "agentctx ui" in gone.stderr and "Traceback" not in gone.stderr
+
+
+# -- the first run ----------------------------------------------------------------------------------
+
+
+async def test_an_empty_store_says_what_to_do(store: Store) -> None:
+    async with serving(store) as (_, client):
+        page = (await client.get("/")).text
+        assert "Nothing learned yet" in page
+        for step in ("agentctx init", "agentctx demo", "agentctx record --type decision"):
+            assert step in page, step
+        # a project with only the profile facts `init` detects has learned nothing yet either
+        await project(store)
+        await add(
+            store, "Languages", "Python (from pyproject.toml)", type="profile", key="languages"
+        )
+        page = (await client.get("/")).text
+        assert "Nothing learned yet" in page and 'data-project="' + P in page
+        # once something is learned, the note goes
+        await add(store, "Use PostgreSQL", "The ledger lives in PostgreSQL.")
+        assert "Nothing learned yet" not in (await client.get("/")).text
+
+
+async def test_a_detected_profile_fact_reads_the_same_everywhere(store: Store) -> None:
+    """Issue 27, item 14: the digest's label words (``detected``, ``stated``) come from one place,
+    ``core.inject``, and the dashboard and ``agentctx show`` use them too."""
+    from agentctx.core import inject
+
+    await project(store)
+    fact = await add(
+        store,
+        "Languages",
+        "Python (from pyproject.toml)",
+        type="profile",
+        key="languages",
+        source="cli",
+        confidence="explicit",
+    )
+    assert inject.label(fact.to_dict()) == "profile | detected | stated"  # the digest's label
+    assert inject.described(fact) == ("detected (cli)", "stated (explicit)")
+    async with serving(store) as (_, client):
+        page = (await client.get(f"/records/{fact.id}")).text
+        listing = (await client.get("/records", params={"project": P})).text
+    assert "<dd>detected (cli)</dd>" in page and "<dd>stated (explicit)</dd>" in page
+    assert ">stated</span>" in listing and ">explicit<" not in listing
+    shown = await anyio.run_process(
+        [sys.executable, "-m", "agentctx", "show", fact.id], check=False
+    )
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout.decode()
+    assert "type        profile (project)" in out
+    assert "confidence  stated (explicit)" in out
+    assert "source      detected (cli)" in out
+
+
+async def test_sessions_figures_and_table_come_from_one_list(store: Store) -> None:
+    """Issue 27, item 14: the charts' figures are the table's total row, over the same sessions:
+    a session older than the window is in neither, an open one (no start yet) is today's in both,
+    and a project without a row is named after its folder."""
+    from datetime import UTC, datetime
+
+    from agentctx.web import queries
+
+    await project(store)
+    await _sessions(store)  # 2026-11-20 (two) and 2026-11-22
+    async with store.transaction() as tx:
+        await tx.execute(
+            "INSERT INTO sessions(session_id, project_id, cwd, started_at, tokens_injected, "
+            "injections) VALUES ('s-old', ?, '/w', '2026-09-01T10:00:00.000000Z', 999, 9)",
+            (P,),
+        )
+    rows = await queries.session_rows(store, None, limit=None)
+    rows.append({**rows[0], "session_id": "s-open", "started_at": None, "tokens_injected": 40,
+                 "injections": 1, "records_extracted": 0, "extraction_cost_usd": 0.0})  # fmt: skip
+    view = queries.sessions_view(rows, datetime(2026, 11, 23, tzinfo=UTC), days=5)
+    assert {r["session_id"] for r in view.rows} == {"s-1", "s-2", "s-3", "s-open"}
+    assert view.total.sessions == sum(d.sessions for d in view.days) == 4
+    assert view.total.tokens == sum(d.tokens for d in view.days) == 2200 + 2500 + 40
+    assert view.total.tokens == sum(int(r["tokens_injected"]) for r in view.rows)
+    assert view.total.injections == sum(int(r["injections"]) for r in view.rows)
+    assert math.isclose(view.total.cost, sum(d.cost for d in view.days))
+    assert view.total.records == sum(d.records for d in view.days) == 11
+    assert view.days[-1].sessions == 1  # the open session: today
+    html = str(queries_render(view))
+    assert 'class="total"' in html and "All 4 sessions" in html
+    assert f"{view.total.tokens:,}" in html
+    assert queries.project_label("e" * 64, "/home/me/src/shop-api/", {}) == "shop-api"
+    assert queries.project_label("e" * 64, None, {}) == "eeeeeeee…"
+    assert queries.project_label(P, "/elsewhere", {P: "shop"}) == "shop"
+
+
+def queries_render(view: Any) -> Safe:
+    from agentctx.web.views import sessions
+
+    return sessions.render(view, "", [(P, "shop")], token="t")

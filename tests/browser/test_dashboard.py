@@ -11,10 +11,13 @@ import pytest
 
 from agentctx import preferences
 from agentctx.core import clock
+from tests.browser.conftest import VIEWPORT
 from tests.browser.demo import API, XSS_BODY
 from tests.helpers import new_record
 
 if TYPE_CHECKING:
+    from playwright.async_api import Browser
+
     from agentctx.store import Store
     from tests.browser.conftest import Site
     from tests.browser.demo import Demo
@@ -284,3 +287,109 @@ async def test_profile_edit_and_clear_in_the_page(site: Site, demo: Demo, store:
         await card.locator("button.danger").click()
     assert await page.locator("article.pref").count() == 2
     assert edited.id not in {e.id for e in await preferences.show(store)}
+
+
+async def test_sessions_page_fits_1280_px_and_its_figures_agree(
+    site: Site, demo: Demo, store: Store
+) -> None:
+    """Issue 27, item 14: no horizontal overflow at 1280 px (the viewport of every test here), no
+    64-hex project id, and the charts' figures are the table's total row."""
+    unnamed = "c" * 64  # a project only the hooks saw: a session row, no project row
+    async with store.transaction() as tx:
+        for i in range(3):
+            await tx.execute(
+                "INSERT INTO sessions(session_id, project_id, cwd, started_at, ended_at, "
+                "tokens_injected, injections, extraction_cost_usd, records_extracted, "
+                "extraction_error, extraction_backend) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    f"0f1c2a9e-1b7d-4c55-9a0e-3d2b5e8f000{i}",
+                    unnamed,
+                    "/home/someone/src/a-rather-long-folder-name-for-a-checkout-of-the-service",
+                    clock.now(),
+                    None,
+                    1200 + i,
+                    2,
+                    0.25,
+                    3,
+                    "the model answered 529 overloaded after three retries" if i == 0 else None,
+                    "claude-code",
+                ),
+            )
+    page = await site.open("/sessions")
+    assert await page.evaluate("document.documentElement.clientWidth") == 1280
+    widths = await page.evaluate(
+        """() => [document.documentElement.scrollWidth, document.documentElement.clientWidth,
+                  document.querySelector("table.sessions").scrollWidth,
+                  document.querySelector(".table-box").clientWidth]"""
+    )
+    assert widths[0] <= widths[1], f"the page overflows: {widths}"
+    assert widths[2] <= widths[3], f"the table is wider than its box: {widths}"
+    text = await page.locator("main").inner_text()
+    assert not re.search(r"[0-9a-f]{64}", text), "a raw project id is shown"
+    assert "a-rather-long-folder-name-for-a-checkout-of-the-service" in text  # named by its folder
+    # the charts' headline figures are the table's total row, and the rows add up to it
+    captions = dict(
+        zip(
+            await page.locator("figure.chart-box figcaption span").all_inner_texts(),
+            await page.locator("figure.chart-box figcaption strong").all_inner_texts(),
+            strict=True,
+        )
+    )
+    total = page.locator("table.sessions tfoot tr.total")
+    rows = page.locator("table.sessions tbody tr")
+    assert await rows.count() == 15
+
+    async def column(key: str) -> list[str]:
+        return await rows.locator(f'td[data-key="{key}"]').all_inner_texts()
+
+    def number(text: str) -> float:
+        return float(text.replace(",", "").replace("$", ""))
+
+    for caption, key in (("Tokens injected", "tokens"), ("Extraction cost", "cost"),
+                         ("Records extracted", "records")):  # fmt: skip
+        shown = await total.locator(f'td[data-key="{key}"]').inner_text()
+        assert captions[caption] == shown, (caption, captions[caption], shown)
+        assert abs(sum(number(v) for v in await column(key)) - number(shown)) < 0.01, key
+    assert captions["Sessions"] == "15" and "All 15 sessions" in await total.inner_text()
+    await site.shot("sessions-1280")
+
+
+async def test_an_empty_store_opens_on_what_to_do_and_a_second_browser_gets_a_link(
+    store: Store, browser: Browser
+) -> None:
+    """Issue 27, item 13: the first run says what to do; a second browser logs in with a new link
+    from the running server (as `agentctx ui --link` asks for it), the first stays logged in."""
+    import httpx
+
+    from agentctx.web import server
+    from agentctx.web.link import login_url as link_of
+    from agentctx.web.security import CONTROL_HEADER, LINK_PATH
+
+    sock = server.bind(0)
+    async with server.running(store, sock) as dash:
+        first = await browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
+        second = await browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
+        try:
+            page = await first.new_page()
+            await page.goto(dash.login_url)
+            panel = page.locator("section.getting-started")
+            assert await panel.is_visible()
+            text = await panel.inner_text()
+            for step in ("agentctx init", "agentctx demo", "agentctx record"):
+                assert step in text, step
+            other = await second.new_page()
+            spent = await other.goto(dash.login_url)  # the first link is spent
+            assert spent is not None and spent.status == 401
+            async with httpx.AsyncClient(timeout=30) as client:
+                answer = await client.post(
+                    dash.url.rstrip("/") + LINK_PATH, headers={CONTROL_HEADER: dash.control}
+                )
+            link = link_of(dash.port, answer.json()["secret"])
+            opened = await other.goto(link)
+            assert opened is not None and opened.ok and other.url == dash.url
+            assert await other.locator("section.getting-started").is_visible()
+            again = await page.goto(dash.url + "records")  # the first browser is still in
+            assert again is not None and again.ok
+        finally:
+            await first.close()
+            await second.close()

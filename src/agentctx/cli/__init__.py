@@ -184,12 +184,21 @@ def _line(record: Record, score: float | None = None) -> str:
     )
 
 
+def _worded(record: Record) -> tuple[str, str]:
+    """Source and confidence as the digest's label words them (one place: ``core.inject``)."""
+    from agentctx.core import inject
+
+    return inject.described(record)
+
+
 def _show(record: Record) -> None:
     _out(f"{record.title}")
     _out(f"  id          {record.id}")
-    _out(f"  type        {record.type} ({record.scope}, {record.confidence})")
+    source, confidence = _worded(record)
+    _out(f"  type        {record.type} ({record.scope})")
+    _out(f"  confidence  {confidence}")
     session = f", session {record.session_id}" if record.session_id else ""
-    _out(f"  source      {record.source}{session}")
+    _out(f"  source      {source}{session}")
     _out(f"  valid from  {record.valid_from}   recorded {record.recorded_at}")
     if record.pinned:
         _out("  pinned      yes")

@@ -121,17 +121,40 @@ def format_record(row: Any) -> str:
 
 def label(row: Any) -> str:
     """``type | provenance | confidence`` of a record (its ``source`` may be absent: unknown)."""
+    return f"{_field(row, 'type') or 'record'} | {provenance(row)} | {confidence(row)}"
+
+
+def provenance(row: Any) -> str:
+    """Who or what wrote a record, in the words every reader shows (the injected label, the
+    digest, ``agentctx show``, the dashboard, the Markdown export): ``you``, ``detected``, …"""
     source = _field(row, "source")
-    provenance = PROVENANCE.get(str(source), "unknown source") if source else "unknown source"
+    found = PROVENANCE.get(str(source), "unknown source") if source else "unknown source"
     if source == "cli" and _field(row, "type") == "profile" and _field(row, "key"):
-        provenance = "detected"  # `agentctx init` writes the keyed facts it detected
+        found = "detected"  # `agentctx init` writes the keyed facts it detected
     if source == "import" and str(_field(row, "session_id") or "").startswith(HUB_PREFIX):
-        provenance = "team hub: " + hub_author(str(_field(row, "session_id")))
+        found = "team hub: " + hub_author(str(_field(row, "session_id")))
+    return found
+
+
+def confidence(row: Any) -> str:
+    """How sure the store is of a record, in the words every reader shows: ``stated``,
+    ``reinforced`` or ``unconfirmed`` (team context is unconfirmed, whatever its file said)."""
     stated = str(_field(row, "confidence") or "inferred")
-    confidence = CONFIDENCE.get(stated, stated)
-    if source == "import" and confidence != "unconfirmed":
-        confidence = "unconfirmed"  # a team file's confidence is its author's, not the user's
-    return f"{_field(row, 'type') or 'record'} | {provenance} | {confidence}"
+    found = CONFIDENCE.get(stated, stated)
+    if _field(row, "source") == "import" and found != "unconfirmed":
+        found = "unconfirmed"  # a team file's confidence is its author's, not the user's
+    return found
+
+
+def described(row: Any) -> tuple[str, str]:
+    """Source and confidence for a person (``agentctx show``, the dashboard): the label's words,
+    the stored value after them when it reads otherwise (``detected (cli)``, ``stated
+    (explicit)``)."""
+    pairs = ((provenance(row), _field(row, "source")), (confidence(row), _field(row, "confidence")))
+    words = [
+        word if not stored or word == stored else f"{word} ({stored})" for word, stored in pairs
+    ]
+    return words[0], words[1]
 
 
 def hub_author(origin: str) -> str:
@@ -214,10 +237,13 @@ def _break_tags(text: str) -> str:
 
 
 def _field(row: Any, name: str) -> Any:
+    """A field of a row (sqlite3.Row, dict) or of a ``Record`` (its attribute); None if absent."""
     try:
         return row[name]
     except (KeyError, IndexError):
         return None
+    except TypeError:  # not subscriptable: a Record
+        return getattr(row, name, None)
 
 
 def explain(

@@ -174,6 +174,8 @@ class SessionListing(SessionSummary):
     records_extracted: int
     extraction_error: str | None
     duration_s: float | None
+    #: The project's name; for a project with no row (only its hooks ran there), its folder's.
+    project_name: str
 
 
 class ProjectRow(TypedDict):

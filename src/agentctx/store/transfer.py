@@ -2,13 +2,24 @@
 
 Both formats carry every field, so ``export`` then ``import`` on an empty home gives the same store,
 and importing into the store it came from changes nothing (rows are merged by id). The Markdown form is
-meant for people: grouped by project and type, a heading per record, the body as written; the fields a
-person does not need to read ride along in one HTML comment per record, invisible when rendered::
+meant for people: grouped by project and type, a heading per record, one line saying what it is (the
+digest's words: type, who wrote it, how sure), since when it holds and what replaced it, then the body
+as written between two short id comments; the fields a person does not read ride along in one data
+block at the end, an HTML comment invisible when rendered (issue 27)::
 
     #### Use gRPC for internal services
-    <!-- agentctx:record {"id": "01J...", "type": "decision", ...} -->
+
+    *decision · you · stated · valid since 2026-11-02 09:14 (34d ago) · replaces “Use REST”*
+
+    <!-- agentctx:record 01J... -->
     We moved from REST to gRPC ...
     <!-- /agentctx:record 01J... -->
+    ...
+    <!-- agentctx:data (every field of the records above, ...)
+    record {"id":"01J...","title":"Use gRPC for internal services","type":"decision",...}
+    -->
+
+Exports written before issue 27 (each record's fields inline in its start comment) still import.
 
 The team file (``.agentctx/context.md``, written by :mod:`agentctx.team`) is the same format with a
 ``"team": true`` export marker, one project and only the fields that describe the fact and its history:
@@ -76,7 +87,19 @@ _TEAM_NOTE = (
     "you already have are skipped). Change records with agentctx, not here: this file is rewritten."
 )
 _META = "<!-- agentctx:{kind} {payload} -->"
+#: A record's start in a team file (and in exports before issue 27): its fields inline.
 _RECORD_START = re.compile(r"^<!-- agentctx:record (\{.*\}) -->$")
+#: A record's start in an export: its id only; its fields are in the data block at the end.
+_RECORD_ID = re.compile(r"^<!-- agentctx:record ([^\s{]\S*) -->$")
+_DATA_START = "<!-- agentctx:data"
+_DATA_NOTE = "(every field of the records above, read back by `agentctx import`)"
+_DATA_END = "-->"
+_DATA_LINE = re.compile(r"^(record|project|node|edge|link) (\{.*\})$")
+_EXPORT_NOTE = (
+    "Grouped by project and type; under each title, what the record is, who or what wrote it and "
+    "how sure the store is, since when it holds and what replaced it. `agentctx import --restore "
+    "FILE` reads this file back into a store (the block at the end carries the other fields)."
+)
 _BLOCK = re.compile(r"^<!-- agentctx:(project|edge|node|link|export) (\{.*\}) -->$")
 
 
@@ -309,13 +332,21 @@ def to_json(data: Mapping[str, Any]) -> bytes:
 
 
 def to_markdown(data: Mapping[str, Any]) -> str:
-    """The export (:class:`Export`, or one :func:`parse` read back) as organized Markdown (see the module docstring)."""
-    out = ["# agentctx context export", ""]
-    out.append(_META.format(kind="export", payload=_dumps({"format": FORMAT, "version": 1})))
-    out.append("")
+    """The export (:class:`Export`, or one :func:`parse` read back) as Markdown for people (see the
+    module docstring): per project and type, each record's title, what it is and how sure, since
+    when it holds and what replaced it, and its body; the fields nobody reads in one data block
+    at the end, which :func:`parse` reads back."""
+    records: list[dict[str, Any]] = list(data.get("records", []))
+    titles = {r["id"]: r["title"] for r in records}
+    replaced: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        if record.get("superseded_by"):
+            replaced.setdefault(record["superseded_by"], []).append(record)
+    out = ["# agentctx context export", "", _summary(data), "", _EXPORT_NOTE, ""]
+    out += [_META.format(kind="export", payload=_dumps({"format": FORMAT, "version": 1})), ""]
     names = {p["project_id"]: p for p in data.get("projects", [])}
     by_project: dict[str, list[dict[str, Any]]] = {}
-    for record in data.get("records", []):
+    for record in records:
         by_project.setdefault(record["project_id"], []).append(record)
     for project_id in sorted(by_project, key=lambda p: (p == "global", p)):
         project = names.get(project_id)
@@ -324,32 +355,93 @@ def to_markdown(data: Mapping[str, Any]) -> str:
             if project_id == "global"
             else (project["name"] if project else project_id)
         )
-        out += [f"## {label}", ""]
-        if project:
-            out += [_META.format(kind="project", payload=_dumps(project)), ""]
+        group_all = by_project[project_id]
+        current = sum(1 for r in group_all if r.get("superseded_at") is None)
+        about = _plural(current, "current record") + (
+            f", {len(group_all) - current} superseded" if len(group_all) > current else ""
+        )
+        if project and project.get("root"):
+            about = f"{project['root']} · {about}"
+        out += [f"## {label}", "", about, ""]
         for record_type in RECORD_TYPES:
-            group = [r for r in by_project[project_id] if r["type"] == record_type]
+            group = [r for r in group_all if r["type"] == record_type]
             if not group:
                 continue
             out += [f"### {_PLURAL[record_type]}", ""]
             for record in group:
-                meta = {k: v for k, v in record.items() if k not in ("title", "body")}
-                state = "" if record["superseded_at"] is None else " (superseded)"
+                state = "" if record.get("superseded_at") is None else " (superseded)"
                 out += [
                     f"#### {record['title']}{state}",
-                    _META.format(kind="record", payload=_dumps(meta)),
+                    "",
+                    _about(record, titles, replaced.get(record["id"], [])),
+                    "",
+                    f"<!-- agentctx:record {record['id']} -->",
+                    record["body"],
+                    f"<!-- /agentctx:record {record['id']} -->",
+                    "",
                 ]
-                out += [record["body"], f"<!-- /agentctx:record {record['id']} -->", ""]
-    listed = set(by_project)
-    for project in data.get("projects", []):
-        if project["project_id"] not in listed:
-            out += [_META.format(kind="project", payload=_dumps(project))]
+    out.append(f"{_DATA_START} {_DATA_NOTE}")
+    out += [f"project {_dumps(p)}" for p in data.get("projects", [])]
+    out += [f"record {_dumps({k: v for k, v in r.items() if k != 'body'})}" for r in records]
     for kind, key in (("node", "nodes"), ("edge", "edges"), ("link", "record_entities")):
-        rows = data.get(key, [])
-        if rows:
-            out += ["", f"<!-- agentctx {key} -->"]
-            out += [_META.format(kind=kind, payload=_dumps(row)) for row in rows]
+        out += [f"{kind} {_dumps(row)}" for row in data.get(key, [])]
+    out.append(_DATA_END)
     return "\n".join(out) + "\n"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def _summary(data: Mapping[str, Any]) -> str:
+    """The export's first line: when, and how much of what."""
+    records = data.get("records", [])
+    current = sum(1 for r in records if r.get("superseded_at") is None)
+    projects = {r["project_id"] for r in records if r["project_id"] != "global"}
+    glob = sum(1 for r in records if r["project_id"] == "global")
+    where = _plural(len(projects), "project")
+    where = f": {len(records) - glob} of {where}, {glob} global" if glob else f" in {where}"
+    return (
+        f"Exported {_when(clock.now())} UTC: {_plural(len(records), 'record')} ({current} current, "
+        f"{len(records) - current} superseded){where}."
+    )
+
+
+def _when(stored: str | None) -> str:
+    """A stored time as ``2026-12-06 13:51``."""
+    return (stored or "")[:16].replace("T", " ") or "?"
+
+
+def _quoted(title: str) -> str:
+    return "“" + title.replace("*", "\\*") + "”"
+
+
+def _about(
+    record: Mapping[str, Any], titles: Mapping[str, str], replaces: list[dict[str, Any]]
+) -> str:
+    """One line under a record's title: what it is, who said it and how sure (the digest's words,
+    :func:`agentctx.core.inject.label`), since when it holds, and its supersession."""
+    from agentctx.core import inject  # the label's words, from the one place
+
+    parts = [record["type"], inject.provenance(record), inject.confidence(record)]
+    if record.get("pinned"):
+        parts.append("pinned")
+    valid = record.get("valid_from")
+    ended = record.get("superseded_at")
+    if ended is None:
+        parts.append(f"valid since {_when(valid)} ({clock.age_label(valid)} ago)" if valid else "")
+    else:
+        parts.append(f"valid {_when(valid)} to {_when(ended)}")
+        successor = record.get("superseded_by")
+        if successor:
+            parts.append(f"superseded by {_quoted(titles.get(successor, successor))}")
+        else:
+            parts.append("retired")
+    if replaces:
+        parts.append("replaces " + ", ".join(_quoted(r["title"]) for r in replaces))
+    if record.get("rationale"):
+        parts.append(f"why: {' '.join(str(record['rationale']).split())}")
+    return "*" + " · ".join(p for p in parts if p) + "*"
 
 
 def to_team_markdown(records: list[RecordRow], edges: list[EdgeRow]) -> str:
@@ -427,9 +519,23 @@ def _parse_markdown(text: str) -> dict[str, Any]:
     marks = [line.removesuffix("\r") for line in lines]  # markers also match in mixed endings
     seen_header = False
     headings: tuple[str, ...] = ("#### ",)
+    bodies: dict[str, tuple[str, int]] = {}  # id -> (body, line index): fields in the data block
+    fields: list[tuple[dict[str, Any], int]] = []
     i = 0
     while i < len(lines):
         line = marks[i]
+        by_id = _RECORD_ID.match(line)
+        if by_id:
+            record_id = by_id.group(1)
+            stop = _end_of(marks, record_id, i)
+            if record_id in bodies:
+                raise TransferError(f"line {i + 1}: record {record_id} appears twice")
+            bodies[record_id] = ("\n".join(lines[i + 1 : stop]), i)
+            i = stop + 1
+            continue
+        if line.startswith(_DATA_START):
+            i = _read_data(marks, i, data, fields, targets)
+            continue
         start = _RECORD_START.match(line)
         if start:
             record = _load(start.group(1), i)
@@ -442,13 +548,7 @@ def _parse_markdown(text: str) -> dict[str, Any]:
             title = heading.split(" ", 1)[1]
             if record.get("superseded_at") is not None and title.endswith(" (superseded)"):
                 title = title[: -len(" (superseded)")]
-            end = f"<!-- /agentctx:record {record.get('id')} -->"
-            try:
-                stop = marks.index(end, i + 1)
-            except ValueError:
-                raise TransferError(
-                    f"line {i + 1}: record {record.get('id')} has no end marker"
-                ) from None
+            stop = _end_of(marks, record.get("id"), i)
             record["title"] = title
             record["body"] = "\n".join(lines[i + 1 : stop])
             data["records"].append(record)
@@ -467,7 +567,54 @@ def _parse_markdown(text: str) -> dict[str, Any]:
         i += 1
     if not seen_header:
         raise TransferError("this Markdown is not an agentctx export (no agentctx:export marker)")
+    for record, index in fields:  # the data block's records take their bodies from the text
+        found = bodies.pop(str(record.get("id")), None)
+        if found is None:
+            raise TransferError(
+                f"line {index + 1}: record {record.get('id')} has no text above "
+                f"(no '<!-- agentctx:record {record.get('id')} -->' block)"
+            )
+        record["body"] = found[0]
+        data["records"].append(record)
+    for record_id, (_, index) in bodies.items():
+        raise TransferError(
+            f"line {index + 1}: record {record_id} has no fields in the data block at the end"
+        )
     return data
+
+
+def _end_of(marks: list[str], record_id: object, start: int) -> int:
+    """The line index of a record's end marker (after ``start``)."""
+    try:
+        return marks.index(f"<!-- /agentctx:record {record_id} -->", start + 1)
+    except ValueError:
+        raise TransferError(f"line {start + 1}: record {record_id} has no end marker") from None
+
+
+def _read_data(
+    marks: list[str],
+    start: int,
+    data: dict[str, Any],
+    fields: list[tuple[dict[str, Any], int]],
+    targets: Mapping[str, str],
+) -> int:
+    """Read the data block that starts at ``start``; the index of the line after its end."""
+    i = start + 1
+    while i < len(marks) and marks[i] != _DATA_END:
+        if marks[i].strip():
+            found = _DATA_LINE.match(marks[i])
+            if found is None:
+                raise TransferError(f"line {i + 1}: not a data line (kind, then a JSON object)")
+            kind, payload = found.groups()
+            value = _load(payload, i)
+            if kind == "record":
+                fields.append((value, i))
+            else:
+                data[targets[kind]].append(value)
+        i += 1
+    if i == len(marks):
+        raise TransferError(f"line {start + 1}: the data block has no end ('-->')")
+    return i + 1
 
 
 def _is_team(payload: str) -> bool:

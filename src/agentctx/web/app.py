@@ -169,15 +169,22 @@ async def sessions_page(request: Request) -> Response:
     """Sessions: charts per day and the newest sessions."""
     store = _store(request)
     project = request.query_params.get("project", "")
-    rows = await queries.session_rows(store, project or None, limit=None)
-    days = queries.day_totals(rows, shell.today())
+    rows = await queries.session_rows(store, None, limit=None)
     choices = await queries.project_choices(store)
+    known = {pid for pid, _ in choices}
+    for row in rows:  # projects only the hooks saw (no project row) can be picked too
+        if row["project_id"] and row["project_id"] not in known:
+            known.add(row["project_id"])
+            choices.insert(len(choices) - 1, (row["project_id"], row["project_name"]))
+    if project:
+        rows = [row for row in rows if row["project_id"] == project]
+    view = queries.sessions_view(rows, shell.today())
     from agentctx.store import precision  # issue 25: the store's own precision
 
     found = await precision.summary(store)
     return _html(
         sessions_view.render(
-            rows[:SESSIONS_SHOWN], days, project, choices, token=_token(request), precision=found
+            view, project, choices, token=_token(request), precision=found, shown=SESSIONS_SHOWN
         )
     )
 

@@ -209,20 +209,32 @@ def duration_seconds(started: str | None, ended: str | None) -> float | None:
 
 @dataclass(slots=True)
 class DayTotals:
-    """One day of the Sessions charts."""
+    """One day of the Sessions charts (or, as ``day`` "total", their sum)."""
 
     day: str
     sessions: int = 0
     tokens: int = 0
     cost: float = 0.0
     records: int = 0
+    injections: int = 0
+
+    def add(self, row: SessionListing) -> None:
+        """Count one session in."""
+        self.sessions += 1
+        self.tokens += int(row["tokens_injected"] or 0)
+        self.cost += float(row["extraction_cost_usd"] or 0.0)
+        self.records += int(row["records_extracted"] or 0)
+        self.injections += int(row["injections"] or 0)
 
 
 async def session_rows(
     store: Store, project_id: str | None, limit: int | None
 ) -> list[SessionListing]:
-    """The newest sessions with tokens injected, extraction cost, records extracted and duration."""
+    """The newest sessions with tokens injected, extraction cost, records extracted, duration and
+    their project's name (a project without a row, where only the hooks ran, is named after the
+    session's folder: never shown as its 64-hex id)."""
     rows = await inventory.sessions(store, project_id, limit=limit)
+    names = {p["project_id"]: p["name"] for p in await store.projects()}
     out: list[SessionListing] = []
     for row in rows:
         # The sessions row's extraction bookkeeping columns (not in the inventory's list).
@@ -233,9 +245,28 @@ async def session_rows(
                 "records_extracted": int(full.get("records_extracted") or 0),
                 "extraction_error": full.get("extraction_error"),
                 "duration_s": duration_seconds(row["started_at"], row["ended_at"]),
+                "project_name": project_label(row["project_id"], row["cwd"], names),
             }
         )
     return out
+
+
+def project_label(project_id: str | None, cwd: str | None, names: Mapping[str, str]) -> str:
+    """A project's name: its row's, else its folder's (``cwd``), else a short form of its id."""
+    if project_id == schema.GLOBAL_PROJECT_ID:
+        return "Global"
+    if not project_id:
+        return "—"
+    if project_id in names:
+        return names[project_id]
+    folder = os.path.basename(os.path.normpath(cwd)) if cwd else ""
+    return folder or f"{project_id[:8]}…"
+
+
+def _started_day(row: SessionListing, today: datetime) -> str:
+    """The day a session started; an open session not yet in the store (no start) is today's."""
+    started = _moment(row["started_at"])
+    return (started or today).date().isoformat()
 
 
 def day_totals(
@@ -248,17 +279,35 @@ def day_totals(
         for i in range(days)
     }
     for row in rows:
-        started = _moment(row["started_at"])
-        if started is None:
-            continue
-        day = totals.get(started.date().isoformat())
-        if day is None:
-            continue
-        day.sessions += 1
-        day.tokens += int(row["tokens_injected"] or 0)
-        day.cost += float(row["extraction_cost_usd"] or 0.0)
-        day.records += int(row["records_extracted"] or 0)
+        day = totals.get(_started_day(row, today))
+        if day is not None:
+            day.add(row)
     return list(totals.values())
+
+
+@dataclass(slots=True)
+class SessionsView:
+    """What the Sessions page shows, all from one list of sessions: those of the window (the
+    charts' days), newest first; the charts' days; and their total (the charts' headline figures
+    and the table's total row are this one object, so they cannot disagree)."""
+
+    rows: list[SessionListing]
+    days: list[DayTotals]
+    total: DayTotals
+
+
+def sessions_view(
+    rows: list[SessionListing], today: datetime, days: int = CHART_DAYS
+) -> SessionsView:
+    """The sessions of the last ``days`` days up to ``today`` (of ``rows``), per day and in all."""
+    chart = day_totals(rows, today, days)
+    first = chart[0].day if chart else today.date().isoformat()
+    last = today.date().isoformat()
+    shown = [row for row in rows if first <= _started_day(row, today) <= last]
+    total = DayTotals("total")
+    for row in shown:
+        total.add(row)
+    return SessionsView(shown, chart, total)
 
 
 # -- sync -------------------------------------------------------------------------------------------

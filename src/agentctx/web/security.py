@@ -14,7 +14,10 @@ send requests to it. Each rule below closes one way in (seed ADR-015), and each 
   (``HttpOnly``, ``SameSite=Strict``, random per start) and redirects to the clean address. Every
   other request without that cookie gets a 401 that says to open the dashboard with
   ``agentctx ui``: no record content, no token, nothing the API accepts. Only the scripts and the
-  stylesheet (``/static/``) are served without it.
+  stylesheet (``/static/``) are served without it. Another browser gets a link of its own from the
+  running server (``agentctx ui --link``): a ``POST /link`` carrying the control secret of this
+  start, which only the user's own account can read (:mod:`agentctx.web.link`), answers a new
+  one-time secret.
 * **Writes** (every method but GET and HEAD) carry the per-start token in ``X-Agentctx-Token``,
   which only an authenticated page carries; writes must also be JSON, which no cross-site form can
   send.
@@ -33,15 +36,20 @@ from typing import TYPE_CHECKING
 from starlette.datastructures import Headers, MutableHeaders, QueryParams
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
+from agentctx.web import link
+
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 TOKEN_HEADER = "x-agentctx-token"
 SESSION_COOKIE = "agentctx_session"
-LOGIN_PATH = "/login"
+#: ``/login`` and ``/link`` (where ``agentctx ui --link`` asks the running server for a new link).
+LOGIN_PATH, LINK_PATH, CONTROL_HEADER = link.LOGIN_PATH, link.LINK_PATH, link.CONTROL_HEADER
+#: One-time secrets waiting for their browser; a new one beyond these drops the oldest.
+LOGINS_KEPT = 8
 OPEN_VIA_UI = (
-    "This dashboard needs the one-time link that `agentctx ui` prints (and opens): "
-    "run `agentctx ui` and open its link."
+    "This dashboard needs a one-time link: `agentctx ui` prints (and opens) one when it starts, "
+    "and `agentctx ui --link` gets a new one from the running dashboard."
 )
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 CSP = (
@@ -65,22 +73,38 @@ def new_token() -> str:
 
 
 class Credentials:
-    """One start's secrets: the write token, the one-time login secret and the session cookie."""
+    """One start's secrets: the write token, the one-time login secrets, the control secret that
+    asks for another (``agentctx ui --link``) and the session cookie."""
 
-    __slots__ = ("login_secret", "session", "token")
+    __slots__ = ("control", "logins", "session", "token")
 
     def __init__(self, token: str | None = None) -> None:
         self.token = token or new_token()
-        self.login_secret: str | None = new_token()
+        self.control = new_token()
+        self.logins: list[str] = []
         self.session = new_token()
 
+    def new_login(self) -> str:
+        """A new one-time login secret (at most :data:`LOGINS_KEPT` wait; the oldest goes)."""
+        secret = new_token()
+        self.logins = [*self.logins, secret][-LOGINS_KEPT:]
+        return secret
+
     def exchange(self, secret: str) -> bool:
-        """True, once, for the login secret; it is spent then (a replay gets False)."""
-        expected = self.login_secret
-        if expected is None or not hmac.compare_digest(secret.encode(), expected.encode()):
+        """True, once, for a login secret; it is spent then (a replay gets False)."""
+        found = None
+        for expected in self.logins:  # every one compared, in constant time each
+            if hmac.compare_digest(secret.encode(), expected.encode()):
+                found = expected
+        if found is None:
             return False
-        self.login_secret = None
+        self.logins = [s for s in self.logins if s != found]
         return True
+
+    def controls(self, headers: Headers) -> bool:
+        """The request carries this start's control secret (only ``agentctx ui --link`` has it)."""
+        sent = headers.get(CONTROL_HEADER, "")
+        return bool(sent) and hmac.compare_digest(sent.encode(), self.control.encode())
 
     def authenticated(self, headers: Headers) -> bool:
         """The request carries this start's session cookie."""
@@ -102,8 +126,11 @@ def allowed_hosts(port: int) -> frozenset[str]:
     return frozenset({f"127.0.0.1:{port}", f"localhost:{port}"})
 
 
-def refusal(method: str, headers: Headers, port: int, token: str) -> tuple[int, str] | None:
-    """Why a request is refused, as (status, message), or None when it may go on."""
+def refusal(
+    method: str, headers: Headers, port: int, token: str, *, write: bool = True
+) -> tuple[int, str] | None:
+    """Why a request is refused, as (status, message), or None when it may go on (``write``
+    False: a POST that needs no write token, as ``/link``, which checks its own secret)."""
     host = headers.get("host", "").lower()
     if host not in allowed_hosts(port):
         return 400, (
@@ -115,7 +142,7 @@ def refusal(method: str, headers: Headers, port: int, token: str) -> tuple[int, 
     origin = headers.get("origin")
     if origin is not None and origin.lower() not in {f"http://{h}" for h in allowed_hosts(port)}:
         return 403, f"refused: a request from origin {origin!r}"
-    if method not in SAFE_METHODS:
+    if method not in SAFE_METHODS and write:
         sent = headers.get(TOKEN_HEADER, "")
         if not hmac.compare_digest(sent.encode(), token.encode()):
             return 403, "refused: a write without this dashboard's token (reload the page)"
@@ -143,13 +170,15 @@ class Guard:
             await send({"type": "websocket.close", "code": 1008})
             return
         headers = Headers(scope=scope)
-        problem = refusal(scope["method"], headers, self.port, self.token)
         path: str = scope["path"]
+        problem = refusal(scope["method"], headers, self.port, self.token, write=path != LINK_PATH)
         if problem is not None:
             status, text = problem
             response: Response = PlainTextResponse(text, status_code=status)
         elif path == LOGIN_PATH:
             response = self._login(scope)
+        elif path == LINK_PATH:
+            response = self._link(scope, headers)
         elif path.startswith("/static/") or self.credentials.authenticated(headers):
             await self.app(scope, receive, _with_headers(send))
             return
@@ -164,6 +193,12 @@ class Guard:
         if scope["method"] != "GET" or not self.credentials.exchange(query.get("secret", "")):
             return _unauthenticated(LOGIN_PATH)
         return RedirectResponse("/", status_code=303)
+
+    def _link(self, scope: Scope, headers: Headers) -> Response:
+        """A new one-time login secret, for the holder of the control secret only."""
+        if scope["method"] != "POST" or not self.credentials.controls(headers):
+            return JSONResponse({"error": "refused: not this dashboard's control secret"}, 403)
+        return JSONResponse({"secret": self.credentials.new_login()})
 
 
 def _with_headers(send: Send, cookie: str | None = None) -> Send:

@@ -26,6 +26,7 @@ import uvicorn
 from agentctx.core.errors import AgentctxError
 from agentctx.web import security
 from agentctx.web.app import create_app
+from agentctx.web.link import login_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -54,7 +55,8 @@ def bind(port: int = DEFAULT_PORT) -> socket.socket:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
             raise PortInUseError(
-                f"port {port} on {HOST} is in use (another `agentctx ui`?); pass --port N"
+                f"port {port} on {HOST} is in use (another `agentctx ui`?); pass --port N, "
+                "or run `agentctx ui --link` for a new link to the dashboard already running"
             ) from exc
         raise
     sock.setblocking(False)
@@ -71,6 +73,8 @@ class Dashboard:
     stopped: anyio.Event
     #: The one-time link that logs a browser in (``agentctx ui`` prints and opens it).
     login_url: str = ""
+    #: The secret that asks this server for another one-time link (``agentctx ui --link``).
+    control: str = ""
 
     async def wait(self) -> None:
         """Return when the server has stopped (on SIGINT/SIGTERM when it handles signals)."""
@@ -141,10 +145,8 @@ async def running(
                     port=port,
                     token=token,
                     stopped=stopped,
-                    login_url=(
-                        f"http://{HOST}:{port}{security.LOGIN_PATH}"
-                        f"?secret={credentials.login_secret}"
-                    ),
+                    login_url=login_url(port, credentials.new_login()),
+                    control=credentials.control,
                 )
             finally:
                 server.should_exit = True

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from agentctx.core import clock, schema
+from agentctx.core.inject import confidence
 from agentctx.web.html import Child, Safe, tag
 
 if TYPE_CHECKING:
@@ -71,6 +72,13 @@ def heading(text: Child, *extra: Child) -> Safe:
 def badge(text: str, kind: str = "") -> Safe:
     """A small label; ``kind`` picks its colour class (a record type, a confidence, ...)."""
     return tag("span", text, class_=f"badge {kind}".strip())
+
+
+def confidence_badge(record: object) -> Safe:
+    """A record's confidence in the words of the digest's label (``stated``), coloured by the
+    stored value, which the tooltip names (``explicit``)."""
+    stored = str(getattr(record, "confidence", "") or "")
+    return tag("span", confidence(record), class_=f"badge c-{stored}", title=stored)
 
 
 def type_badge(record_type: str) -> Safe:

@@ -54,8 +54,9 @@ def _card(title: str, p: Mapping[str, Any]) -> Safe:
     )
 
 
-def section(found: Mapping[str, Any]) -> Safe:
-    """The precision section: the 7- and 30-day cards, the judging state, demotions and tuning."""
+def section(found: Mapping[str, Any], *, filtered: bool = False) -> Safe:
+    """The precision section: the 7- and 30-day cards, the judging state, demotions and tuning
+    (``filtered``: the page shows one project; these figures are the whole store's)."""
     notes = []
     if found["judging"] != "on":
         notes.append(
@@ -80,6 +81,9 @@ def section(found: Mapping[str, Any]) -> Safe:
     return tag(
         "section",
         tag("h2", "Precision of what was injected"),
+        tag("p", "Here an injection is one record a prompt brought in (the table below counts "
+            "each digest and each prompt that injected as one); they are judged after the "
+            "session" + (", in every project." if filtered else "."), class_="muted"),
         tag("div", _card("Last 7 days", found["7d"]), _card("Last 30 days", found["30d"]),
             class_="cards"),
         *notes,

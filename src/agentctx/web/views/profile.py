@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentctx.core.inject import provenance
 from agentctx.web.html import Safe, tag
-from agentctx.web.views.page import badge, empty, heading, page, when
+from agentctx.web.views.page import badge, confidence_badge, empty, heading, page, when
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -55,7 +56,7 @@ def _entry(e: ProfileEntry) -> Safe:
             tag("h2", tag("a", e.title, href=f"/records/{e.id}")),
             tag(
                 "div",
-                badge(e.confidence, f"c-{e.confidence}"),
+                confidence_badge(e),
                 badge("every digest" if e.in_digest else "on match only", "scope"),
                 badge("pinned", "pinned") if e.pinned else None,
                 class_="flags",
@@ -65,7 +66,7 @@ def _entry(e: ProfileEntry) -> Safe:
         tag(
             "p",
             tag("strong", sessions),
-            f" · reinforced {e.reinforce_count} times · {e.source} · since ",
+            f" · reinforced {e.reinforce_count} times · {provenance(e)} · since ",
             when(e.valid_from),
             class_="small muted",
         ),

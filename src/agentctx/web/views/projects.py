@@ -67,10 +67,66 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
+def _command(text: str) -> Safe:
+    return tag("code", text)
+
+
+def getting_started() -> Safe:
+    """What to do when the store is empty (the first run): where records come from."""
+    return tag(
+        "section",
+        tag("h2", "Nothing learned yet"),
+        tag(
+            "p",
+            "Decisions, conventions, fixes and handovers appear here as you work with Claude Code "
+            "(a project's detected profile is all ",
+            _command("agentctx init"),
+            " records). Three ways to start:",
+        ),
+        tag(
+            "ol",
+            tag(
+                "li",
+                tag("strong", "Start a Claude Code session"),
+                " in a project after ",
+                _command("agentctx init"),
+                ": the hooks note the files and test runs, and each session's end turns what was "
+                "decided into records (with an API key or a ",
+                _command("claude"),
+                " login; ",
+                _command("agentctx doctor"),
+                " says whether extraction is on).",
+            ),
+            tag(
+                "li",
+                tag("strong", "See the whole loop first"),
+                " with ",
+                _command("agentctx demo"),
+                ": a scripted session in a temporary home, offline; this store is not touched.",
+            ),
+            tag(
+                "li",
+                tag("strong", "Record a fact yourself"),
+                ": ",
+                _command(
+                    'agentctx record --type decision --title "Invoices live in PostgreSQL" '
+                    '--body "… Rationale: …"'
+                ),
+                ", run in the project.",
+            ),
+        ),
+        tag("p", "Then reload this page.", class_="muted"),
+        class_="getting-started",
+        data_empty="",
+    )
+
+
 def render(projects: Sequence[ProjectSummary], *, token: str) -> Safe:
-    """The Projects page."""
+    """The Projects page (a getting-started note while the store is empty)."""
     local = [p for p in projects if p.project_id != schema.GLOBAL_PROJECT_ID]
     total = sum(p.current for p in projects)
+    # nothing learned: no session seen, no record but the profile facts `init` detects
+    learned = any(p.sessions or p.current - p.counts.get("profile", 0) for p in projects)
     return page(
         "Projects",
         "projects",
@@ -82,6 +138,7 @@ def render(projects: Sequence[ProjectSummary], *, token: str) -> Safe:
                 class_="muted",
             ),
         ),
-        tag("section", *(_card(p) for p in projects), class_="cards"),
+        None if learned else getting_started(),
+        tag("section", *(_card(p) for p in projects), class_="cards") if total or local else None,
         token=token,
     )

@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
-from agentctx.core import schema
+from agentctx.core import inject, schema
+from agentctx.core.inject import described, provenance
 from agentctx.web.html import Safe, tag
 from agentctx.web.views.page import (
     badge,
+    confidence_badge,
     empty,
     heading,
     page,
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 
 def flags(record: Record) -> list[Safe]:
     """The badges after a record's title: scope, confidence, pinned, superseded."""
-    out = [badge(record.confidence, f"c-{record.confidence}")]
+    out = [confidence_badge(record)]
     if record.scope == "global":
         out.append(badge("global", "scope"))
     if record.pinned:
@@ -46,7 +48,14 @@ def flags(record: Record) -> list[Safe]:
 def _filters(f: RecordFilter, projects: Sequence[tuple[str, str]]) -> Safe:
     types = [("", "Any type"), *((t, t) for t in schema.RECORD_TYPES)]
     scopes = [("all", "Project + global"), ("project", "Project only"), ("global", "Global only")]
-    confidences = [("", "Any confidence"), *((c, c) for c in schema.CONFIDENCES)]
+    worded = inject.CONFIDENCE  # the label's words, the stored values as the options' values
+    confidences = [
+        ("", "Any confidence"),
+        *(
+            (c, f"{worded.get(c, c)} ({c})" if worded.get(c, c) != c else c)
+            for c in schema.CONFIDENCES
+        ),
+    ]
     return tag(
         "form",
         tag(
@@ -142,9 +151,9 @@ def _provenance(record: Record, names: dict[str, str]) -> Safe:
     rows: list[tuple[str, Safe | str]] = [
         ("id", tag("code", record.id)),
         ("project", project_name(record.project_id, names)),
-        ("source", record.source),
+        ("source", described(record)[0]),
         ("session", tag("code", record.session_id) if record.session_id else "—"),
-        ("confidence", record.confidence),
+        ("confidence", described(record)[1]),
         ("reinforced", f"{record.reinforce_count} times"),
         ("read", f"{record.access_count} times, last {record.last_accessed or 'never'}"),
         ("score", f"{record.score:.2f}"),
@@ -188,7 +197,7 @@ def _timeline(record: Record, history: Sequence[Record]) -> Safe:
                     "div",
                     "valid from ",
                     when(version.valid_from),
-                    f" · {version.source}",
+                    f" · {provenance(version)}",
                     f" · {version.rationale}" if version.rationale else None,
                     class_="small muted",
                 ),
