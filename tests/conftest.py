@@ -126,11 +126,19 @@ def transcripts(fixtures_dir: Path) -> list[Path]:
 
 @pytest.fixture(scope="session")
 def minilm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A local all-MiniLM-L6-v2 folder for fastembed (``specific_model_path``), no download.
+    """A local all-MiniLM-L6-v2 folder for fastembed (``specific_model_path``), no download: its
+    int8 variant (what runs by default, ``embedding.int8``), derived once per test session.
 
-    Assembled by :func:`tests.minilm.assemble` from the two model packages of the test dependencies.
+    Derived by :func:`tests.minilm.assemble_int8` from the two model packages of the test
+    dependencies (:func:`tests.minilm.assemble`).
     """
-    return minilm.assemble(tmp_path_factory.mktemp("minilm"))
+    return minilm.assemble_int8(tmp_path_factory.mktemp("minilm") / "int8")
+
+
+@pytest.fixture(scope="session")
+def minilm_fp32_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The offline all-MiniLM-L6-v2 as the packages ship it (no variant derived yet)."""
+    return minilm.assemble(tmp_path_factory.mktemp("minilm-fp32"))
 
 
 @pytest.fixture(scope="session")

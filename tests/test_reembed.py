@@ -112,9 +112,18 @@ def _vec_sql(path: str) -> str:
 # -- the models themselves -----------------------------------------------------------------------
 
 
+@pytest.fixture(scope="session")
+def fp32(minilm_fp32_dir: Path, offline_hub: None) -> models.Embedder:
+    """MiniLM as the packages ship it, run in fp32 (the second models derive from it)."""
+    loaded = models.load_model({**_settings(minilm.NAME, minilm_fp32_dir), "embedding.int8": False})
+    assert loaded is not None and loaded.name == minilm.NAME
+    return loaded
+
+
 def test_the_second_models_are_other_spaces_with_minilms_cosines(
-    embedder: models.Embedder, wide: models.Embedder, rotated: models.Embedder
+    fp32: models.Embedder, wide: models.Embedder, rotated: models.Embedder
 ) -> None:
+    embedder = fp32
     texts = [body for _, _, body in TEXTS]
     base = embedder.embed_sync(texts)
     assert (embedder.dims, wide.dims, rotated.dims) == (384, 768, 384)
@@ -157,7 +166,7 @@ async def test_dimension_change_and_back(
         before = await _ranking(store, embedder)
         status = await reembed.status(store)
         assert (status.model, status.dims, status.embedded, status.pending) == (
-            minilm.NAME,
+            minilm.MODEL_ID,
             384,
             len(ids),
             0,
@@ -168,7 +177,7 @@ async def test_dimension_change_and_back(
             "action": "switched",
             "model": wide.name,
             "dims": 768,
-            "before": {"model": minilm.NAME, "dims": 384},
+            "before": {"model": minilm.MODEL_ID, "dims": 384},
             "flagged": len(ids),
         }
         if vec:
@@ -291,7 +300,7 @@ async def test_vectors_stored_before_the_model_was_recorded_go_to_the_model_that
         config.set_value("embedding.model", embedder.name)
         assert reembed.unrecorded_owner() == embedder.name
         assert (await reembed.prepare(store, embedder)).action == "adopted"
-        assert (await reembed.status(store)).model == minilm.NAME
+        assert (await reembed.status(store)).model == minilm.MODEL_ID
         assert await vecstore.embed_pending(store, embedder) == 0  # the old vectors were kept
         assert len(await _ranking(store, embedder)) == 5
 
@@ -332,7 +341,7 @@ async def test_consolidation_switches_and_resumes(
     settings = {**config.load(), "llm": False, **_settings(minilm.derived_name(768), wide_dir)}
     first = await consolidation.consolidate(store, "p1", settings=settings, time_box=1e-9)
     steps = [r.steps["embed"]["result"] for r in first if "embed" in r.steps]
-    assert steps[0]["switched"]["before"] == {"model": minilm.NAME, "dims": 384}
+    assert steps[0]["switched"]["before"] == {"model": minilm.MODEL_ID, "dims": 384}
     assert steps[-1]["pending"] > 0  # the time box left the re-embed for the next run
     second = await consolidation.consolidate(store, "p1", settings=settings)
     steps = [r.steps["embed"]["result"] for r in second if "embed" in r.steps]
@@ -372,18 +381,21 @@ def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: P
     first = _cli_json("model", "reembed", cwd=project_dir)
     assert first["embedded"] == len(TEXTS)
     assert (
-        thresholds.source(minilm.NAME) == "measured" and thresholds.calibrated(minilm.NAME) is None
+        thresholds.source(minilm.MODEL_ID) == "measured"
+        and thresholds.calibrated(minilm.MODEL_ID) is None
     )
     check = _vectors_check(project_dir)
     assert check["ok"] is True and check["status"] == "current"
-    assert check["model"] == minilm.NAME and check["dims"] == 384
-    assert run_cli("doctor", cwd=project_dir).stdout.count(f"{minilm.NAME} (384 dimensions)") == 1
+    assert check["model"] == minilm.MODEL_ID and check["dims"] == 384
+    assert (
+        run_cli("doctor", cwd=project_dir).stdout.count(f"{minilm.MODEL_ID} (384 dimensions)") == 1
+    )
 
     wide_name = minilm.derived_name(768)
     _use(wide_name, wide_dir, project_dir)
     check = _vectors_check(project_dir)
     assert check["ok"] is None and check["status"] == "pending"
-    assert check["configured"] == wide_name and check["model"] == minilm.NAME
+    assert check["configured"] == wide_name and check["model"] == minilm.MODEL_ID
     assert "agentctx model reembed" in check["fix"]
     search = run_cli("search", "gRPC internal services", cwd=project_dir)
     assert search.returncode == 0 and "gRPC for internal services" in search.stdout
@@ -391,7 +403,7 @@ def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: P
 
     result = run_cli("model", "reembed", cwd=project_dir)
     assert result.returncode == 0, result.stderr
-    assert f"vectors of {minilm.NAME} (384 dimensions) dropped" in result.stderr
+    assert f"vectors of {minilm.MODEL_ID} (384 dimensions) dropped" in result.stderr
     assert f"embedded {len(TEXTS)}/{len(TEXTS)} records" in result.stderr
     # a model without measured thresholds is calibrated once, when it is loaded to re-embed
     assert f"agentctx: calibrated the cosine thresholds of {wide_name}: " in result.stderr
