@@ -80,10 +80,17 @@ def test_derived_once_privately_with_every_weight_matrix_in_int8(
     assert (target / quantize.MODEL_FILE).stat().st_mtime_ns == before
 
 
-def test_not_an_onnx_model_is_refused_in_one_exception() -> None:
+def test_not_an_onnx_model_is_refused_in_one_exception(tmp_path: Path) -> None:
     for data in (b"", b"\x08\x07", b"\xff" * 20, b"\x3a\x05abc"):
         with pytest.raises(quantize.QuantizeError):
             quantize.quantize_model(data)
+    source = tmp_path / "broken"
+    source.mkdir()
+    (source / quantize.MODEL_FILE).write_bytes(b"not a model")
+    target = tmp_path / "cache" / "variant"
+    with pytest.raises(quantize.QuantizeError, match=r"^deriving failed \(exit 1\): \w+"):
+        quantize.derive_apart(str(source), str(target))  # the child's one line, no traceback
+    assert not target.exists() and not list((tmp_path / "cache").iterdir())
 
 
 def test_the_variant_is_its_own_model_close_to_minilm(

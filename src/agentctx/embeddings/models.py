@@ -228,7 +228,7 @@ def _load_int8(name: str, source: str, cache_dir: str) -> Embedder | None:
             if os.path.commonpath([os.path.abspath(cache_dir), home.home_dir()]) == home.home_dir():
                 home.ensure_sub(os.path.relpath(cache_dir, home.home_dir()))
             log.info("deriving the int8 variant of %s into %s (one-time)", name, folder)
-            quantize.derive(source, folder, model_file=model_file)
+            quantize.derive_apart(source, folder, model_file=model_file)
         register_local(variant, folder)
         with _quiet_fastembed():
             model = TextEmbedding(model_name=variant, specific_model_path=folder)

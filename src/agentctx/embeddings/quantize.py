@@ -14,7 +14,9 @@ cast-and-scale "int8" export into plain fp32 weights (a model already in fp32 pa
 
 :func:`derive` writes the variant's folder (the model and the tokenizer files of the source folder)
 in a private temporary folder beside the target, then renames it into place: a reader sees the
-whole folder or none. What the variant is called and when it is used is
+whole folder or none; :func:`derive_apart` runs it in a child process, so that the process which
+then loads the variant (the MCP server) never holds the fp32 model. What the variant is called
+and when it is used is
 :mod:`agentctx.embeddings.models`.
 """
 
@@ -45,6 +47,8 @@ TOKENIZER_FILES = (
     "vocab.txt",
 )
 MODEL_FILE = "model.onnx"
+#: Seconds a derivation in a child process may take (about 4 s for MiniLM on a quiet machine).
+DERIVE_TIMEOUT = 600.0
 #: The file that marks a folder :func:`derive` wrote (its version, the source, what was quantized).
 MARKER = "agentctx-variant.json"
 
@@ -417,3 +421,49 @@ def derive(source: str, target: str, *, model_file: str = MODEL_FILE) -> str:
         return target
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def derive_apart(source: str, target: str, *, model_file: str = MODEL_FILE) -> str:
+    """:func:`derive` in a child process (``python -m agentctx.embeddings.quantize``): the fp32
+    session and the copies it takes (about 380 MB at peak for MiniLM) never count against the
+    long-lived process that then loads the variant (the MCP server, a worker). Returns ``target``;
+    :class:`QuantizeError` with the child's last line when it fails."""
+    if os.path.isfile(os.path.join(target, MODEL_FILE)):
+        return target
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "agentctx.embeddings.quantize", source, target, model_file],
+        capture_output=True,
+        text=True,
+        timeout=DERIVE_TIMEOUT,
+        check=False,
+    )
+    if done.returncode != 0 or not os.path.isfile(os.path.join(target, MODEL_FILE)):
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise QuantizeError(f"deriving failed (exit {done.returncode}): {last[:300]}")
+    return target
+
+
+def main(argv: list[str]) -> int:
+    """``python -m agentctx.embeddings.quantize SOURCE TARGET [MODEL_FILE]``: one line on failure."""
+    import sys
+
+    if len(argv) not in (2, 3):
+        sys.stderr.write(
+            "usage: python -m agentctx.embeddings.quantize SOURCE TARGET [MODEL_FILE]\n"
+        )
+        return 2
+    try:
+        derive(argv[0], argv[1], model_file=argv[2] if len(argv) == 3 else MODEL_FILE)
+    except Exception as exc:  # one line for the parent's log, never a traceback
+        sys.stderr.write(" ".join(f"{type(exc).__name__}: {exc}".split())[:300] + "\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))
