@@ -31,6 +31,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import anyio
 
@@ -192,7 +193,7 @@ def render(results: list[dict[str, object]], growth: list[tuple[int, float]]) ->
         "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        before, after = r["baselines"]  # type: ignore[misc]
+        before, after = cast("tuple[float, float]", r["baselines"])
         alone = f"{before:.2f} s / {after:.2f} s" if r["ratio"] is not None else "not run"
         ratio = f"**{r['ratio']:.2f}×**" if r["ratio"] is not None else "—"
         lines.append(

@@ -27,7 +27,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -134,7 +134,7 @@ class _Msg:
         for number, wire, value in self.fields:
             parts.append(_put_varint(number << 3 | wire))
             if wire == 0:
-                parts.append(_put_varint(int(value)))  # type: ignore[arg-type]
+                parts.append(_put_varint(int(value)))
             else:
                 assert not isinstance(value, int)
                 if wire == 2:
@@ -382,7 +382,9 @@ def derive(source: str, target: str, *, model_file: str = MODEL_FILE) -> str:
     """
     if os.path.isfile(os.path.join(target, MODEL_FILE)):
         return target
-    import onnxruntime as ort
+    import importlib
+
+    ort: Any = importlib.import_module("onnxruntime")  # fastembed's runtime (no type stubs)
 
     parent = os.path.dirname(os.path.abspath(target))
     os.makedirs(parent, mode=0o700, exist_ok=True)
