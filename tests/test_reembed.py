@@ -81,6 +81,16 @@ def offline_hub() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
+def embedder(minilm_fp32_dir: Path, offline_hub: None) -> models.Embedder:
+    """MiniLM as the packages ship it, in fp32 (``embedding.int8`` off): the second models derive
+    from it, so their cosines are its cosines (the int8 variant's differ by about 0.01)."""
+    settings = {**_settings(minilm.NAME, minilm_fp32_dir), "embedding.int8": False}
+    loaded = models.load_model(settings)
+    assert loaded is not None and loaded.name == minilm.NAME
+    return loaded
+
+
+@pytest.fixture(scope="session")
 def wide(wide_dir: Path, offline_hub: None) -> models.Embedder:
     loaded = models.load_model(_settings(minilm.derived_name(768), wide_dir))
     assert loaded is not None
@@ -112,18 +122,9 @@ def _vec_sql(path: str) -> str:
 # -- the models themselves -----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def fp32(minilm_fp32_dir: Path, offline_hub: None) -> models.Embedder:
-    """MiniLM as the packages ship it, run in fp32 (the second models derive from it)."""
-    loaded = models.load_model({**_settings(minilm.NAME, minilm_fp32_dir), "embedding.int8": False})
-    assert loaded is not None and loaded.name == minilm.NAME
-    return loaded
-
-
 def test_the_second_models_are_other_spaces_with_minilms_cosines(
-    fp32: models.Embedder, wide: models.Embedder, rotated: models.Embedder
+    embedder: models.Embedder, wide: models.Embedder, rotated: models.Embedder
 ) -> None:
-    embedder = fp32
     texts = [body for _, _, body in TEXTS]
     base = embedder.embed_sync(texts)
     assert (embedder.dims, wide.dims, rotated.dims) == (384, 768, 384)
@@ -166,7 +167,7 @@ async def test_dimension_change_and_back(
         before = await _ranking(store, embedder)
         status = await reembed.status(store)
         assert (status.model, status.dims, status.embedded, status.pending) == (
-            minilm.MODEL_ID,
+            minilm.NAME,
             384,
             len(ids),
             0,
@@ -177,7 +178,7 @@ async def test_dimension_change_and_back(
             "action": "switched",
             "model": wide.name,
             "dims": 768,
-            "before": {"model": minilm.MODEL_ID, "dims": 384},
+            "before": {"model": minilm.NAME, "dims": 384},
             "flagged": len(ids),
         }
         if vec:
@@ -300,7 +301,7 @@ async def test_vectors_stored_before_the_model_was_recorded_go_to_the_model_that
         config.set_value("embedding.model", embedder.name)
         assert reembed.unrecorded_owner() == embedder.name
         assert (await reembed.prepare(store, embedder)).action == "adopted"
-        assert (await reembed.status(store)).model == minilm.MODEL_ID
+        assert (await reembed.status(store)).model == minilm.NAME
         assert await vecstore.embed_pending(store, embedder) == 0  # the old vectors were kept
         assert len(await _ranking(store, embedder)) == 5
 
@@ -341,7 +342,7 @@ async def test_consolidation_switches_and_resumes(
     settings = {**config.load(), "llm": False, **_settings(minilm.derived_name(768), wide_dir)}
     first = await consolidation.consolidate(store, "p1", settings=settings, time_box=1e-9)
     steps = [r.steps["embed"]["result"] for r in first if "embed" in r.steps]
-    assert steps[0]["switched"]["before"] == {"model": minilm.MODEL_ID, "dims": 384}
+    assert steps[0]["switched"]["before"] == {"model": minilm.NAME, "dims": 384}
     assert steps[-1]["pending"] > 0  # the time box left the re-embed for the next run
     second = await consolidation.consolidate(store, "p1", settings=settings)
     steps = [r.steps["embed"]["result"] for r in second if "embed" in r.steps]
