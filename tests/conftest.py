@@ -126,19 +126,25 @@ def transcripts(fixtures_dir: Path) -> list[Path]:
 
 @pytest.fixture(scope="session")
 def minilm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A local all-MiniLM-L6-v2 folder for fastembed (``specific_model_path``), no download: its
-    int8 variant (what runs by default, ``embedding.int8``), derived once per test session.
+    """A local all-MiniLM-L6-v2 folder for fastembed (``specific_model_path``), no download.
 
-    Derived by :func:`tests.minilm.assemble_int8` from the two model packages of the test
-    dependencies (:func:`tests.minilm.assemble`).
+    Assembled by :func:`tests.minilm.assemble` from the two model packages of the test dependencies.
     """
-    return minilm.assemble_int8(tmp_path_factory.mktemp("minilm") / "int8")
+    return minilm.assemble(tmp_path_factory.mktemp("minilm"))
 
 
 @pytest.fixture(scope="session")
-def minilm_fp32_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The offline all-MiniLM-L6-v2 as the packages ship it (no variant derived yet)."""
-    return minilm.assemble(tmp_path_factory.mktemp("minilm-fp32"))
+def minilm_fp32_dir(minilm_dir: Path) -> Path:
+    """The offline all-MiniLM-L6-v2 as the packages ship it, run in fp32 (``embedding.int8`` off)."""
+    return minilm_dir
+
+
+@pytest.fixture(scope="session")
+def minilm_int8_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Its int8 variant (``embedding.int8``), derived once per test session
+    (:func:`tests.minilm.assemble_int8`); configured as :func:`tests.minilm.settings` says, it loads
+    as the variant."""
+    return minilm.assemble_int8(tmp_path_factory.mktemp("minilm-int8") / "int8")
 
 
 @pytest.fixture(scope="session")

@@ -31,8 +31,8 @@ import importlib.util
 from pathlib import Path
 
 NAME = "sentence-transformers/all-MiniLM-L6-v2"
-#: The name the loaded model and its stored vectors carry: the int8 variant's, which runs by
-#: default (``embedding.int8``; :data:`agentctx.embeddings.models.INT8_VARIANTS`).
+#: The name the int8 variant and its stored vectors carry (``embedding.int8``;
+#: :data:`agentctx.embeddings.models.INT8_VARIANTS`).
 MODEL_ID = NAME + ":int8"
 TOKENIZER_FILES = (
     "config.json",

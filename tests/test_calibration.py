@@ -27,14 +27,13 @@ from tests.helpers import new_record
 #: Length of the vector :func:`tests.minilm.shift` adds to every token vector: unrelated texts come
 #: out at about 0.5 (MiniLM: about 0), same-domain non-answers at about 0.7, as with bge models.
 SHIFT = 6.0
-#: The measured values of the model the suite runs (``embedder``: MiniLM's int8 variant).
 MEASURED = Thresholds(
-    similarity_floor=thresholds.SIMILARITY_FLOOR[minilm.MODEL_ID],
-    strong_similarity=thresholds.STRONG_SIMILARITY[minilm.MODEL_ID],
-    merge_min=thresholds.MERGE_BOUNDS[minilm.MODEL_ID][0],
-    auto_merge=thresholds.MERGE_BOUNDS[minilm.MODEL_ID][1],
-    drift_floor=thresholds.DRIFT_BOUNDS[minilm.MODEL_ID][0],
-    drift_covered=thresholds.DRIFT_BOUNDS[minilm.MODEL_ID][1],
+    similarity_floor=thresholds.SIMILARITY_FLOOR[minilm.NAME],
+    strong_similarity=thresholds.STRONG_SIMILARITY[minilm.NAME],
+    merge_min=dedupe.SIMILARITY_MIN,
+    auto_merge=dedupe.AUTO_MERGE_MIN,
+    drift_floor=thresholds.DRIFT_BOUNDS[minilm.NAME][0],
+    drift_covered=thresholds.DRIFT_BOUNDS[minilm.NAME][1],
 )
 
 
@@ -58,15 +57,6 @@ def shifted(shifted_dir: Path) -> models.Embedder:
 @pytest.fixture(scope="module")
 def minilm_cosines(embedder: models.Embedder) -> calibrate.Cosines:
     return calibrate.cosines(embedder)
-
-
-@pytest.fixture(scope="module")
-def fp32_cosines(minilm_fp32_dir: Path) -> calibrate.Cosines:
-    """MiniLM's cosines in fp32 (``embedding.int8`` off): the model the derived ones come from."""
-    settings = {**minilm.settings(minilm_fp32_dir), "embedding.int8": False}
-    loaded = models.load_model(settings)
-    assert loaded is not None and loaded.name == minilm.NAME
-    return calibrate.cosines(loaded)
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +174,7 @@ def test_minilm_measured_thresholds_separate_the_set_as_documented(
         if cosine >= MEASURED.auto_merge and dedupe.safe_without_llm(*_sides(item))
     ]
     at_auto_merge = [c for c in found.duplicates if c >= MEASURED.auto_merge]
-    assert merged == [] and len(at_auto_merge) <= 1  # fp32 MiniLM: one; the int8 variant: none
+    assert (len(at_auto_merge), merged) == (1, [])
     # drift: no line that does not state a decision covers it; nine restatements in ten do
     assert max(found.unstated) < MEASURED.drift_covered
     assert _share(found.stated, lambda c: c >= MEASURED.drift_covered) >= 0.9
@@ -214,7 +204,7 @@ def test_calibrate_embeds_the_set_in_one_call(embedder: models.Embedder) -> None
 
 
 def test_a_model_with_minilms_cosines_gets_minilms_calibration(
-    tmp_path: Path, fp32_cosines: calibrate.Cosines
+    tmp_path: Path, minilm_cosines: calibrate.Cosines
 ) -> None:
     """The model-change tests' second model (MiniLM projected to 768 dimensions: the same cosines
     in another space) calibrates as MiniLM does."""
@@ -226,7 +216,7 @@ def test_a_model_with_minilms_cosines_gets_minilms_calibration(
     }
     wide = models.load_model(settings)
     assert wide is not None and wide.dims == 768
-    mini = calibrate.derive(fp32_cosines).to_dict()
+    mini = calibrate.derive(minilm_cosines).to_dict()
     for name, value in calibrate.calibrate(wide).to_dict().items():
         assert abs(value - mini[name]) <= 0.01, name
 

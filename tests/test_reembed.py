@@ -81,16 +81,6 @@ def offline_hub() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def embedder(minilm_fp32_dir: Path, offline_hub: None) -> models.Embedder:
-    """MiniLM as the packages ship it, in fp32 (``embedding.int8`` off): the second models derive
-    from it, so their cosines are its cosines (the int8 variant's differ by about 0.01)."""
-    settings = {**_settings(minilm.NAME, minilm_fp32_dir), "embedding.int8": False}
-    loaded = models.load_model(settings)
-    assert loaded is not None and loaded.name == minilm.NAME
-    return loaded
-
-
-@pytest.fixture(scope="session")
 def wide(wide_dir: Path, offline_hub: None) -> models.Embedder:
     loaded = models.load_model(_settings(minilm.derived_name(768), wide_dir))
     assert loaded is not None
@@ -382,21 +372,18 @@ def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: P
     first = _cli_json("model", "reembed", cwd=project_dir)
     assert first["embedded"] == len(TEXTS)
     assert (
-        thresholds.source(minilm.MODEL_ID) == "measured"
-        and thresholds.calibrated(minilm.MODEL_ID) is None
+        thresholds.source(minilm.NAME) == "measured" and thresholds.calibrated(minilm.NAME) is None
     )
     check = _vectors_check(project_dir)
     assert check["ok"] is True and check["status"] == "current"
-    assert check["model"] == minilm.MODEL_ID and check["dims"] == 384
-    assert (
-        run_cli("doctor", cwd=project_dir).stdout.count(f"{minilm.MODEL_ID} (384 dimensions)") == 1
-    )
+    assert check["model"] == minilm.NAME and check["dims"] == 384
+    assert run_cli("doctor", cwd=project_dir).stdout.count(f"{minilm.NAME} (384 dimensions)") == 1
 
     wide_name = minilm.derived_name(768)
     _use(wide_name, wide_dir, project_dir)
     check = _vectors_check(project_dir)
     assert check["ok"] is None and check["status"] == "pending"
-    assert check["configured"] == wide_name and check["model"] == minilm.MODEL_ID
+    assert check["configured"] == wide_name and check["model"] == minilm.NAME
     assert "agentctx model reembed" in check["fix"]
     search = run_cli("search", "gRPC internal services", cwd=project_dir)
     assert search.returncode == 0 and "gRPC for internal services" in search.stdout
@@ -404,7 +391,7 @@ def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: P
 
     result = run_cli("model", "reembed", cwd=project_dir)
     assert result.returncode == 0, result.stderr
-    assert f"vectors of {minilm.MODEL_ID} (384 dimensions) dropped" in result.stderr
+    assert f"vectors of {minilm.NAME} (384 dimensions) dropped" in result.stderr
     assert f"embedded {len(TEXTS)}/{len(TEXTS)} records" in result.stderr
     # a model without measured thresholds is calibrated once, when it is loaded to re-embed
     assert f"agentctx: calibrated the cosine thresholds of {wide_name}: " in result.stderr

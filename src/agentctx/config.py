@@ -60,7 +60,7 @@ SETTINGS: dict[str, tuple[str, Any, str]] = {
     "embedding.path": ("str", "", "a local model folder to load instead of downloading"),
     "embedding.int8": (
         "bool",
-        True,
+        False,
         "run the model's int8 variant, derived once per channel (all-MiniLM-L6-v2: half the memory)",
     ),
     "reinforcement_threshold": (

@@ -4,7 +4,7 @@ The model runs in a worker thread (``anyio.to_thread``), one call at a time, so 
 free; it is loaded once per process and settings (:func:`load_model` caches it, failures included).
 When it cannot load (offline without a local folder, ``embeddings off``), :func:`load_model` logs one
 line and returns None: callers then stay keyword-only. all-MiniLM-L6-v2 runs as its int8 variant
-(``embedding.int8``, on by default): derived once from the downloaded or local model by
+with ``embedding.int8`` on (off by default until the eval floors hold with it, docs/retrieval.md): derived once from the downloaded or local model by
 :mod:`agentctx.embeddings.quantize` into the cache folder, loaded in its place, and named apart
 (:data:`INT8_VARIANTS`), so that vectors of the fp32 model are re-embedded, never mixed. A model folder under a name fastembed does
 not list loads as a sentence-transformers ONNX export (:func:`register_local`). What is done with the
@@ -101,9 +101,18 @@ def model_id(settings: Mapping[str, Any]) -> str:
     """The name the configured model's vectors are stored under: its int8 variant's when it has
     one and ``embedding.int8`` is on (what :attr:`Embedder.name` of the loaded model says)."""
     name = str(settings.get("embedding.model") or DEFAULT_MODEL)
-    if settings.get("embedding.int8", True) and name in INT8_VARIANTS:
-        return INT8_VARIANTS[name]
+    if name not in INT8_VARIANTS:
+        return name
+    path = str(settings.get("embedding.path") or "")
+    if settings.get("embedding.int8", False) or (path and _is_variant(path)):
+        return INT8_VARIANTS[name]  # a folder holding a derived variant is the variant, whatever
     return name
+
+
+def _is_variant(folder: str) -> bool:
+    from agentctx.embeddings import quantize
+
+    return quantize.is_variant(folder)
 
 
 def _variant_of(settings: Mapping[str, Any]) -> bool:
