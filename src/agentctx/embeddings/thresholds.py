@@ -42,8 +42,8 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 #: MiniLM's int8 variant (:data:`agentctx.embeddings.models.INT8_VARIANTS`) takes MiniLM's
 #: measured values but dedupe's merge candidate (:data:`MERGE_BOUNDS`): its cosines differ from
 #: MiniLM's by 0.009 on average (0.03 at the 99th percentile) over the tuning part's prompt-record
-#: pairs, and the calibration rules give it values within 0.02 of MiniLM's. Two precision-eval
-#: floors do not hold with it yet (docs/retrieval.md, "The int8 variant"): it is off by default.
+#: pairs, and the calibration rules give it values within 0.02 of MiniLM's. Three eval floors do
+#: not hold with it yet (docs/retrieval.md, "The int8 variant"): it is off by default.
 MINILM_INT8 = MINILM + ":int8"
 
 #: Cosine floors of ``ctx_search``'s vector hits, by embedding model name: measured on the tuning
