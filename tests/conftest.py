@@ -134,6 +134,20 @@ def minilm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def minilm_fp32_dir(minilm_dir: Path) -> Path:
+    """The offline all-MiniLM-L6-v2 as the packages ship it, run in fp32 (``embedding.int8`` off)."""
+    return minilm_dir
+
+
+@pytest.fixture(scope="session")
+def minilm_int8_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Its int8 variant (``embedding.int8``), derived once per test session
+    (:func:`tests.minilm.assemble_int8`); configured as :func:`tests.minilm.settings` says, it loads
+    as the variant."""
+    return minilm.assemble_int8(tmp_path_factory.mktemp("minilm-int8") / "int8")
+
+
+@pytest.fixture(scope="session")
 def minilm_settings(minilm_dir: Path) -> dict[str, Any]:
     """Settings (as ``config.load`` gives them) that load the offline MiniLM."""
     return minilm.settings(minilm_dir)

@@ -31,6 +31,9 @@ import importlib.util
 from pathlib import Path
 
 NAME = "sentence-transformers/all-MiniLM-L6-v2"
+#: The name the int8 variant and its stored vectors carry (``embedding.int8``;
+#: :data:`agentctx.embeddings.models.INT8_VARIANTS`).
+MODEL_ID = NAME + ":int8"
 TOKENIZER_FILES = (
     "config.json",
     "special_tokens_map.json",
@@ -62,6 +65,17 @@ def assemble(folder: Path) -> Path:
         link = folder / source.name
         if not link.exists():
             link.symlink_to(source)
+    return folder
+
+
+def assemble_int8(folder: Path) -> Path:
+    """The model's int8 variant (:mod:`agentctx.embeddings.quantize`) derived into ``folder``
+    (kept when already there), from a folder :func:`assemble` makes beside it. Configured as
+    :func:`settings` says, it loads as it is (its marker file), with no derivation per home."""
+    from agentctx.embeddings import quantize
+
+    base = assemble(folder.with_name(folder.name + "-fp32"))
+    quantize.derive(str(base), str(folder))
     return folder
 
 

@@ -58,6 +58,11 @@ SETTINGS: dict[str, tuple[str, Any, str]] = {
     "embeddings": ("bool", True, "local embeddings for consolidation and hybrid search"),
     "embedding.model": ("str", "sentence-transformers/all-MiniLM-L6-v2", "fastembed model name"),
     "embedding.path": ("str", "", "a local model folder to load instead of downloading"),
+    "embedding.int8": (
+        "bool",
+        False,
+        "run the model's int8 variant, derived once per channel (all-MiniLM-L6-v2: half the memory)",
+    ),
     "reinforcement_threshold": (
         "int",
         3,

@@ -126,7 +126,7 @@ def _check_vectors() -> Check:
             conn.close()
     except Exception as exc:  # the database check above says what is wrong with the file
         return Check("vectors", None, f"unreadable ({' '.join(str(exc).split())[:200]})")
-    configured = str(settings.get("embedding.model") or models.DEFAULT_MODEL)
+    configured = models.model_id(settings)
     enabled = bool(settings.get("embeddings", True))
     data: dict[str, Any] = {**state.to_dict(), "configured": configured if enabled else None}
     stored = f"{state.model} ({state.dims} dimensions)" if state.model else None

@@ -182,7 +182,7 @@ async def _ranked(store: Store, query: SearchQuery) -> tuple[list[SearchHit], st
         from agentctx.embeddings import models, reembed
 
         stored = (await reembed.status(store)).model
-        configured = str(settings.get("embedding.model") or models.DEFAULT_MODEL)
+        configured = models.model_id(settings)
         if stored is not None and stored != configured:
             why = (
                 f"the stored vectors belong to {stored}, not the configured {configured}: "

@@ -3,7 +3,10 @@
 The model runs in a worker thread (``anyio.to_thread``), one call at a time, so the event loop stays
 free; it is loaded once per process and settings (:func:`load_model` caches it, failures included).
 When it cannot load (offline without a local folder, ``embeddings off``), :func:`load_model` logs one
-line and returns None: callers then stay keyword-only. A model folder under a name fastembed does
+line and returns None: callers then stay keyword-only. all-MiniLM-L6-v2 runs as its int8 variant
+with ``embedding.int8`` on (off by default until the eval floors hold with it, docs/retrieval.md): derived once from the downloaded or local model by
+:mod:`agentctx.embeddings.quantize` into the cache folder, loaded in its place, and named apart
+(:data:`INT8_VARIANTS`), so that vectors of the fp32 model are re-embedded, never mixed. A model folder under a name fastembed does
 not list loads as a sentence-transformers ONNX export (:func:`register_local`). What is done with the
 vectors in the store is :mod:`agentctx.embeddings.vecstore`; a change of model is
 :mod:`agentctx.embeddings.reembed`.
@@ -40,6 +43,12 @@ BATCH_SIZE = 16
 #: title and the start of its body (docs/retrieval.md, "A lighter model": 1.14× less CPU on the
 #: precision eval's tuning texts, calibration-set vectors unchanged).
 MAX_TOKENS = 128
+
+#: Models run as an int8 variant quantized per channel (:mod:`agentctx.embeddings.quantize`) when
+#: ``embedding.int8`` is on: the model's name -> the variant's, which its vectors and thresholds
+#: carry (docs/retrieval.md, "A lighter model": 140 MB loaded against 300, cosine 0.994 to the
+#: fp32 model's vectors). Only models whose variant was measured on the eval are listed.
+INT8_VARIANTS: dict[str, str] = {DEFAULT_MODEL: DEFAULT_MODEL + ":int8"}
 
 _cache: dict[tuple[str, str, str], Embedder | None] = {}
 _cache_lock = threading.Lock()
@@ -88,6 +97,28 @@ def cap_tokens(model: Any, limit: int) -> bool:
     return True
 
 
+def model_id(settings: Mapping[str, Any]) -> str:
+    """The name the configured model's vectors are stored under: its int8 variant's when it has
+    one and ``embedding.int8`` is on (what :attr:`Embedder.name` of the loaded model says)."""
+    name = str(settings.get("embedding.model") or DEFAULT_MODEL)
+    if name not in INT8_VARIANTS:
+        return name
+    path = str(settings.get("embedding.path") or "")
+    if settings.get("embedding.int8", False) or (path and _is_variant(path)):
+        return INT8_VARIANTS[name]  # a folder holding a derived variant is the variant, whatever
+    return name
+
+
+def _is_variant(folder: str) -> bool:
+    from agentctx.embeddings import quantize
+
+    return quantize.is_variant(folder)
+
+
+def _variant_of(settings: Mapping[str, Any]) -> bool:
+    return model_id(settings) != str(settings.get("embedding.model") or DEFAULT_MODEL)
+
+
 def load_model(settings: Mapping[str, Any]) -> Embedder | None:
     """The configured model, loaded once per process; None (logged once) when it cannot load.
 
@@ -100,10 +131,10 @@ def load_model(settings: Mapping[str, Any]) -> Embedder | None:
     name = str(settings.get("embedding.model") or DEFAULT_MODEL)
     path = str(settings.get("embedding.path") or "")
     cache_dir = home.sub("models")
-    key = (name, path, cache_dir)
+    key = (model_id(settings), path, cache_dir)
     with _cache_lock:
         if key not in _cache:
-            _cache[key] = _load(name, path, cache_dir)
+            _cache[key] = _load(name, path, cache_dir, int8=_variant_of(settings))
         return _cache[key]
 
 
@@ -118,11 +149,16 @@ def clear_model_cache() -> None:
         _cache.clear()
 
 
-def _load(name: str, path: str, cache_dir: str) -> Embedder | None:
+def _load(name: str, path: str, cache_dir: str, *, int8: bool = False) -> Embedder | None:
     where = path or cache_dir
     if path and not os.path.isdir(path):
         log.warning("embeddings off: model folder %s does not exist (keyword-only search)", path)
         return None
+    if int8:
+        source = path or _snapshot(name, cache_dir)
+        variant = _load_int8(name, source, cache_dir) if source else None
+        if variant is not None:
+            return variant
     try:
         from fastembed import TextEmbedding
 
@@ -143,11 +179,73 @@ def _load(name: str, path: str, cache_dir: str) -> Embedder | None:
                 home.tighten(
                     cache_dir
                 )  # a download takes the umask's modes: the home stays private
+        if int8 and not path:  # downloaded just now: the variant is derived from it
+            source = _snapshot(name, cache_dir)
+            variant = _load_int8(name, source, cache_dir) if source else None
+            if variant is not None:
+                del model
+                return variant
         prefix = BGE_QUERY_PREFIX if "bge-" in name.lower() else ""
         return Embedder(model, name, query_prefix=prefix)
     except Exception as exc:  # offline, corrupt folder, unknown name: keyword-only
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         log.warning("embeddings off: cannot load %s from %s (%s)", name, where, reason)
+        return None
+
+
+def _snapshot(name: str, cache_dir: str) -> str | None:
+    """The folder of fastembed's cache that holds ``name``'s downloaded files, if any."""
+    repo, model_file, _size = _describe(name)
+    if not repo:
+        return None
+    snapshots = os.path.join(cache_dir, "models--" + repo.replace("/", "--"), "snapshots")
+    for rev in sorted(_listdir(snapshots)):
+        if os.path.isfile(os.path.join(snapshots, rev, model_file)):
+            return os.path.join(snapshots, rev)
+    return None
+
+
+def int8_folder(name: str, source: str, cache_dir: str) -> str:
+    """Where the int8 variant of the model in folder ``source`` is (or will be) derived: under
+    the cache folder, one folder per source file (:func:`agentctx.embeddings.quantize.source_key`)."""
+    from agentctx.embeddings import quantize
+
+    model_file = next(
+        (f for f in LOCAL_MODEL_FILES if os.path.isfile(os.path.join(source, f))), "model.onnx"
+    )
+    key = quantize.source_key(os.path.join(source, model_file))
+    slug = name.rsplit("/", 1)[-1].lower()
+    return os.path.join(cache_dir, "int8", f"{slug}-{key}")
+
+
+def _load_int8(name: str, source: str, cache_dir: str) -> Embedder | None:
+    """``name``'s int8 variant, derived from the model in ``source`` unless it is already; None
+    (logged) when it cannot be derived or loaded: the caller then runs the model as it is."""
+    variant = INT8_VARIANTS[name]
+    try:
+        from fastembed import TextEmbedding
+
+        from agentctx.embeddings import quantize
+
+        model_file = next(
+            (f for f in LOCAL_MODEL_FILES if os.path.isfile(os.path.join(source, f))), None
+        )
+        if model_file is None:
+            raise quantize.QuantizeError(f"no model file in {source}")
+        folder = source if quantize.is_variant(source) else int8_folder(name, source, cache_dir)
+        if not os.path.isfile(os.path.join(folder, quantize.MODEL_FILE)):
+            if os.path.commonpath([os.path.abspath(cache_dir), home.home_dir()]) == home.home_dir():
+                home.ensure_sub(os.path.relpath(cache_dir, home.home_dir()))
+            log.info("deriving the int8 variant of %s into %s (one-time)", name, folder)
+            quantize.derive_apart(source, folder, model_file=model_file)
+        register_local(variant, folder)
+        with _quiet_fastembed():
+            model = TextEmbedding(model_name=variant, specific_model_path=folder)
+        prefix = BGE_QUERY_PREFIX if "bge-" in name.lower() else ""
+        return Embedder(model, variant, query_prefix=prefix)
+    except Exception as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        log.warning("int8 variant of %s unavailable, running it as it is (%s)", name, reason)
         return None
 
 
@@ -271,6 +369,11 @@ def load_local(settings: Mapping[str, Any]) -> Embedder:
             if not info.local
             else f"{where} does not exist"
         )
+    if _variant_of(settings):
+        source = info.folder if info.local else _snapshot(info.name, info.folder)
+        variant = _load_int8(info.name, source, home.sub("models")) if source else None
+        if variant is not None:
+            return variant
     try:
         from fastembed import TextEmbedding
 
@@ -318,6 +421,12 @@ def fetch(
     if os.path.commonpath([os.path.abspath(info.folder), home.home_dir()]) == home.home_dir():
         home.tighten(info.folder)
     clear_model_cache()  # a failure remembered earlier in this process is stale now
+    if _variant_of(settings):
+        source = _snapshot(info.name, info.folder)
+        variant = _load_int8(info.name, source, info.folder) if source else None
+        if variant is not None:
+            del model
+            return variant
     prefix = BGE_QUERY_PREFIX if "bge-" in info.name.lower() else ""
     return Embedder(model, info.name, query_prefix=prefix)
 
