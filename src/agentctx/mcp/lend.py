@@ -347,16 +347,8 @@ async def serve(model: QueryModel, db_path: str, *, ready: anyio.Event | None = 
     cannot be served leaves the hook keyword-only (one log line)."""
     lender = Lender(model, db_path)
     try:
-        folder = prepare_dir()
-        clean_stale(folder)
         path = socket_path()
-        if len(path.encode()) > MAX_PATH:
-            raise OSError(f"the socket path {path} is too long for a Unix socket")
-        try:
-            if stat.S_ISSOCK(os.lstat(path).st_mode):
-                os.unlink(path)  # a pid reused after a crash
-        except FileNotFoundError:
-            pass
+        await anyio.to_thread.run_sync(_make_room, path)
         listener = await anyio.create_unix_listener(path, mode=0o600)
     except Exception as exc:
         log.warning("agentctx: the prompt hook's embedding socket is off (%s)", exc)
@@ -370,8 +362,26 @@ async def serve(model: QueryModel, db_path: str, *, ready: anyio.Event | None = 
                 ready.set()
             await listener.serve(lambda stream: _handle(lender, stream), task_group=tasks)
     finally:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(_remove, path)
         lender.close()
+
+
+def _make_room(path: str) -> None:
+    """The socket folder ready, stale sockets gone, ``path`` short enough and free (a socket
+    left there by a pid reused after a crash is removed). Blocking: run in a worker thread."""
+    clean_stale(prepare_dir())
+    if len(path.encode()) > MAX_PATH:
+        raise OSError(f"the socket path {path} is too long for a Unix socket")
+    try:
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
