@@ -153,6 +153,43 @@ def minilm_settings(minilm_dir: Path) -> dict[str, Any]:
     return minilm.settings(minilm_dir)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def one_load_per_model() -> Iterator[dict[tuple[str, str, tuple[int, int, int]], Embedder]]:
+    """Each model folder loaded once per test process, whatever the test's home.
+
+    :func:`agentctx.embeddings.models.load_model` caches per home (its cache folder is in the key),
+    and every test has its own home: a test that embeds in-process (consolidation, the MCP server,
+    the hook's socket) loaded the model again, ~1 s of CPU each. Here the real loader
+    (``models._load``) runs once per model folder (by the real path and the identity of its
+    ``model.onnx``), and the same loaded model is returned after; a folder that does not load is
+    tried every time, as before. What ``load_model`` decides (embeddings off, its own cache,
+    logging a failure) runs unchanged. The loaded models, keyed as said: for the tests that count.
+    """
+    from agentctx.embeddings import models
+
+    real = models._load
+    loaded: dict[tuple[str, str, tuple[int, int, int]], Embedder] = {}
+
+    def load_once(name: str, path: str, cache_dir: str) -> Embedder | None:
+        try:
+            found = os.stat(os.path.join(path, "model.onnx")) if path else None
+        except OSError:
+            found = None
+        if found is None:  # a download, or a folder without a model: the real loader's case
+            return real(name, path, cache_dir)
+        key = (name, os.path.realpath(path), (found.st_dev, found.st_ino, found.st_mtime_ns))
+        if key not in loaded:
+            model = real(name, path, cache_dir)
+            if model is None:
+                return None
+            loaded[key] = model
+        return loaded[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(models, "_load", load_once)
+        yield loaded
+
+
 @pytest.fixture(scope="session")
 def embedder(minilm_settings: dict[str, Any]) -> Iterator[Embedder]:
     """One load of the offline MiniLM for the whole session (as one load per worker run)."""

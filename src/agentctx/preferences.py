@@ -210,7 +210,7 @@ async def clear(store: Store, record_id: str) -> Record:
         if changed != 1:
             raise ConflictError(f"preference {record.id} changed meanwhile; nothing was cleared")
     # After the commit, as every writer does: the digests that carried it are stale now.
-    digests.invalidate([schema.GLOBAL_PROJECT_ID])
+    await anyio.to_thread.run_sync(digests.invalidate, [schema.GLOBAL_PROJECT_ID])
     await _sync_quietly(store)
     return await store.get(record.id)
 

@@ -10,6 +10,8 @@ errors (cyclopts') with 2, and anything unexpected with 1, its traceback written
 from __future__ import annotations
 
 import errno
+import functools
+import inspect
 import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -56,7 +58,7 @@ def run(argv: list[str]) -> int:
     try:
         if argv and argv[0] not in _WITHOUT_HOME and not {"--help", "-h"} & set(argv):
             home.require()  # another account's (or a world-writable) home: one line, exit 1
-        result = app(argv, exit_on_error=False, print_error=False, result_action="return_value")
+        result = _call(argv)
     except AgentctxError as exc:
         return _error(str(exc))
     except sqlean.Error as exc:  # a damaged, full or unwritable store surfacing mid-query
@@ -82,6 +84,15 @@ def run(argv: list[str]) -> int:
             + (f"; the traceback is in {where})" if where else ")")
         )
     return result if isinstance(result, int) else 0
+
+
+def _call(argv: list[str]) -> Any:
+    """Parse ``argv`` and run its command: an async one under ``anyio.run`` (cyclopts would run it
+    with ``asyncio.run`` itself; every entry of agentctx uses anyio's runner)."""
+    command, bound, _ = app.parse_args(argv, exit_on_error=False, print_error=False)
+    if inspect.iscoroutinefunction(command):
+        return anyio.run(functools.partial(command, *bound.args, **bound.kwargs))
+    return command(*bound.args, **bound.kwargs)
 
 
 def _one_line(text: str) -> str:

@@ -343,7 +343,7 @@ async def config_set(key: str, value: str, /) -> int:
 
     Example: ``agentctx config set llm off``.
     """
-    stored = config.set_value(key, value)
+    stored = await anyio.to_thread.run_sync(config.set_value, key, value)
     _out(f"{key} = {_shown(stored)}  ({home.config_path()})")
     if key == "team_export" and stored is True:
         _out(f"team file {await _team_file_now()}")

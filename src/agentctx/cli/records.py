@@ -260,7 +260,7 @@ async def edit(
                     f"record {record_id} is already superseded by {current.superseded_by}; "
                     f"edit the current version ({current.superseded_by}) instead"
                 )
-            new_title, new_body = _edit_in_editor(current)
+            new_title, new_body = await anyio.to_thread.run_sync(_edit_in_editor, current)
         old, new = await store.edit(record_id, title=new_title, body=new_body)
         if json:
             _json({"old": old.to_dict(), "new": new.to_dict()})

@@ -70,13 +70,13 @@ async def init(
         raise ValidationError(f"--project registers in a project's own files, but {skipped}")
     home.ensure_home()
     tightened = home.tighten()  # a home left readable by other accounts (an older agentctx, a copy)
-    config_added = config.write_defaults()
+    config_added = await anyio.to_thread.run_sync(config.write_defaults)
     if no_llm:
-        config.set_value("llm", False)
+        await anyio.to_thread.run_sync(config.set_value, "llm", False)
     if no_embeddings:
-        config.set_value("embeddings", False)
+        await anyio.to_thread.run_sync(config.set_value, "embeddings", False)
     if team:
-        config.set_value("team_export", True)
+        await anyio.to_thread.run_sync(config.set_value, "team_export", True)
     paths = install.settings_paths(Path.home(), Path(identity.root))
     settings = paths.project_settings if project else paths.user_settings
     mcp_file = paths.project_mcp if project else paths.user_mcp
@@ -84,16 +84,21 @@ async def init(
     inside = Path(identity.root) if project else None  # a project's files: no symlink followed
     plugin = install.active_plugin(paths, Path(identity.root))
     mcp_note = ""
+    edit = anyio.to_thread.run_sync  # the Claude Code files are written in a worker thread
     if plugin is not None:  # it registers both: init adds none and takes back its own, if any
-        changes = [install.uninstall_hooks(settings, root=inside)]
-        changes.append(install.uninstall_mcp(mcp_file, project=project, root=inside))
+        changes = [await edit(lambda: install.uninstall_hooks(settings, root=inside))]
+        changes.append(
+            await edit(lambda: install.uninstall_mcp(mcp_file, project=project, root=inside))
+        )
     else:
-        changes = [install.install_hooks(settings, root=inside)]
+        changes = [await edit(lambda: install.install_hooks(settings, root=inside))]
         if no_mcp:
             mcp_note = "not registered (--no-mcp)"
         else:
-            changes.append(install.install_mcp(mcp_file, project=project, root=inside))
-    _remember_created([c.path for c in changes if c.action == "created"])
+            changes.append(
+                await edit(lambda: install.install_mcp(mcp_file, project=project, root=inside))
+            )
+    await edit(_remember_created, [c.path for c in changes if c.action == "created"])
     recorded: list[str] = []
     async with await Store.open() as store:
         team_file, team_note = None, ""

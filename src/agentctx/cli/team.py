@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
+import anyio
 from cyclopts import App, Parameter
 
 from agentctx.cli import Json, _json, _out, _project, _with_store, app
@@ -201,7 +202,7 @@ async def link(*, dsn: Dsn = None, service: Service = None, team: str, json: Jso
             role=str(who["role"]),
             epoch=str(who["epoch"]),
         )
-        hubstamp.touch()
+        await anyio.to_thread.run_sync(hubstamp.touch)
         if json:
             _json({"project_id": project.project_id, "team": team, "role": who["role"]})
         else:
@@ -228,7 +229,7 @@ async def unlink(*, json: Json = False) -> int:
         project = _project()
         gone = await local.unlink(store, project.project_id)
         if not await local.links(store):
-            hubstamp.remove()
+            await anyio.to_thread.run_sync(hubstamp.remove)
         _json({"unlinked": gone}) if json else _out(
             f"{project.name} unlinked" if gone else f"{project.name} was not linked"
         )

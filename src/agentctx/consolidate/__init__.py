@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from agentctx import config
 from agentctx.consolidate.timebox import TimeBox
 from agentctx.core import clock, digests
@@ -329,11 +331,11 @@ async def _digest(
     data = await store.read_sync(
         lambda conn: digest.build(conn, project_id, name, offer_sync=offer)
     )
-    path = digests.write(data, clock.now(), started_ns)
+    path = await anyio.to_thread.run_sync(digests.write, data, clock.now(), started_ns)
     if offer and path is not None and "agentctx sync --apply" in data["text"]:
         from agentctx.consolidate import drift
 
-        drift.mark_sync_offered(project_id)
+        await anyio.to_thread.run_sync(drift.mark_sync_offered, project_id)
     return {
         "ranked": len(ranked),
         "tokens": data["tokens"],

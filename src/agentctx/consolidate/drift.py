@@ -135,7 +135,9 @@ async def score_drift(
             report.candidates = 0
             if report.updated:
                 tx.mark_project_changed(project_id)
-        _save_seal(project_id, "")  # no judgement to keep: a returning CLAUDE.md is judged anew
+        await anyio.to_thread.run_sync(
+            _save_seal, project_id, ""
+        )  # no judgement to keep: a returning CLAUDE.md is judged anew
         return report
     records = await claudemd.load_records(store, project_id)
     seal = _fingerprint(files, records, embedder)
@@ -178,7 +180,7 @@ async def score_drift(
             report.updated += await tx.execute(_SET_SQL, (score, record_id, score))
         report.updated += await tx.execute(_CLEAR_OTHERS_SQL, (project_id,))
         report.candidates = await _count(tx, project_id)
-    _save_seal(project_id, seal)
+    await anyio.to_thread.run_sync(_save_seal, project_id, seal)
     return report
 
 

@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from agentctx import config
 from agentctx.core import home
 from agentctx.core.errors import AgentctxError
@@ -99,7 +101,8 @@ async def run_demo(
             await _Demo(paths, script, write).run()
     finally:
         if not keep:
-            shutil.rmtree(root, ignore_errors=True)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(lambda: shutil.rmtree(root, ignore_errors=True))
     seconds = time.monotonic() - started
     if keep:
         write(f"Kept {root}")
@@ -174,16 +177,16 @@ class _Demo:
         self.write(f"  temporary folder  {self.paths.root}")
         # The anthropic SDK takes a second or more to import: do it while the hooks run.
         threading.Thread(target=_warm_imports, name="agentctx-demo-imports", daemon=True).start()
-        self._setup_files()
+        await anyio.to_thread.run_sync(self._setup_files)
         project = identify(self.paths.project)
         async with await Store.open() as store:
             await self._setup_store(store, project)
-            self._first_session(self.script["first_session"])
+            await self._first_session(self.script["first_session"])
             await self._captured(store, project)
             extraction, consolidation = await self._session_end_work(store, project)
             self._show_extraction(extraction)
             self._show_consolidation(consolidation, project)
-            self._next_session(self.script["next_session"])
+            await self._next_session(self.script["next_session"])
             await self._search(store, project, str(self.script["search"]))
 
     # -- setup -------------------------------------------------------------------------------------
@@ -234,37 +237,40 @@ class _Demo:
 
     # -- the first session -------------------------------------------------------------------------
 
-    def _first_session(self, events: list[dict[str, Any]]) -> None:
+    async def _first_session(self, events: list[dict[str, Any]]) -> None:
         self._heading(
             1, "A session, replayed through the hooks (agentctx hook <event>, JSON on stdin)"
         )
         for event in events:
             payload = self._payload(event)
             if event["hook"] == SESSION_END:
-                tokens = self._close_session(payload)
+                tokens = await anyio.to_thread.run_sync(self._close_session, payload)
                 self.write(f"  {'SessionEnd':<50} session closed; {tokens} tokens injected in all")
                 self.write(
                     "  (in Claude Code, SessionEnd now starts a detached worker; "
                     "the demo runs its work below)"
                 )
                 continue
-            context = self._hook(str(event["hook"]), payload)
+            context = await self._hook(str(event["hook"]), payload)
             line = f"  {_label(payload, self.paths.project):<50} {_injected(payload, context)}"
             self.write(line.rstrip())
 
-    def _hook(self, name: str, payload: dict[str, Any]) -> str | None:
+    async def _hook(self, name: str, payload: dict[str, Any]) -> str | None:
         """Run one hook as Claude Code does; its additionalContext, or None."""
         try:
-            result = subprocess.run(
-                [sys.executable, "-m", "agentctx", "hook", name],
-                input=json.dumps(payload).encode(),
-                capture_output=True,
-                env=self.hook_env,
-                cwd=self.paths.project,
-                timeout=HOOK_TIMEOUT_S,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
+            with anyio.fail_after(HOOK_TIMEOUT_S):
+                result = await anyio.run_process(
+                    [sys.executable, "-m", "agentctx", "hook", name],
+                    input=json.dumps(payload).encode(),
+                    env=self.hook_env,
+                    cwd=self.paths.project,
+                    check=False,
+                )
+        except TimeoutError as exc:
+            raise AgentctxError(
+                f"the demo's `agentctx hook {name}` took over {HOOK_TIMEOUT_S:g} s"
+            ) from exc
+        except OSError as exc:
             raise AgentctxError(f"the demo could not run `agentctx hook {name}`: {exc}") from exc
         if result.returncode != 0:
             raise AgentctxError(f"`agentctx hook {name}` exited with {result.returncode}")
@@ -402,17 +408,17 @@ class _Demo:
 
     # -- the next session --------------------------------------------------------------------------
 
-    def _next_session(self, events: list[dict[str, Any]]) -> None:
+    async def _next_session(self, events: list[dict[str, Any]]) -> None:
         for event in events:
             payload = self._payload(event)
-            context = self._hook(str(event["hook"]), payload)
+            context = await self._hook(str(event["hook"]), payload)
             if event["hook"] == "session-start":
                 self._heading(4, "The next session starts: SessionStart injects")
             else:
                 self._heading(5, f'A prompt in it: "{payload.get("prompt", "")}"')
                 self.write("  UserPromptSubmit injects:")
             self.write(_indented(context) if context else f"{_INDENT}(nothing)")
-        self._close_session(self._payload(events[0]))
+        await anyio.to_thread.run_sync(self._close_session, self._payload(events[0]))
 
     async def _search(self, store: Store, project: ProjectIdentity, text: str) -> None:
         from agentctx.core import clock

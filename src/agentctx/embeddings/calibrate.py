@@ -242,6 +242,7 @@ async def ensure(embedder: Embedder) -> Thresholds | None:
     if current(embedder.name):
         return thresholds.calibrated(embedder.name)
     found = await anyio.to_thread.run_sync(calibrate, embedder)
-    thresholds.store(embedder.name, found, set_digest(), at=clock.now())
+    digest, at = set_digest(), clock.now()
+    await anyio.to_thread.run_sync(lambda: thresholds.store(embedder.name, found, digest, at=at))
     log.info("calibrated the cosine thresholds of %s: %s", embedder.name, found.to_dict())
     return found

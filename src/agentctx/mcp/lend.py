@@ -483,24 +483,9 @@ async def serve(model: QueryModel, db_path: str, *, ready: anyio.Event | None = 
     if os.environ.get(DEBUG_ENV):
         log.setLevel(logging.INFO)  # the answers' timings and the index builds, on stderr
     try:
-        folder = prepare_dir()
-        clean_stale(folder)
         path = socket_path()
-        if len(path.encode()) > MAX_PATH:
-            raise OSError(f"the socket path {path} is too long for a Unix socket")
-        try:
-            if stat.S_ISSOCK(os.lstat(path).st_mode):
-                os.unlink(path)  # a pid reused after a crash
-        except FileNotFoundError:
-            pass
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            listener.bind(path)
-            os.chmod(path, 0o600)
-            listener.listen(16)
-        except OSError:
-            listener.close()
-            raise
+        await anyio.to_thread.run_sync(_make_room, path)
+        listener = await anyio.to_thread.run_sync(_listen, path)
     except Exception as exc:
         log.warning("agentctx: the prompt hook's embedding socket is off (%s)", exc)
         if ready is not None:
@@ -522,9 +507,39 @@ async def serve(model: QueryModel, db_path: str, *, ready: anyio.Event | None = 
         with anyio.CancelScope(shield=True):
             if thread.is_alive():
                 await anyio.to_thread.run_sync(thread.join, 5 * _STOP_POLL)
-        listener.close()
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+            listener.close()
+            await anyio.to_thread.run_sync(_remove, path)
         lender.close()
+
+
+def _make_room(path: str) -> None:
+    """The socket folder ready, stale sockets gone, ``path`` short enough and free (a socket
+    left there by a pid reused after a crash is removed). Blocking: run in a worker thread."""
+    clean_stale(prepare_dir())
+    if len(path.encode()) > MAX_PATH:
+        raise OSError(f"the socket path {path} is too long for a Unix socket")
+    try:
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _listen(path: str) -> socket.socket:
+    """A listening Unix socket at ``path``, 0600 (its folder is 0700). Blocking: a worker thread."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(path)
+        os.chmod(path, 0o600)
+        listener.listen(16)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -125,7 +125,7 @@ class Store:
                 self._changed.clear()
                 raise
             if self._changed:  # pre-computed digests of these projects are stale now
-                digests.invalidate(self._changed)
+                await anyio.to_thread.run_sync(digests.invalidate, set(self._changed))
                 self._changed.clear()
 
     async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:

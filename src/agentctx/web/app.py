@@ -222,7 +222,9 @@ async def static_file(request: Request) -> Response:
     media = STATIC.get(name)
     if media is None:
         return Response("not found", status_code=404, media_type="text/plain")
-    data = (resources.files("agentctx.web") / "static" / name).read_bytes()
+    data = await anyio.to_thread.run_sync(
+        (resources.files("agentctx.web") / "static" / name).read_bytes
+    )
     return Response(data, media_type=media)
 
 

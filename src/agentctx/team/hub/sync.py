@@ -30,6 +30,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from agentctx.core import clock, home, hubstamp, nofollow, writes
 from agentctx.core.inject import HUB_PREFIX
 from agentctx.store import deletion
@@ -565,7 +567,7 @@ async def sync_all(
     """
     reports: list[Report] = []
     with sync_lock():
-        hubstamp.touch()
+        await anyio.to_thread.run_sync(hubstamp.touch)
         for link in await local.links(store):
             if project_ids is not None and link["project_id"] not in project_ids:
                 continue
