@@ -28,6 +28,8 @@ import sys
 import threading
 import time
 
+import anyio
+
 from agentctx.consolidate import DEFAULT_TIME_BOX, consolidate
 from agentctx.consolidate import Report as ConsolidationReport
 from agentctx.core import clock, sessions
@@ -223,6 +225,8 @@ async def profile(cwd: str) -> list[str]:
                 if had is None or (had != body and changed):
                     await store.add(fact.record(identity.project_id))
                     written.append(fact.key)
-        manifests.record(identity.project_id, signature, {f.key: f.body for f in facts})
+        await anyio.to_thread.run_sync(
+            manifests.record, identity.project_id, signature, {f.key: f.body for f in facts}
+        )
     log(f"profile {identity.name}: {', '.join(written) or 'unchanged'}")
     return written

@@ -204,7 +204,9 @@ async def _profile(store: Store, identity: ProjectIdentity) -> list[str]:
         await store.add(fact.record(identity.project_id))
         recorded.append(fact.key)
     # the hooks detect again when the manifests change (agentctx.core.manifests), not before
-    manifests.record(identity.project_id, signature, {f.key: f.body for f in facts})
+    await anyio.to_thread.run_sync(
+        manifests.record, identity.project_id, signature, {f.key: f.body for f in facts}
+    )
     return recorded
 
 

@@ -228,7 +228,9 @@ class _Demo:
         for fact in facts:
             await store.add(fact.record(project.project_id))
         # as init: SessionStart then starts no detached detection that could outlive the demo
-        manifests.record(project.project_id, signature, {f.key: f.body for f in facts})
+        await anyio.to_thread.run_sync(
+            manifests.record, project.project_id, signature, {f.key: f.body for f in facts}
+        )
         self.write(
             f"  project           {project.name}: profile {', '.join(f.key for f in facts)} "
             "(as `agentctx init` records it)"

@@ -13,7 +13,8 @@ kill comes within :data:`PAUSE_S` it goes on. Without the variable (always, outs
 from __future__ import annotations
 
 import os
-import time
+
+import anyio
 
 from agentctx.core.files import write_atomic
 
@@ -22,10 +23,11 @@ VARIABLE = "AGENTCTX_HUB_PAUSE"
 PAUSE_S = 60.0
 
 
-def reached(point: str) -> None:
-    """Pause here when ``AGENTCTX_HUB_PAUSE`` names ``point`` (module docstring)."""
+async def reached(point: str) -> None:
+    """Pause here when ``AGENTCTX_HUB_PAUSE`` names ``point`` (module docstring). The sync's own
+    coroutine waits here (its store transaction stays open); the event loop is not blocked."""
     wanted, _, path = os.environ.get(VARIABLE, "").partition(":")
     if wanted != point or not path:
         return
-    write_atomic(path, str(os.getpid()).encode())
-    time.sleep(PAUSE_S)  # blocking on purpose: nothing of this sync may move while it waits
+    await anyio.to_thread.run_sync(write_atomic, path, str(os.getpid()).encode())
+    await anyio.sleep(PAUSE_S)

@@ -280,7 +280,7 @@ async def _stamp_acks(
             stamps,
         )
         if stamps:
-            hubpause.reached("push-acked")
+            await hubpause.reached("push-acked")
         for item, ack in zip(batch, acks, strict=True):
             status, kind, ref = ack["status"], item["kind"], item["id"]
             if status == "refused":
@@ -352,7 +352,7 @@ async def _apply(
         page = await _page_state(tx, items)
         for n, item in enumerate(items):
             if n == len(items) // 2:
-                hubpause.reached("pull-applying")
+                await hubpause.reached("pull-applying")
             report.pulled += 1
             kind, seq, record_id = item["kind"], int(item["seq"]), str(item["id"])
             if kind == "version":
