@@ -82,6 +82,9 @@ if [ -z "$uv" ]; then
         exit 1
     fi
     "$data/uv/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir uv
+    # uv is one static binary: the pip (and setuptools) that installed it are ~25 MB of nothing
+    "$data/uv/bin/python" -m pip uninstall -q -y --disable-pip-version-check pip setuptools \
+        >/dev/null 2>&1 || true
     uv=$data/uv/bin/uv
 fi
 
