@@ -206,14 +206,21 @@ def _check_claude_code() -> list[Check]:
             shown = f"{name} (found at {where})" if name != where else name
             checks.append(Check("command", True, f"the hooks run {shown}", ""))
         else:
-            missing = "is not on PATH" if name == "agentctx" else "does not exist"
+            if name == "agentctx":  # a project's files or the plugin: shared, so never a path
+                missing = "is not on PATH"
+                fix = (
+                    f"{install.path_advice()}; or `agentctx init` (your own files get the full "
+                    "path, a project's files and the plugin cannot)"
+                )
+            else:
+                missing = "does not exist"
+                fix = "run `agentctx init` again from the agentctx you use (it registers its path)"
             checks.append(
                 Check(
                     "command",
                     False,
                     f"the hooks run {name}, which {missing}: every hook fails",
-                    "run `agentctx init` again from the agentctx you use (it registers a path "
-                    "that works)",
+                    fix,
                 )
             )
     registered = [
