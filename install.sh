@@ -18,6 +18,8 @@ say() { printf 'agentctx install: %s\n' "$*" >&2; }
 data=${XDG_DATA_HOME:-$HOME/.local/share}/agentctx-cc
 # uv's downloads for this install go under $data, so that --uninstall can take them back
 # (a cache the user chose with UV_CACHE_DIR stays theirs).
+own_cache=""
+if [ -z "${UV_CACHE_DIR:-}" ]; then own_cache=$data/cache; fi
 export UV_CACHE_DIR="${UV_CACHE_DIR:-$data/cache}"
 uv=${UV:-}
 if [ -z "$uv" ] && command -v uv >/dev/null 2>&1; then uv=$(command -v uv); fi
@@ -80,11 +82,21 @@ if [ -z "$uv" ]; then
         exit 1
     fi
     "$data/uv/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir uv
+    # uv is one static binary: the pip (and setuptools) that installed it are ~25 MB of nothing
+    "$data/uv/bin/python" -m pip uninstall -q -y --disable-pip-version-check pip setuptools \
+        >/dev/null 2>&1 || true
     uv=$data/uv/bin/uv
 fi
 
 say "installing with $uv"
 "$uv" tool install --quiet --python "$python" --reinstall-package agentctx-cc .
+# uv hardlinks (or copies) the tool's files out of its cache, so the cache this script chose is
+# no longer needed: ~280 MB that share their blocks with the tool, plus ~20 MB of their own
+# (benchmarks/results/install_size.md). Kept when the tool's files are links into it.
+if [ -n "$own_cache" ] && [ "${UV_LINK_MODE:-}" != symlink ] && [ -d "$own_cache" ]; then
+    rm -rf "$own_cache"
+    rmdir "$data" 2>/dev/null || true
+fi
 bin=$("$uv" tool dir --bin)
 cd "$start"
 exec "$bin/agentctx" init "$@"

@@ -34,8 +34,13 @@ from packaging.requirements import Requirement  # fastembed's huggingface_hub br
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "install_size.md"
 MB = 1_000_000
-#: agentctx's default embedding model (config ``embedding.model``; agentctx.embeddings.models.DEFAULT_MODEL).
-DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
+#: agentctx's default embedding model (config ``embedding.model``), read from the source so that
+#: it follows agentctx.embeddings.models.DEFAULT_MODEL.
+DEFAULT_MODEL = re.findall(
+    r'^DEFAULT_MODEL = "([^"]+)"',
+    (ROOT / "src" / "agentctx" / "embeddings" / "models.py").read_text(),
+    re.M,
+)[0]
 
 #: Run inside the fresh environment: every distribution, its RECORD bytes and its requirements.
 INSPECT = r"""

@@ -121,6 +121,8 @@ def test_the_readme_install_command_installs_and_starts_with_uv(tmp_path: Path) 
     env.pop("UV", None)
     run_install(clone, env)
     assert not (Path(env["HOME"]) / ".local/share/agentctx-cc/uv").exists()
+    # the uv cache the script chose is gone once the tool is installed (issue 27: install size)
+    assert not (Path(env["HOME"]) / ".local/share/agentctx-cc").exists()
 
 
 @pytest.mark.slow
@@ -130,7 +132,11 @@ def test_the_readme_install_command_needs_only_python(tmp_path: Path) -> None:
     env["PATH"] = path_without("uv", "pipx", "agentctx")
     env.pop("UV", None)
     run_install(clone, env)
-    assert (Path(env["HOME"]) / ".local/share/agentctx-cc/uv/bin/uv").is_file()
+    data = Path(env["HOME"]) / ".local/share/agentctx-cc"
+    assert (data / "uv/bin/uv").is_file()
+    # uv is one binary: the pip and setuptools that installed it are removed, and so is the cache
+    assert not list(data.glob("uv/lib/python*/site-packages/pip"))
+    assert not (data / "cache").exists()
     uninstall(clone, env, cwd=clone)
 
 

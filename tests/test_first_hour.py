@@ -386,8 +386,8 @@ def test_search_says_when_it_ran_keyword_only(
     found, err = search("docker cache")
     assert found == [ci]
     assert err == [
-        "agentctx: keyword-only search: no record has a vector yet (consolidation embeds them: "
-        "`agentctx consolidate`)"
+        "agentctx: keyword-only search: no record has a vector yet: `agentctx consolidate` "
+        "downloads the embedding model (about 90 MB) and embeds them"
     ]
     ok("config", "set", "embedding.path", str(minilm_dir), cwd=shop)
     ok("consolidate", cwd=shop)

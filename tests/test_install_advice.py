@@ -59,5 +59,6 @@ def test_a_tool_launcher_off_path_is_told_the_line_that_puts_its_folder_on_path(
     )
     assert init.returncode == 0, init.stderr
     folder = os.path.dirname(launcher)
-    assert f'`export PATH="{folder}:$PATH"` in ~/.profile' in init.stderr
-    assert "uv tool install" not in init.stderr
+    # the hooks run it by its full path (issue 27): the advice is for the user's shell, on stdout
+    assert f'`export PATH="{folder}:$PATH"` in ~/.profile' in init.stdout
+    assert "uv tool install" not in init.stdout + init.stderr

@@ -172,8 +172,26 @@ def _check_claude_code() -> list[Check]:
     report = install.status(install.settings_paths(Path.home(), Path(project.root)))
     checks: list[Check] = []
     on_path = report["agentctx"]
+    scopes = [("user", report["user"])]
+    if report["project"] is not None:
+        scopes.append(("project", report["project"]))
+    plugin = report["plugin"]
+    # what the registered hooks run, and whether Claude Code can start it
+    programs = sorted({p for _, scope in scopes if scope for p in scope["programs"]})
+    if plugin:
+        programs = sorted({*programs, "agentctx"})  # the plugin's hooks.json names it so
+    found = {p: install.runs(p) for p in programs}
     if on_path:
         checks.append(Check("on PATH", True, on_path))
+    elif programs and "agentctx" not in programs and all(found.values()):
+        checks.append(
+            Check(
+                "on PATH",
+                None,
+                "`agentctx` is not on PATH; the hooks run it by its full path",
+                install.path_advice(),
+            )
+        )
     else:
         checks.append(
             Check(
@@ -183,9 +201,28 @@ def _check_claude_code() -> list[Check]:
                 install.path_advice(),
             )
         )
-    scopes = [("user", report["user"])]
-    if report["project"] is not None:
-        scopes.append(("project", report["project"]))
+    for name, where in found.items():
+        if where is not None:
+            shown = f"{name} (found at {where})" if name != where else name
+            checks.append(Check("command", True, f"the hooks run {shown}", ""))
+        else:
+            if name == "agentctx":  # a project's files or the plugin: shared, so never a path
+                missing = "is not on PATH"
+                fix = (
+                    f"{install.path_advice()}; or `agentctx init` (your own files get the full "
+                    "path, a project's files and the plugin cannot)"
+                )
+            else:
+                missing = "does not exist"
+                fix = "run `agentctx init` again from the agentctx you use (it registers its path)"
+            checks.append(
+                Check(
+                    "command",
+                    False,
+                    f"the hooks run {name}, which {missing}: every hook fails",
+                    fix,
+                )
+            )
     registered = [
         name for name, scope in scopes if scope and all(v == "ok" for v in scope["hooks"].values())
     ]
@@ -195,7 +232,6 @@ def _check_claude_code() -> list[Check]:
         if scope and any(v == "stale" for v in scope["hooks"].values())
     ]
     errors = [e for _, scope in scopes if scope for e in scope["errors"]]
-    plugin = report["plugin"]
     ours = [n for n, s in scopes if s and any(v != "missing" for v in s["hooks"].values())]
     if plugin and ours:
         checks.append(
@@ -230,9 +266,12 @@ def _check_claude_code() -> list[Check]:
             Check("hooks", False, "not registered with Claude Code", "run `agentctx init`")
         )
     mcp = [n for n, s in scopes if s and s["mcp"] == "ok"] + (["plugin"] if plugin else [])
+    stale_mcp = [n for n, s in scopes if s and s["mcp"] == "stale"]
     checks.append(
         Check("mcp", True, "registered (" + ", ".join(mcp) + ")")
         if mcp
+        else Check("mcp", None, f"out of date: {', '.join(stale_mcp)}", "run `agentctx init`")
+        if stale_mcp
         else Check("mcp", None, "the MCP server is not registered", "run `agentctx init`")
     )
     return checks

@@ -142,8 +142,9 @@ async def status(*, json: Json = False) -> int:
     async def action(store: Store) -> int:
         info = await inventory.status(store, project.project_id)
         info["project"] = {"id": project.project_id, "name": project.name, "root": project.root}
+        engines = await anyio.to_thread.run_sync(_engines)
         if json:
-            _json(info)
+            _json({**info, **{name: data for name, (data, _) in engines.items()}})
             return 0
         _out(f"project   {project.name} ({project.project_id[:12]})  {project.root}")
         store_info = info["store"]
@@ -191,9 +192,54 @@ async def status(*, json: Json = False) -> int:
             _out("cost      " + ", ".join(f"{m} ${c:.4f}" for m, c in months.items()))
         for line in precision_lines(info["precision"]):
             _out(line)
+        _out(f"llm       {engines['llm'][1]}")
+        _out(f"embedding {engines['embeddings'][1]}")
         return 0
 
     return await _with_store(action, read_only=True)
+
+
+def _engines() -> dict[str, tuple[dict[str, Any], str]]:
+    """Whether the LLM (the extraction backend) and the embeddings are on: data and a line each.
+
+    No model request and no download: ``claude auth status`` at most (as ``doctor``).
+    """
+    from agentctx.core import backend
+    from agentctx.embeddings import backoff, models
+
+    settings = config.load()
+    choice = backend.resolve(str(settings["extraction.backend"]), bool(settings["llm"]))
+    llm = {"on": choice.backend is not None, **choice.to_dict()}
+    if choice.backend is not None:
+        llm_line = f"on: extraction through {choice.backend} ({choice.reason})"
+    elif not settings["llm"]:
+        llm_line = "off: capture only (`agentctx config set llm on`)"
+    else:
+        llm_line = f"off: no extraction backend ({choice.reason}); capture only"
+    info = models.model_info(settings)
+    failed = None if info.local else backoff.waiting(info.name)
+    ready = info.enabled and info.present
+    embeddings = {
+        "on": ready,
+        **info.to_dict(),
+        "download_failed": None
+        if failed is None
+        else {"failures": failed.failures, "next_try": failed.next_try(), "reason": failed.reason},
+    }
+    if not info.enabled:
+        line = "off: keyword-only search (`agentctx config set embeddings on`)"
+    elif ready:
+        line = f"on: {info.name} ({info.folder})"
+    elif info.local:
+        line = f"off: the model folder {info.folder} (embedding.path) does not exist"
+    elif failed is not None:
+        line = f"off until the model is downloaded: {failed.note()}"
+    else:
+        line = (
+            f"off until {info.name} is downloaded: the next consolidation does it "
+            "(`agentctx model fetch` now)"
+        )
+    return {"llm": (llm, llm_line), "embeddings": (embeddings, line)}
 
 
 def precision_lines(found: dict[str, Any]) -> list[str]:

@@ -166,6 +166,24 @@ async def search(
     return await _with_store(action, read_only=True)
 
 
+def _how_to_embed(settings: dict[str, Any]) -> str:
+    """What can give the records vectors here: a consolidation only when it can load the model."""
+    from agentctx.embeddings import backoff, models
+
+    info = models.model_info(settings)
+    if info.present:
+        return "consolidation embeds them (`agentctx consolidate`)"
+    if info.local:
+        return f"the model folder {info.folder} (embedding.path) does not exist"
+    if backoff.waiting(info.name) is not None:
+        return (
+            f"the embedding model is not downloaded and its download failed (offline?): "
+            f"{backoff.ADVICE}"
+        )
+    size = f" (about {info.size_mb} MB)" if info.size_mb else ""
+    return f"`agentctx consolidate` downloads the embedding model{size} and embeds them"
+
+
 async def _ranked(store: Store, query: SearchQuery) -> tuple[list[SearchHit], str | None, str]:
     """The hits, the fallback the search took (if any) and why it ran on keywords alone ("" when
     it was hybrid). The model is only loaded from local files: a search never downloads it."""
@@ -177,7 +195,7 @@ async def _ranked(store: Store, query: SearchQuery) -> tuple[list[SearchHit], st
     if not settings["embeddings"]:
         why = "embeddings are off (`agentctx config set embeddings on`)"
     elif not await hybrid.has_vectors(store):
-        why = "no record has a vector yet (consolidation embeds them: `agentctx consolidate`)"
+        why = "no record has a vector yet: " + _how_to_embed(settings)
     else:
         from agentctx.embeddings import models, reembed
 

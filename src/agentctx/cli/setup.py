@@ -82,6 +82,8 @@ async def init(
     mcp_file = paths.project_mcp if project else paths.user_mcp
     assert settings is not None and mcp_file is not None
     inside = Path(identity.root) if project else None  # a project's files: no symlink followed
+    # ``agentctx`` through PATH, or (the user's own files only) this agentctx's absolute path
+    program = install.program(project=project)
     plugin = install.active_plugin(paths, Path(identity.root))
     mcp_note = ""
     edit = anyio.to_thread.run_sync  # the Claude Code files are written in a worker thread
@@ -91,12 +93,18 @@ async def init(
             await edit(lambda: install.uninstall_mcp(mcp_file, project=project, root=inside))
         )
     else:
-        changes = [await edit(lambda: install.install_hooks(settings, root=inside))]
+        changes = [
+            await edit(lambda: install.install_hooks(settings, root=inside, program=program))
+        ]
         if no_mcp:
             mcp_note = "not registered (--no-mcp)"
         else:
             changes.append(
-                await edit(lambda: install.install_mcp(mcp_file, project=project, root=inside))
+                await edit(
+                    lambda: install.install_mcp(
+                        mcp_file, project=project, root=inside, program=program
+                    )
+                )
             )
     await edit(_remember_created, [c.path for c in changes if c.action == "created"])
     recorded: list[str] = []
@@ -133,6 +141,7 @@ async def init(
                 "team_export": config.get("team_export"),
                 "team_file": team_file,
                 "agentctx_on_path": on_path,
+                "registered_program": program,
                 "plugin": plugin.describe() if plugin else None,
                 "extraction": extraction,
                 "embedding_model": model,
@@ -176,12 +185,42 @@ async def init(
         _out(f"model     {model_note}")
         if model["enabled"] and not model["local"] and not model["present"]:
             await _offer_fetch()
-    if on_path is None:
+    if program != "agentctx" and plugin is None:
+        _out_or_err(
+            json,
+            f"command   {program} ("
+            + (
+                f"`agentctx` on PATH is another one, {on_path}"
+                if on_path
+                else "no `agentctx` on PATH"
+            )
+            + "): the hooks and the MCP server run it by its full path; `agentctx init` again "
+            "after a change of PATH"
+            + ("" if on_path else f"; to type `agentctx` in a shell, {install.path_advice()}"),
+        )
+    elif on_path is None:
+        if plugin is not None:
+            why = f" (the plugin {plugin.describe()} names it so)"
+        elif project:
+            why = (
+                " (a project's files are shared, so they never hold this machine's path; "
+                "`agentctx init` without --project registers the full path in your own files)"
+            )
+        else:
+            why = ""
         sys.stderr.write(
             "agentctx: warning: `agentctx` is not on PATH, but Claude Code runs `agentctx hook …` "
-            f"through PATH: {install.path_advice()}.\n"
+            f"through PATH{why}: {install.path_advice()}.\n"
         )
     return 0
+
+
+def _out_or_err(as_json: bool, line: str) -> None:
+    """A line for the user: stdout, or stderr when stdout holds JSON."""
+    if as_json:
+        sys.stderr.write(f"agentctx: {line}\n")
+    else:
+        _out(line)
 
 
 async def _profile(store: Store, identity: ProjectIdentity) -> list[str]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import anyio
 from cyclopts import App, Parameter
 
 from agentctx.cli import Json, _json, _out, app
-from agentctx.core.errors import ValidationError
+from agentctx.core.errors import ConfigError, ValidationError
 from agentctx.store import Store
 
 worker_app = App(
@@ -56,6 +57,10 @@ async def extract(
         if dry_run:
             raise ValidationError("--dry-run shows what a model would be sent; --no-llm sends none")
         return await _replay(session_id, transcript, json)
+    if not dry_run:
+        missing = await anyio.to_thread.run_sync(_missing_backend)
+        if missing:  # before the store opens: nothing is created in an empty home
+            raise ConfigError(missing)
     async with await Store.open() as store:
         report = await extract_session(
             store, session_id, transcript=transcript, dry_run=dry_run, log=log
@@ -76,6 +81,25 @@ async def extract(
         if report.error:
             _out(f"error: {report.error}")
     return 1 if report.status in ("failed", "no_transcript") else 0
+
+
+def _missing_backend() -> str:
+    """Why no extraction can run here (``llm`` off, no backend), or "" when a backend runs."""
+    from agentctx import config
+    from agentctx.core import backend
+
+    settings = config.load()
+    if not settings["llm"]:
+        return "no extraction: llm is off (`agentctx config set llm on`); nothing was done"
+    choice = backend.resolve(str(settings["extraction.backend"]), True)
+    if choice.backend is not None:
+        return ""
+    fix = (
+        "`agentctx config set extraction.backend auto`"
+        if choice.configured == backend.OFF
+        else "export ANTHROPIC_API_KEY=…, or sign in to Claude Code (`claude login`)"
+    )
+    return f"no extraction backend: {choice.reason}; {fix} (nothing was done)"
 
 
 async def _replay(session_id: str, transcript: str | None, as_json: bool) -> int:

@@ -234,6 +234,7 @@ async def _project_root(store: Store, project_id: str) -> str | None:
 async def _embed(run: _Run) -> dict[str, Any]:
     """Embed pending records chunk by chunk until none are left or the time box expires."""
     from agentctx.embeddings import (  # numpy and fastembed: only when a run embeds
+        backoff,
         models,
         reembed,
         vecstore,
@@ -243,7 +244,13 @@ async def _embed(run: _Run) -> dict[str, Any]:
         run.model_tried = True
         run.embedder = await models.load_model_async(run.settings)
         if run.embedder is None:
-            run.log("embeddings unavailable: keyword-only consolidation (retried next run)")
+            name = str(run.settings.get("embedding.model") or models.DEFAULT_MODEL)
+            local = bool(run.settings.get("embedding.path"))
+            failed = None if local else backoff.waiting(name)
+            run.log(
+                "embeddings unavailable: keyword-only consolidation "
+                + (f"({failed.note()})" if failed else "(retried next run)")
+            )
     if run.embedder is None:
         pending = await _pending(run.store)
         return {"embedded": 0, "pending": pending, "model": None}

@@ -25,6 +25,7 @@ import anyio
 import numpy as np
 
 from agentctx.core import home
+from agentctx.embeddings import backoff
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -154,6 +155,11 @@ def _load(name: str, path: str, cache_dir: str, *, int8: bool = False) -> Embedd
     if path and not os.path.isdir(path):
         log.warning("embeddings off: model folder %s does not exist (keyword-only search)", path)
         return None
+    failed = None if path else backoff.waiting(name)
+    if failed is not None and not model_info({"embedding.model": name}).present:
+        # offline: neither fastembed's import nor a probe of the hub, until the back-off ends
+        log.info("embeddings off: %s", failed.note())
+        return None
     if int8:
         source = path or _snapshot(name, cache_dir)
         variant = _load_int8(name, source, cache_dir) if source else None
@@ -260,21 +266,34 @@ def _cached_or_downloaded(
     """
     try:
         with _quiet_fastembed():
-            return factory(**kwargs, local_files_only=True)
+            model = factory(**kwargs, local_files_only=True)
     except Exception:  # not in the cache yet
         pass
+    else:
+        backoff.clear()  # put there by hand, or by another process
+        return model
     if not _hub_reachable():
+        failed = backoff.record_failure(name, f"{HUB_HOST} cannot be reached")
         log.warning(
             "embeddings off: %s is not in %s and %s cannot be reached to download it "
-            "(keyword-only; set embedding.path to a local model folder, or retry online)",
+            "(keyword-only; no new try before %s): %s",
             name,
             cache_dir,
             HUB_HOST,
+            failed.next_try(),
+            backoff.ADVICE,
         )
         return None
     log.warning("downloading embedding model %s (one-time) into %s", name, cache_dir)
-    with _quiet_fastembed():
-        return factory(**kwargs)
+    try:
+        with _quiet_fastembed():
+            model = factory(**kwargs)
+    except Exception as exc:
+        failed = backoff.record_failure(name, f"{type(exc).__name__}: {exc}")
+        log.warning("no new download try before %s: %s", failed.next_try(), backoff.ADVICE)
+        raise
+    backoff.clear()
+    return model
 
 
 #: What ``init``, ``doctor`` and ``model fetch`` tell about a model before loading it: fastembed's
@@ -404,6 +423,7 @@ def fetch(
     if info.local or info.present:
         return load_local({**settings, "embeddings": True})
     if not _hub_reachable():
+        backoff.record_failure(info.name, f"{HUB_HOST} cannot be reached")
         raise ModelUnavailable(
             f"cannot download {info.name}: {HUB_HOST} cannot be reached (offline?); search "
             "stays keyword-only: retry online, or set embedding.path to a local model folder"
@@ -417,7 +437,9 @@ def fetch(
         model = TextEmbedding(model_name=info.name, cache_dir=info.folder)
     except Exception as exc:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        backoff.record_failure(info.name, reason)
         raise ModelUnavailable(f"cannot download {info.name} ({reason})") from exc
+    backoff.clear()
     if os.path.commonpath([os.path.abspath(info.folder), home.home_dir()]) == home.home_dir():
         home.tighten(info.folder)
     clear_model_cache()  # a failure remembered earlier in this process is stale now

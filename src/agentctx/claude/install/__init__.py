@@ -8,7 +8,9 @@ What is "ours", and the only thing ever touched:
 
 - a hook handler (an object inside ``hooks.<Event>[i].hooks``) whose ``command``, stripped of
   surrounding whitespace, is ``agentctx hook <name>`` or ends with ``/agentctx hook <name>`` (the
-  absolute-path form of older installs), ``<name>`` being one of :data:`KNOWN_HOOK_NAMES`;
+  absolute-path form: ``init`` writes it in the user's own files when PATH does not find the
+  agentctx that runs it, :func:`program`; shell-quoted when the path needs it), ``<name>`` being
+  one of :data:`KNOWN_HOOK_NAMES`;
 - the ``agentctx`` key of a top-level ``mcpServers`` object.
 
 Guarantees of :func:`install_hooks`, :func:`uninstall_hooks`, :func:`install_mcp` and
@@ -30,7 +32,7 @@ Guarantees of :func:`install_hooks`, :func:`uninstall_hooks`, :func:`install_mcp
   naming the path and the problem, and the file is left untouched. An empty (or blank) file counts
   as ``{}``.
 - **Repairing.** Install brings ours to exactly the registrations of :data:`HOOK_EVENTS`: a handler
-  of ours is rewritten in place to the canonical form (command without a path, timeout, async);
+  of ours is rewritten in place to the canonical form (the command of ``program``, timeout, async);
   the matcher of a group holding only our handler is fixed in place; our handler in a group shared
   with foreign handlers whose matcher differs moves to a group of its own; duplicates, and handlers
   of ours under events we do not register, are removed.
@@ -77,7 +79,10 @@ from agentctx.claude.install.plugin import (
 )
 from agentctx.claude.install.scopes import (
     ClaudePaths,
+    launcher,
     path_advice,
+    program,
+    runs,
     settings_paths,
     status,
     which_agentctx,
@@ -96,8 +101,11 @@ __all__ = [
     "active_plugin",
     "install_hooks",
     "install_mcp",
+    "launcher",
     "path_advice",
     "plugin_installs",
+    "program",
+    "runs",
     "settings_paths",
     "status",
     "uninstall_hooks",

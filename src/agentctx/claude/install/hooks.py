@@ -9,6 +9,7 @@ only the containers that removal empties. The file itself is edited by
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -28,6 +29,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+#: The program our registrations run by default: found through PATH. ``init`` registers an
+#: absolute path instead in the user's own files when PATH does not find this agentctx
+#: (:func:`agentctx.claude.install.scopes.program`).
+PROGRAM: Final = "agentctx"
+
+
 @dataclass(frozen=True, slots=True)
 class HookRegistration:
     """One Claude Code event we register: the ``agentctx hook <name>`` it runs and how."""
@@ -41,19 +48,27 @@ class HookRegistration:
     @property
     def command(self) -> str:
         """The version-independent command, resolved through PATH (ADR-016)."""
-        return f"agentctx hook {self.name}"
+        return self.command_for(PROGRAM)
 
-    def handler(self) -> JSONObject:
+    def command_for(self, program: str) -> str:
+        """The command running ``program`` (``agentctx``, or an absolute path: shell-quoted)."""
+        return f"{shlex.quote(program)} hook {self.name}"
+
+    def handler(self, program: str = PROGRAM) -> JSONObject:
         """The canonical handler object."""
-        handler: JSONObject = {"type": "command", "command": self.command, "timeout": self.timeout}
+        handler: JSONObject = {
+            "type": "command",
+            "command": self.command_for(program),
+            "timeout": self.timeout,
+        }
         if self.is_async:
             handler["async"] = True
         return handler
 
-    def group(self) -> JSONObject:
+    def group(self, program: str = PROGRAM) -> JSONObject:
         """The canonical matcher group holding only our handler."""
         group: JSONObject = {} if self.matcher is None else {"matcher": self.matcher}
-        group["hooks"] = [self.handler()]
+        group["hooks"] = [self.handler(program)]
         return group
 
 
@@ -85,12 +100,19 @@ HOOK_EVENTS: Final[Mapping[str, HookRegistration]] = _registrations(
 KNOWN_HOOK_NAMES: Final[frozenset[str]] = frozenset(reg.name for reg in HOOK_EVENTS.values())
 
 
-def install_hooks(settings_path: Path, *, root: Path | None = None) -> Change:
+def install_hooks(
+    settings_path: Path, *, root: Path | None = None, program: str = PROGRAM
+) -> Change:
     """Add or repair our hook registrations in a Claude Code settings file (created if missing).
 
-    ``root``: the project folder, for a project's own settings (see :func:`edit`).
+    ``root``: the project folder, for a project's own settings (see :func:`edit`). ``program``:
+    what the handlers run (``agentctx`` through PATH, or this machine's absolute path).
     """
-    return edit(settings_path, install_hooks_into, create=True, root=root)
+
+    def mutate(data: JSONObject, where: Path) -> list[str]:
+        return install_hooks_into(data, where, program=program)
+
+    return edit(settings_path, mutate, create=True, root=root)
 
 
 def uninstall_hooks(settings_path: Path, *, root: Path | None = None) -> Change:
@@ -109,9 +131,30 @@ def our_name(handler: object) -> str | None:
     head, sep, name = command.rpartition(" hook ")
     if not sep or name not in KNOWN_HOOK_NAMES:
         return None
-    if head == "agentctx" or head.endswith("/agentctx"):
+    if _is_agentctx(head):
         return name
-    return None
+    if head[:1] not in ("'", '"'):
+        return None
+    try:  # a quoted absolute path: '/home/a b/.local/bin/agentctx'
+        words = shlex.split(head)
+    except ValueError:
+        return None
+    return name if len(words) == 1 and _is_agentctx(words[0]) else None
+
+
+def program_of(handler: object) -> str | None:
+    """The program an ``agentctx hook <name>`` handler of ours runs (unquoted), or None."""
+    if our_name(handler) is None:
+        return None
+    assert isinstance(handler, dict)
+    head = str(handler["command"]).strip().rpartition(" hook ")[0]
+    if _is_agentctx(head):
+        return head
+    return shlex.split(head)[0]
+
+
+def _is_agentctx(program: str) -> bool:
+    return program == "agentctx" or program.endswith("/agentctx")
 
 
 def group_handlers(group: object) -> list[Any] | None:
@@ -128,7 +171,7 @@ def hooks_object(data: JSONObject, path: Path) -> JSONObject | None:
     return member_object(data, "hooks", path)
 
 
-def install_hooks_into(data: JSONObject, path: Path) -> list[str]:
+def install_hooks_into(data: JSONObject, path: Path, *, program: str = PROGRAM) -> list[str]:
     """Add or repair our registrations in parsed settings; notes on what changed."""
     hooks = hooks_object(data, path)
     for event in HOOK_EVENTS:
@@ -166,13 +209,13 @@ def install_hooks_into(data: JSONObject, path: Path) -> list[str]:
         if reg is None:
             continue
         if keeper_group is None or keeper is None:
-            groups.append(reg.group())
+            groups.append(reg.group(program))
             added += 1
-        elif _repair(groups, keeper_group, keeper, reg):
+        elif _repair(groups, keeper_group, keeper, reg, program):
             repaired += 1
     for event, reg in HOOK_EVENTS.items():
         if event not in hooks:
-            hooks[event] = [reg.group()]
+            hooks[event] = [reg.group(program)]
             added += 1
     notes = []
     if added:
@@ -199,13 +242,13 @@ def _drop_handlers(groups: list[Any], removals: dict[int, list[int]]) -> None:
 
 
 def _repair(
-    groups: list[Any], group: JSONObject, handler: JSONObject, reg: HookRegistration
+    groups: list[Any], group: JSONObject, handler: JSONObject, reg: HookRegistration, program: str
 ) -> bool:
     """Bring our surviving handler and its group to the canonical form; True if anything changed."""
     handlers = group["hooks"]
     changed = False
     current: JSONObject = handler
-    canonical = reg.handler()
+    canonical = reg.handler(program)
     if not same(handler, canonical):
         handlers[next(i for i, h in enumerate(handlers) if h is handler)] = current = canonical
         changed = True
@@ -225,7 +268,7 @@ def _repair(
     elif not _matcher_equivalent(group.get("matcher"), reg.matcher):
         # shared with foreign handlers: their matcher is theirs, so ours moves out
         handlers[:] = [h for h in handlers if h is not current]
-        groups.append(reg.group())
+        groups.append(reg.group(program))
         changed = True
     return changed
 

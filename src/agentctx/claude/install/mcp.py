@@ -38,16 +38,19 @@ _MAX_TIMEOUT_MS = 86_400_000
 _SHOWN_CHARS = 80
 
 
-def install_mcp(path: Path, *, project: bool, root: Path | None = None) -> Change:
+def install_mcp(
+    path: Path, *, project: bool, root: Path | None = None, program: str = "agentctx"
+) -> Change:
     """Register the MCP server: user scope in ``~/.claude.json``, project scope in ``.mcp.json``.
 
     ``root``: the project folder of a project-scope file (no symlink is followed inside it).
+    ``program``: the server's ``command`` (``agentctx`` through PATH, or an absolute path).
     """
     dropped: list[str] = []
 
     def mutate(data: JSONObject, where: Path) -> list[str]:
         dropped.clear()  # the edit may start over when the file changed meanwhile
-        return _install_mcp_into(data, where, project=project, dropped=dropped)
+        return _install_mcp_into(data, where, project=project, dropped=dropped, program=program)
 
     # ~/.claude.json also holds Claude Code's account state, so a new one is private to the user
     change = edit(path, mutate, create=True, new_mode=None if project else 0o600, root=root)
@@ -64,9 +67,12 @@ def servers_object(data: JSONObject, path: Path) -> JSONObject | None:
     return member_object(data, "mcpServers", path)
 
 
-def canonical_mcp_entry(existing: object, *, project: bool = False) -> JSONObject:
+def canonical_mcp_entry(
+    existing: object, *, project: bool = False, program: str = "agentctx"
+) -> JSONObject:
     """Our entry, with what may be kept of the existing one (see the module's note)."""
     entry: JSONObject = copy.deepcopy(dict(MCP_ENTRY))
+    entry["command"] = program
     if isinstance(existing, dict):
         entry.update({k: existing[k] for k in existing if _kept(k, existing[k], project=project)})
     return entry
@@ -84,11 +90,11 @@ def _kept(key: str, value: object, *, project: bool) -> bool:
     )
 
 
-def dropped_keys(existing: object, *, project: bool) -> list[str]:
+def dropped_keys(existing: object, *, project: bool, program: str = "agentctx") -> list[str]:
     """One line per key of ``existing`` that the canonical entry drops or replaces."""
     if not isinstance(existing, dict):
         return [f"replaced MCP server {MCP_SERVER_NAME!r}: it was a JSON value, not an object"]
-    entry = canonical_mcp_entry(existing, project=project)
+    entry = canonical_mcp_entry(existing, project=project, program=program)
     lines = []
     for key, value in existing.items():
         if key in entry and same(entry[key], value):
@@ -112,18 +118,23 @@ def _shown(value: object) -> str:
 
 
 def _install_mcp_into(
-    data: JSONObject, path: Path, *, project: bool = False, dropped: list[str] | None = None
+    data: JSONObject,
+    path: Path,
+    *,
+    project: bool = False,
+    dropped: list[str] | None = None,
+    program: str = "agentctx",
 ) -> list[str]:
     servers = servers_object(data, path)
     if servers is None:
         servers = data["mcpServers"] = {}
     existing = servers.get(MCP_SERVER_NAME)
-    entry = canonical_mcp_entry(existing, project=project)
+    entry = canonical_mcp_entry(existing, project=project, program=program)
     if existing is None:
         servers[MCP_SERVER_NAME] = entry
         return [f"registered MCP server {MCP_SERVER_NAME!r}"]
     if not same(existing, entry):
-        lost = dropped_keys(existing, project=project)
+        lost = dropped_keys(existing, project=project, program=program)
         if dropped is not None:
             dropped.extend(lost)
         servers[MCP_SERVER_NAME] = entry

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, TypedDict
 
 from agentctx.claude.install.hooks import (
     HOOK_EVENTS,
+    PROGRAM,
     group_handlers,
     hooks_object,
     install_hooks_into,
     our_name,
+    program_of,
 )
 from agentctx.claude.install.jsonfile import load, same
 from agentctx.claude.install.mcp import MCP_SERVER_NAME, canonical_mcp_entry, servers_object
@@ -81,11 +83,47 @@ def which_agentctx() -> str | None:
     return shutil.which("agentctx")
 
 
+def launcher() -> str | None:
+    """The ``agentctx`` console script running now, absolute with its links resolved; None when
+    agentctx runs another way (``python -m agentctx``)."""
+    arg0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(arg0) != "agentctx":
+        return None
+    path = os.path.realpath(arg0)
+    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def program(*, project: bool = False) -> str:
+    """What the hooks and the MCP server of a scope run: ``agentctx`` through PATH when PATH finds
+    this same agentctx, else this console script's absolute path.
+
+    A project's files (``.claude/settings.json``, ``.mcp.json``) are shared by a team, so they
+    always name ``agentctx``: one machine's path would break everyone else's. Run other than
+    through its console script, agentctx knows no path to give: ``agentctx`` too.
+    """
+    own = launcher()
+    if project or own is None:
+        return PROGRAM
+    found = which_agentctx()
+    if found is not None and os.path.realpath(found) == own:
+        return PROGRAM
+    return own
+
+
+def runs(command: str) -> str | None:
+    """Where a registered program is found (``agentctx`` through PATH, else the path itself when it
+    is an executable file), or None: Claude Code could not run it."""
+    if command == PROGRAM:
+        return which_agentctx()
+    return command if os.path.isfile(command) and os.access(command, os.X_OK) else None
+
+
 class ScopeStatus(TypedDict):
     """Our registrations in one scope's settings and MCP files (see :func:`status`)."""
 
     settings: str
     hooks: dict[str, str]
+    programs: list[str]
     hooks_disabled: bool
     mcp_config: str
     mcp: str
@@ -96,6 +134,7 @@ class InstallStatus(TypedDict):
     """The ``agentctx`` on PATH, our registrations in the user and project scopes, the plugin."""
 
     agentctx: str | None
+    program: str
     user: ScopeStatus
     project: ScopeStatus | None
     plugin: str | None
@@ -106,33 +145,43 @@ def status(paths: ClaudePaths) -> InstallStatus:
 
     Shape::
 
-        {"agentctx": "/path/to/agentctx" | None,
-         "user": {"settings": str, "hooks": {Event: state}, "hooks_disabled": bool,
-                  "mcp_config": str, "mcp": state, "errors": [str]},
+        {"agentctx": "/path/to/agentctx" | None, "program": "agentctx" | "/abs/agentctx",
+         "user": {"settings": str, "hooks": {Event: state}, "programs": [str],
+                  "hooks_disabled": bool, "mcp_config": str, "mcp": state, "errors": [str]},
          "project": {...same...} | None,
          "plugin": "agentctx@<marketplace> (user scope, enabled)" | None}
 
     ``state`` is ``"ok"`` (registered as install would leave it), ``"stale"`` (ours, but install
     would repair it), ``"missing"`` or ``"error"`` (the file could not be read; see ``errors``).
     ``plugin``: the enabled agentctx plugin that registers them too (:mod:`.plugin`), if any.
+    ``program``: what ``init`` would register in the user's files now (:func:`program`); a
+    registration naming another is ``stale``. ``programs``: what a scope's hooks run now.
     """
     project = None
     project_dir = None
     if paths.project_settings is not None and paths.project_mcp is not None:
         project_dir = paths.project_settings.parent.parent
-        project = _scope_status(paths.project_settings, paths.project_mcp, root=project_dir)
+        project = _scope_status(
+            paths.project_settings, paths.project_mcp, root=project_dir, run=PROGRAM
+        )
     plugin = active_plugin(paths, project_dir)
+    user_program = program()
     return {
         "agentctx": which_agentctx(),
-        "user": _scope_status(paths.user_settings, paths.user_mcp),
+        "program": user_program,
+        "user": _scope_status(paths.user_settings, paths.user_mcp, run=user_program),
         "project": project,
         "plugin": plugin.describe() if plugin else None,
     }
 
 
-def _scope_status(settings_path: Path, mcp_path: Path, *, root: Path | None = None) -> ScopeStatus:
-    """The state of one scope's files; ``root``: the project folder of a project scope."""
+def _scope_status(
+    settings_path: Path, mcp_path: Path, *, root: Path | None = None, run: str = PROGRAM
+) -> ScopeStatus:
+    """The state of one scope's files; ``root``: the project folder of a project scope; ``run``:
+    the program install would register there."""
     errors: list[str] = []
+    programs: list[str] = []
     hook_states = dict.fromkeys(HOOK_EVENTS, "error")
     disabled = False
     try:
@@ -140,7 +189,13 @@ def _scope_status(settings_path: Path, mcp_path: Path, *, root: Path | None = No
         disabled = data.get("disableAllHooks") is True
         hooks = hooks_object(data, settings_path) or {}
         repaired = copy.deepcopy(data)
-        install_hooks_into(repaired, settings_path)
+        install_hooks_into(repaired, settings_path, program=run)
+        for groups in hooks.values():
+            for g in groups if isinstance(groups, list) else ():
+                for h in group_handlers(g) or ():
+                    found = program_of(h)
+                    if found is not None and found not in programs:
+                        programs.append(found)
         for event, reg in HOOK_EVENTS.items():
             groups = hooks.get(event)
             present = isinstance(groups, list) and any(
@@ -160,13 +215,14 @@ def _scope_status(settings_path: Path, mcp_path: Path, *, root: Path | None = No
         if existing is None:
             mcp_state = "missing"
         else:
-            canonical = canonical_mcp_entry(existing, project=root is not None)
+            canonical = canonical_mcp_entry(existing, project=root is not None, program=run)
             mcp_state = "ok" if same(existing, canonical) else "stale"
     except ConfigError as exc:
         errors.append(str(exc))
     return {
         "settings": str(settings_path),
         "hooks": hook_states,
+        "programs": programs,
         "hooks_disabled": disabled,
         "mcp_config": str(mcp_path),
         "mcp": mcp_state,
