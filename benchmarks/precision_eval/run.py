@@ -719,6 +719,7 @@ def main() -> None:
     figures = {part: score(data, prompts, outcomes) for part, prompts in parts.items()}
     figures["overall"] = score(data, data.prompts, outcomes)
     run["cues"] = args.cues
+    run["tuning_only"] = args.tuning_only
     if args.cues == "both":
         stripped = without_cues(data)
         bare, bare_run = anyio.run(functools.partial(evaluate, stripped, search=False))
