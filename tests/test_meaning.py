@@ -323,23 +323,50 @@ def test_protocol_lines_are_bounded_and_checked() -> None:
 # -- tiers, lines and the ledger -----------------------------------------------------------------
 
 
+def tier_at(
+    project_dir: Path, prompt: str, neighbours: list[tuple[str, float]], record_id: str
+) -> str:
+    """The tier the core's rules give ``record_id`` for ``prompt`` and these server neighbours."""
+    pid = identify(str(project_dir)).project_id
+
+    async def go() -> dict[str, Any]:
+        async with await Store.open() as store:
+            return await store.run(explain(prompt, pid, 0.3, (), neighbours))
+
+    by_id = {c["id"]: c for c in anyio.run(go)["candidates"]}
+    return str(by_id[record_id]["tier"]) if record_id in by_id else tiers.NONE
+
+
+def line_cosine(
+    project_dir: Path, prompt: str, record_id: str, others: tuple[tuple[str, float], ...] = ()
+) -> float:
+    """A cosine at which the server naming ``record_id`` (after ``others``) makes it a line for
+    ``prompt`` (the middle of the band where the evidence gives a line)."""
+    band = [cos / 100 for cos in range(0, 100)
+            if tier_at(project_dir, prompt, [*others, (record_id, cos / 100)], record_id)
+            == tiers.LINE]  # fmt: skip
+    assert band, "no cosine makes this keyword match a line"
+    return band[len(band) // 2]
+
+
 def test_a_line_then_whole_in_one_session(project_dir: Path, agentctx_home: Path) -> None:
     """A possible match is one line with a handle; the ledger does not count it as shown, so a
     later prompt that matches it strongly gets it whole; a line is not offered twice."""
     ids = seed(project_dir, RECORDS)
     login = ids[2]
-    between = (tiers.KEYWORD_LINE_COSINE + tiers.AGREE_COSINE) / 2  # a keyword match, far-ish
+    prompt = "is the login loop fixed in safari too"  # a keyword match, not every word
+    between = line_cosine(project_dir, prompt, login)  # a keyword match, far-ish in meaning
     cosines = iter([between, between, 0.95])
     session = str(uuid.uuid4())
 
     def answer(_request: dict[str, Any]) -> bytes:
         return meaning.answer_line("ready", "m", [(login, next(cosines))])
 
-    prompt = "is the login loop fixed in safari too"  # a keyword match, not every word
+    wait = {"AGENTCTX_MEANING_DEADLINE_MS": "5000"}  # tiers, not speed: never keywords alone
     with fake_server(answer):
-        first = hook(project_dir, prompt, session)
-        second = hook(project_dir, prompt, session)
-        third = hook(project_dir, prompt, session)
+        first = hook(project_dir, prompt, session, **wait)
+        second = hook(project_dir, prompt, session, **wait)
+        third = hook(project_dir, prompt, session, **wait)
     assert first is not None and LINES_NOTE in first
     assert f"({tiers.handle(login)})" in first and f"id {login}" not in first
     assert "- bugfix, today: Login loop after the token refresh (" in first
@@ -376,46 +403,80 @@ def test_tier_rules() -> None:
         c.keyword_rank, c.relevance, c.cosine = rank, relevance, cos
         return c
 
-    assert tiers.tier(candidate(1, 0.5, None), meaning=False, best_cosine=None)[0] == "whole"
-    assert tiers.tier(candidate(1, 1.0, 0.0), meaning=True, best_cosine=0.5)[0] == "whole"
-    agree = tiers.AGREE_COSINE
-    assert tiers.tier(candidate(1, 0.5, agree), meaning=True, best_cosine=agree)[0] == "whole"
-    far = candidate(1, 0.5, tiers.KEYWORD_LINE_COSINE - 0.01)
-    assert tiers.tier(far, meaning=True, best_cosine=0.9)[0] == "none"
-    strong = tiers.STRONG_COSINE
-    assert tiers.tier(candidate(None, None, strong), meaning=True, best_cosine=strong)[0] == "whole"
-    possible = candidate(None, None, tiers.POSSIBLE_COSINE)
-    expected = "line" if tiers.POSSIBLE_COSINE < tiers.STRONG_COSINE else "whole"
-    assert tiers.tier(possible, meaning=True, best_cosine=tiers.POSSIBLE_COSINE)[0] == expected
-    between = candidate(1, 0.5, (tiers.KEYWORD_LINE_COSINE + tiers.AGREE_COSINE) / 2)
-    assert tiers.tier(between, meaning=True, best_cosine=0.9)[0] == "line"
-    below = candidate(None, None, tiers.POSSIBLE_COSINE - 0.01)
-    assert tiers.tier(below, meaning=True, best_cosine=0.0)[0] == "none"
-    behind = candidate(None, None, tiers.STRONG_COSINE)
-    band = tiers.STRONG_COSINE + tiers.COSINE_BAND + 0.01
-    assert tiers.tier(behind, meaning=True, best_cosine=band)[0] == "none"
+    # without meaning: every keyword match whole, nothing else
+    assert tiers.tier(candidate(1, 0.5, None), meaning=False)[0] == "whole"
+    assert tiers.tier(candidate(None, None, 0.9), meaning=False)[0] == "none"
+    # with meaning: the evidence decides, at the two scores
+    for score, expected in ((tiers.WHOLE_SCORE, "whole"), (tiers.LINE_SCORE, "line"),
+                            (tiers.LINE_SCORE - 0.01, "none")):  # fmt: skip
+        c = candidate(1, 0.5, 0.4)
+        c.evidence = score
+        assert tiers.tier(c, meaning=True)[0] == expected
+
+
+def test_evidence_signals() -> None:
+    """The evidence's signals: the cosine on the model's scale, the margin over the next candidate,
+    keyword relevance only for a prompt of two content words or more, a keyword match not among a
+    full neighbour list counted at the list's lowest cosine."""
+
+    def candidates(*spec: tuple[int | None, float | None, float | None]) -> list[tiers.Candidate]:
+        found = []
+        for i, (rank, relevance, cos) in enumerate(spec):
+            c = tiers.Candidate({"id": f"R{i}"})
+            c.keyword_rank, c.relevance, c.cosine = rank, relevance, cos
+            found.append(c)
+        return found
+
+    terms = ["invoice", "rounding", "vat"]
+    full = [(f"N{i}", 0.6 - i * 0.02) for i in range(meaning.NEIGHBOURS)]
+    cands = candidates((1, 1.0, None), (None, None, 0.6))
+    first, second = tiers.signals(cands, terms, [("R1", 0.6), *full[1:]])
+    lowest = full[-1][1]
+    scale = tiers.COSINE_STRONG - tiers.COSINE_FLOOR
+    assert first["cosine"] == pytest.approx((lowest - tiers.COSINE_FLOOR) / scale)
+    assert second["cosine"] == pytest.approx(1.2) and second["relevance"] == 0.0
+    assert second["cosine_margin"] == pytest.approx((0.6 - lowest) / scale)
+    assert first["relevance"] == 1.0 and first["relevance_margin"] == 1.0
+    # a partial list bounds nothing: an unknown cosine counts as 0
+    assert tiers.signals(cands, terms, [("R1", 0.6)])[0]["cosine"] == pytest.approx(-1.2)
+    # one content word ("ok flash it"): every record holding it matches every word; no relevance
+    single = tiers.signals(candidates((1, 1.0, 0.2)), ["flash"], [])[0]
+    assert single["relevance"] == 0.0 and single["relevance_content"] == 0.0
+    # more cosine, more evidence; more relevance, more evidence
+    low, high = candidates((1, 0.6, 0.3)), candidates((1, 0.6, 0.6))
+    tiers.evidence(low, terms, [])
+    tiers.evidence(high, terms, [])
+    assert (high[0].evidence or 0) > (low[0].evidence or 0)
+    weak, strong = (
+        candidates((1, 0.4, 0.4), (2, 0.3, 0.3)),
+        candidates((1, 0.9, 0.4), (2, 0.3, 0.3)),
+    )
+    tiers.evidence(weak, terms, [])
+    tiers.evidence(strong, terms, [])
+    assert (strong[0].evidence or 0) > (weak[0].evidence or 0)
 
 
 def test_render_tiers_and_explain(project_dir: Path) -> None:
     ids = seed(project_dir, RECORDS)
     pid = identify(str(project_dir)).project_id
-    between = (tiers.KEYWORD_LINE_COSINE + tiers.AGREE_COSINE) / 2
     prompt = "is the login loop fixed in safari too"
+    close = 0.95  # found by meaning alone, very close
+    between = line_cosine(project_dir, prompt, ids[2], ((ids[0], close),))
 
     async def go() -> dict[str, Any]:
         async with await Store.open() as store:
-            neighbours = [(ids[0], tiers.STRONG_COSINE), (ids[2], between)]
+            neighbours = [(ids[0], close), (ids[2], between)]
             return await store.run(explain(prompt, pid, 0.3, (), neighbours))
 
     report = anyio.run(go)
     assert report["meaning"] is True
     assert report["injected"] == [ids[0]] and report["lines"] == [ids[2]]
     by_id = {c["id"]: c for c in report["candidates"]}
-    assert by_id[ids[0]]["tier"] == "whole" and by_id[ids[0]]["cosine"] == tiers.STRONG_COSINE
-    assert by_id[ids[0]]["verdict"].startswith("injected whole: close in meaning")
+    assert by_id[ids[0]]["tier"] == "whole" and by_id[ids[0]]["cosine"] == close
+    assert by_id[ids[0]]["verdict"].startswith("injected whole: strong evidence")
     assert by_id[ids[0]]["relevance"] == 0.0  # found by meaning alone
     assert by_id[ids[2]]["tier"] == "line" and by_id[ids[2]]["relevance"] > 0.3
-    assert by_id[ids[2]]["verdict"].startswith("offered as a line: keyword match")
+    assert by_id[ids[2]]["verdict"].startswith("offered as a line: possible match")
     row = {"id": ids[0], "type": "decision", "title": "T #x", "valid_from": "2020-01-01T00:00:00Z",
            "scope": "project"}  # fmt: skip
     c = tiers.Candidate(row)

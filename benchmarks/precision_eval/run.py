@@ -648,6 +648,19 @@ async def search_all(
             outcomes[prompt_id].modes[mode] = served
 
 
+def tuning_only(data: Dataset) -> Dataset:
+    """The data set without its held-out projects (their records and prompts)."""
+    import dataclasses
+
+    names = {n for n, p in data.projects.items() if p.part == "tuning"}
+    return dataclasses.replace(
+        data,
+        projects={n: p for n, p in data.projects.items() if n in names},
+        items=[i for i in data.items if i.is_global or i.project in names],
+        prompts=[p for p in data.prompts if p.project in names],
+    )
+
+
 def without_cues(data: Dataset) -> Dataset:
     """The data set with every record's hand-written retrieval cues stripped (issue 25: real
     stores of users without an LLM have none)."""
@@ -682,11 +695,19 @@ def main() -> None:
         action="store_true",
         help="the hook only: skip the ctx_search passes (a quicker run)",
     )
+    parser.add_argument(
+        "--tuning-only",
+        action="store_true",
+        help="leave the held-out projects out (a run while tuning: no held-out figure is made; "
+        "write it to another --out-dir)",
+    )
     args = parser.parse_args()
     data = dataset.load()
     wrong = dataset.problems(data)
     if wrong:
         raise SystemExit("the data set is not sound:\n" + "\n".join(wrong))
+    if args.tuning_only:
+        data = tuning_only(data)
     began = time.perf_counter()
     if args.cues == "without":
         data = without_cues(data)
@@ -698,6 +719,7 @@ def main() -> None:
     figures = {part: score(data, prompts, outcomes) for part, prompts in parts.items()}
     figures["overall"] = score(data, data.prompts, outcomes)
     run["cues"] = args.cues
+    run["tuning_only"] = args.tuning_only
     if args.cues == "both":
         stripped = without_cues(data)
         bare, bare_run = anyio.run(functools.partial(evaluate, stripped, search=False))

@@ -1,14 +1,18 @@
 """The tuning harness of the prompt hook's tiers (issue 25): the tuning part only.
 
-    python benchmarks/precision_eval/tune_tiers.py [--without-cues]
+    python benchmarks/precision_eval/tune_tiers.py [--cache DIR] [--fit] [--leave-one-out]
 
 Builds the eval's store from the **tuning** projects and the global preferences (never a held-out
 project), starts a real ``agentctx mcp`` that lends its model, and for every prompt collects once
 what the hook's rules read: the keyword candidates that pass the floor (with their relevance) and
 the nearest records by meaning the server names (with their cosines, filtered by the core's own
-scope rules). Then it sweeps the thresholds of :mod:`agentctx.core.tiers` in memory, rendering each
-prompt's entries with the hook's own renderer (so tokens are the hook's), and prints the settings
-that meet the issue's goals, best first.
+scope rules), with the records' cues and without them. Then, in memory, with the core's own
+:func:`agentctx.core.tiers.signals` and :func:`~agentctx.core.tiers.tier` and the hook's renderer
+(so tokens are the hook's): the shipped rules' figures; ``--fit`` refits the evidence's weights (a
+logistic regression of "this candidate answers the prompt" on its signals) and chooses the two
+scores on every tuning project; ``--leave-one-out`` does the same on all projects but one and
+measures that one, for each project (the honest estimate before a held-out run); and a sweep of the
+two scores with the shipped weights.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ async def collect(data: Dataset) -> tuple[list[dict[str, Any]], dict[str, str]]:
                         "hits": [_plain(row) for row, _score in found.hits],
                         "relevance": found.relevance or {},
                         "neighbours": [(rid, cos) for rid, cos in hits if rid in allowed],
+                        "raw": [(rid, cos) for rid, cos in hits],
                         "rows": allowed,
                     }
                 )
@@ -92,7 +97,8 @@ def _plain(row: Any) -> dict[str, Any]:
                                 "confidence", "key")}  # fmt: skip
 
 
-def simulate(item: dict[str, Any]) -> list[tiers.Candidate]:
+def simulate(item: dict[str, Any], terms: list[str]) -> list[tiers.Candidate]:
+    """The hook's entries for one prompt (:func:`agentctx.core.tiers.select` without a store)."""
     if item["thin"]:
         return []
     by_id: dict[str, tiers.Candidate] = {}
@@ -112,24 +118,29 @@ def simulate(item: dict[str, Any]) -> list[tiers.Candidate]:
     ]
     mo = [rid for rid, _ in sorted(cos.items(), key=lambda p: (-p[1], p[0]))]
     fused = dict(search.rrf([kw, mo]))
-    best = max(cos.values(), default=None)
+    tiers.evidence(list(by_id.values()), terms, item.get("raw", item["neighbours"]))
     for c in by_id.values():
         c.fused = fused.get(c.id, 0.0)
-        c.tier, c.why = tiers.tier(c, meaning=True, best_cosine=best)
+        c.tier, c.why = tiers.tier(c, meaning=True)
     order = {tiers.WHOLE: 0, tiers.LINE: 1, tiers.NONE: 2}
     ranked = sorted(by_id.values(), key=lambda c: (order[c.tier], -c.fused, c.id))
     return [c for c in ranked if c.tier != tiers.NONE][: tiers.MAX_ENTRIES]
 
 
 def measure(
-    items: list[dict[str, Any]], to_key: dict[str, str], prompts: dict[str, Any]
+    items: list[dict[str, Any]],
+    to_key: dict[str, str],
+    prompts: dict[str, Any],
+    projects: set[str] | None = None,
 ) -> dict[str, float]:
     named = whole = n_ans = 0
     neg_tokens: list[int] = []
     chat_tokens: list[int] = []
     for item in items:
         p = prompts[item["prompt"]]
-        entries = simulate(item)
+        if projects is not None and p.project not in projects:
+            continue
+        entries = simulate(item, search.query_terms(p.text))
         text, ids, lines = render_tiers(entries)
         tokens = estimate_tokens(text) if text else 0
         keys_whole = {to_key[i] for i in ids}
@@ -145,19 +156,148 @@ def measure(
     return {
         "named3": named / n_ans,
         "whole3": whole / n_ans,
-        "neg_tokens": sum(neg_tokens) / len(neg_tokens),
-        "chat_tokens": sum(chat_tokens) / len(chat_tokens),
+        "neg_tokens": sum(neg_tokens) / max(len(neg_tokens), 1),
+        "chat_tokens": sum(chat_tokens) / max(len(chat_tokens), 1),
+        "answerable": n_ans,
+        "negatives": len(neg_tokens),
+        "chitchat": len(chat_tokens),
     }
 
 
 GRID = {
-    "AGREE_COSINE": (0.4, 0.45, 0.5),
-    "KEYWORD_LINE_COSINE": (0.3, 0.35, 0.4, 1.1),
-    "STRONG_COSINE": (0.55, 0.6, 0.65),
-    "POSSIBLE_COSINE": (0.5, 0.55),
-    "COSINE_BAND": (1.0,),
-    "WHOLE_RELEVANCE": (0.99,),
+    "WHOLE_SCORE": (-0.75, -0.5, -0.25, 0.0, 0.25, 0.5),
+    "LINE_SCORE": (-1.25, -1.0, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5),
 }
+
+
+def objective(figures: dict[str, float]) -> float:
+    """What the sweep maximizes: answers named and whole, less a penalty for every token over the
+    issue's goals (40 per negative prompt, 10 per chit-chat)."""
+    over = (
+        max(0.0, figures["neg_tokens"] - 40) * 0.01 + max(0.0, figures["chat_tokens"] - 10) * 0.005
+    )
+    return figures["named3"] + figures["whole3"] - over
+
+
+def settings_grid() -> list[dict[str, float]]:
+    return [
+        dict(zip(GRID, values, strict=True))
+        for values in itertools.product(*GRID.values())
+        if values[1] <= values[0]
+    ]
+
+
+def apply(settings: dict[str, Any]) -> None:
+    for name, value in settings.items():
+        setattr(tiers, name, value)
+
+
+def examples(
+    items: list[dict[str, Any]], to_key: dict[str, str], prompts: dict[str, Any], projects: set[str]
+) -> tuple[list[list[float]], list[float]]:
+    """Every candidate of the prompts of ``projects``: its signals and whether it answers."""
+    xs: list[list[float]] = []
+    ys: list[float] = []
+    for item in items:
+        p = prompts[item["prompt"]]
+        if p.project not in projects or item["thin"]:
+            continue
+        cands = _candidates(item)
+        found = tiers.signals(
+            cands, search.query_terms(p.text), item.get("raw", item["neighbours"])
+        )
+        for c, sig in zip(cands, found, strict=True):
+            xs.append([sig[name] for name in tiers.WEIGHTS])
+            ys.append(float(to_key[c.id] in p.answers))
+    return xs, ys
+
+
+def _candidates(item: dict[str, Any]) -> list[tiers.Candidate]:
+    by_id: dict[str, tiers.Candidate] = {}
+    for rank, row in enumerate(item["hits"], start=1):
+        c = tiers.Candidate(row)
+        c.keyword_rank = rank
+        c.relevance = item["relevance"].get(c.id)
+        by_id[c.id] = c
+    cos = dict(item["neighbours"])
+    for rid in cos:
+        by_id.setdefault(rid, tiers.Candidate(item["rows"][rid]))
+    for rid, c in by_id.items():
+        c.cosine = cos.get(rid)
+    return list(by_id.values())
+
+
+def fit(xs: list[list[float]], ys: list[float], l2: float = 1.0) -> dict[str, float]:
+    """A logistic regression of "answers the prompt" on the signals (gradient descent, L2 on all
+    weights but the bias), rounded to one decimal."""
+    import numpy as np
+
+    x, y = np.array(xs), np.array(ys)
+    w = np.zeros(x.shape[1])
+    for _ in range(2000):
+        p = 1 / (1 + np.exp(-x @ w))
+        w -= 0.5 * (x.T @ (p - y) / len(y) + l2 * np.r_[0, w[1:]] / len(y))
+    return {name: round(float(v), 1) for name, v in zip(tiers.WEIGHTS, w, strict=True)}
+
+
+def tune(
+    runs: list[tuple[list[dict[str, Any]], dict[str, str]]],
+    prompts: dict[str, Any],
+    projects: set[str],
+) -> dict[str, Any]:
+    """Weights fitted and the two scores chosen on ``projects`` (every run: with and without cues)."""
+    xs: list[list[float]] = []
+    ys: list[float] = []
+    for items, to_key in runs:
+        x, y = examples(items, to_key, prompts, projects)
+        xs += x
+        ys += y
+    weights = fit(xs, ys)
+    tiers.WEIGHTS.update(weights)
+    scored = []
+    for settings in settings_grid():
+        apply(settings)
+        scored.append((sum(objective(measure(i, k, prompts, projects)) for i, k in runs), settings))
+    best = max(scored, key=lambda pair: pair[0])[1]
+    apply(best)
+    return {"WEIGHTS": weights, **best}
+
+
+def leave_one_out(
+    runs: list[tuple[list[dict[str, Any]], dict[str, str]]], prompts: dict[str, Any]
+) -> None:
+    """Tune on all tuning projects but one, measure on that one; print each and the pooled figures."""
+    projects = sorted({p.project for p in prompts.values()})
+    pooled: list[dict[str, float]] = [{} for _ in runs]
+    kept = dict(tiers.WEIGHTS), tiers.WHOLE_SCORE, tiers.LINE_SCORE
+    for out in projects:
+        chosen = tune(runs, prompts, set(projects) - {out})
+        weights = chosen["WEIGHTS"]
+        apply({"WHOLE_SCORE": chosen["WHOLE_SCORE"], "LINE_SCORE": chosen["LINE_SCORE"]})
+        tiers.WEIGHTS.update(weights)
+        cells = []
+        for i, (items, to_key) in enumerate(runs):
+            f = measure(items, to_key, prompts, {out})
+            cells.append(_show(f))
+            for key in ("named3", "whole3"):
+                pooled[i][key] = pooled[i].get(key, 0.0) + f[key] * f["answerable"]
+            pooled[i]["neg"] = pooled[i].get("neg", 0.0) + f["neg_tokens"] * f["negatives"]
+            pooled[i]["chat"] = pooled[i].get("chat", 0.0) + f["chat_tokens"] * f["chitchat"]
+            for key, n in (("answerable", "n"), ("negatives", "nn"), ("chitchat", "nc")):
+                pooled[i][n] = pooled[i].get(n, 0.0) + f[key]
+        print(f"{out}: whole {chosen['WHOLE_SCORE']}, line {chosen['LINE_SCORE']}, "
+              f"weights {weights} -> " + " || ".join(cells), flush=True)  # fmt: skip
+    for i, total in enumerate(pooled):
+        print(f"pooled, run {i}: named {total['named3'] / total['n']:.1%}, whole "
+              f"{total['whole3'] / total['n']:.1%}, tokens per negative "
+              f"{total['neg'] / total['nn']:.1f}, chit-chat {total['chat'] / total['nc']:.1f}")  # fmt: skip
+    tiers.WEIGHTS.update(kept[0])
+    apply({"WHOLE_SCORE": kept[1], "LINE_SCORE": kept[2]})
+
+
+def _show(f: dict[str, float]) -> str:
+    return (f"named {f['named3']:.1%} whole {f['whole3']:.1%} neg {f['neg_tokens']:.1f} "
+            f"chat {f['chat_tokens']:.1f}")  # fmt: skip
 
 
 def describe(items: list[dict[str, Any]], to_key: dict[str, str], prompts: dict[str, Any]) -> None:
@@ -184,43 +324,48 @@ def describe(items: list[dict[str, Any]], to_key: dict[str, str], prompts: dict[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--without-cues", action="store_true")
+    parser.add_argument("--without-cues", action="store_true", help="only the run without cues")
     parser.add_argument("--describe", action="store_true", help="print each prompt's cosines")
-    parser.add_argument("--cache", type=Path, help="keep the collected candidates in this file")
+    parser.add_argument("--cache", type=Path, help="keep the collected candidates in this folder")
+    parser.add_argument("--fit", action="store_true", help="refit the weights on every project")
+    parser.add_argument("--leave-one-out", action="store_true", help="tune on all but one project")
     args = parser.parse_args()
-    data = tuning_only(dataset.load())
-    if args.without_cues:
-        data = run.without_cues(data)
+    base = tuning_only(dataset.load())
     os.environ.pop("AGENTCTX_MEANING", None)
-    prompts = {p.id: p for p in data.prompts}
-    if args.cache and args.cache.exists():
-        items, to_key = json.loads(args.cache.read_text())
-    else:
-        items, to_key = anyio.run(collect, data)
-        if args.cache:
-            args.cache.write_text(json.dumps([items, to_key]))
-    if args.describe:
-        describe(items, to_key, prompts)
+    prompts = {p.id: p for p in base.prompts}
+    runs = []
+    for cues in ("without",) if args.without_cues else ("with", "without"):
+        data = run.without_cues(base) if cues == "without" else base
+        cache = args.cache / f"{cues}.json" if args.cache else None
+        if cache is not None and cache.exists():
+            items, to_key = json.loads(cache.read_text())
+        else:
+            items, to_key = anyio.run(collect, data)
+            if cache is not None:
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                cache.write_text(json.dumps([items, to_key]))
+        if args.describe:
+            describe(items, to_key, prompts)
+        runs.append((items, to_key))
+    labels = " || ".join(("without cues",) if args.without_cues else ("with cues", "without cues"))
+    print(
+        f"the shipped rules ({labels}):",
+        " || ".join(_show(measure(i, k, prompts)) for i, k in runs),
+    )
+    if args.leave_one_out:
+        leave_one_out(runs, prompts)
+    if args.fit:
+        chosen = tune(runs, prompts, {p.project for p in prompts.values()})
+        print("fitted on every tuning project:", chosen)
+        print("  ->", " || ".join(_show(measure(i, k, prompts)) for i, k in runs))
     results = []
-    for values in itertools.product(*GRID.values()):
-        settings = dict(zip(GRID, values, strict=True))
-        if settings["POSSIBLE_COSINE"] > settings["STRONG_COSINE"]:
-            continue
-        for name, value in settings.items():
-            setattr(tiers, name, value)
-        results.append((measure(items, to_key, prompts), settings))
-    ok = [r for r in results if r[0]["neg_tokens"] <= 40 and r[0]["chat_tokens"] <= 10]
-    ok.sort(key=lambda r: (-(r[0]["named3"] + r[0]["whole3"]), r[0]["neg_tokens"]))
-    print(f"{len(ok)} of {len(results)} settings meet the token goals; the best:")
-    for figures, settings in ok[:25]:
-        print({k: round(v, 3) for k, v in figures.items()}, settings)
-    results.sort(key=lambda r: (r[0]["neg_tokens"], -(r[0]["named3"] + r[0]["whole3"])))
-    print("the frontier (fewer tokens per negative prompt, or more answers):")
-    best = -1.0
-    for figures, settings in results:
-        if figures["named3"] + figures["whole3"] > best:
-            best = figures["named3"] + figures["whole3"]
-            print({k: round(v, 3) for k, v in figures.items()}, settings)
+    for settings in settings_grid():
+        apply(settings)
+        results.append(([measure(i, k, prompts) for i, k in runs], settings))
+    results.sort(key=lambda r: -sum(objective(f) for f in r[0]))
+    print("the scores' sweep with these weights, best first:")
+    for figures, settings in results[:12]:
+        print(settings, " || ".join(_show(f) for f in figures))
 
 
 if __name__ == "__main__":

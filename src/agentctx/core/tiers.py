@@ -10,14 +10,27 @@ search's own filters (:func:`agentctx.core.search.filters`: the project's and th
 current only, not shown yet in the session), so the server can never bring in a record the rules
 keep out. The two lists are fused by reciprocal rank (:func:`agentctx.core.search.rrf`).
 
-Tiers (:func:`tier`), with the record's cosine to the prompt when the server gave one:
+Tiers (:func:`tier`): with meaning, each candidate gets one **evidence score**
+(:func:`evidence`), a weighted sum of signals that do not depend on one store's words:
 
-* **whole** -- injected in full, as before: a keyword match whose meaning agrees (cosine at least
-  :data:`AGREE_COSINE`), one that holds every distinctive word of the prompt
-  (relevance ≥ :data:`WHOLE_RELEVANCE`), or a record close in meaning (:data:`STRONG_COSINE`);
+* its cosine to the prompt on the model's own scale: ``(cosine - floor) / (strong - floor)`` with
+  the model's calibrated ``ctx_search`` floor and strong cosines (:data:`COSINE_FLOOR`,
+  :data:`COSINE_STRONG`); a keyword candidate that is not among the server's nearest counts at the
+  lowest cosine the server gave (it is at most that close);
+* its margin over the next candidate by meaning (the same scale): one record clearly closest;
+* whether keywords found it, its keyword relevance, its relevance margin over the next keyword
+  candidate, and its relevance times the prompt's content (capped): matching every word of a prompt
+  that says a lot is stronger than matching the one word of a prompt that says little. A prompt
+  with fewer than :data:`MIN_CONTENT_TERMS` content words ("ok flash it", "commit that") gives no
+  keyword relevance at all: with one word, every record holding it matches "every word".
+
+The weights (:data:`WEIGHTS`) are a logistic fit of "this candidate answers the prompt" on the
+precision eval's tuning part; :data:`WHOLE_SCORE` and :data:`LINE_SCORE` were chosen on it for the
+issue's goals, and checked leaving one project out at a time (docs/retrieval.md, "Tiers").
+
+* **whole** -- injected in full, as before: evidence ≥ :data:`WHOLE_SCORE`;
 * **line** -- a possible match, one line: type, title, age and a handle (:func:`handle`) that
-  ``ctx_get``, ``agentctx show`` and the dashboard accept: a keyword match far in meaning, or a
-  record fairly close in meaning (:data:`POSSIBLE_COSINE`) that no keyword found;
+  ``ctx_get``, ``agentctx show`` and the dashboard accept: evidence ≥ :data:`LINE_SCORE`;
 * nothing below that.
 
 Without meaning (no server, a server still loading, an answer past the deadline) every keyword
@@ -26,13 +39,11 @@ match is whole: the keyword path of before, unchanged. A prompt with too little 
 
 The ledger: a whole record is shown, and never again in the session; a line only mentions it, so
 it may still come whole later when a prompt matches it strongly (it is not offered as a line twice).
-The thresholds are MiniLM's cosines (the default model), chosen on the precision eval's tuning part
-(docs/retrieval.md, "Tiers").
 """
 
 from __future__ import annotations
 
-from agentctx.core import plan, search
+from agentctx.core import meaning, plan, search
 from agentctx.core.schema import RECORD_COLUMNS
 
 TYPE_CHECKING = False
@@ -45,19 +56,32 @@ if TYPE_CHECKING:
 WHOLE = "whole"
 LINE = "line"
 NONE = "none"
-#: A keyword match is injected whole when its meaning agrees at least this much.
-AGREE_COSINE = 0.5
-#: A keyword match below :data:`AGREE_COSINE` is a possible match (a line) from this cosine.
-KEYWORD_LINE_COSINE = 0.4
-#: A keyword match holding this share of the prompt's weight is whole whatever its cosine.
-WHOLE_RELEVANCE = 0.99
-#: A record found by meaning alone is whole from this cosine, a possible match (a line) from the
-#: next (the same value: the tuning part found no cosine band worth a line for meaning alone).
-STRONG_COSINE = 0.55
-POSSIBLE_COSINE = 0.55
-#: A meaning-only candidate must be within this of the best cosine of the prompt (1.0: off; the
-#: tuning sweep found no band that helped, docs/retrieval.md).
-COSINE_BAND = 1.0
+#: The model's cosine scale: the ``ctx_search`` floor and strong cosines of all-MiniLM-L6-v2, the
+#: default model (:mod:`agentctx.embeddings.thresholds`, measured; not imported: the hook path is
+#: stdlib-only). The evidence reads cosines relative to them, so a model whose cosines run a little
+#: higher or lower shifts both.
+COSINE_FLOOR = 0.30
+COSINE_STRONG = 0.55
+#: A term at least this specific (:func:`agentctx.core.search.specificity`) is a content word.
+CONTENT_TERM = 0.5
+#: A prompt with fewer content words than this gives no keyword relevance (one word: every record
+#: holding it matches "every word of the prompt").
+MIN_CONTENT_TERMS = 2
+#: The prompt's content (:func:`agentctx.core.search.content`) counts up to this much.
+CONTENT_CAP = 4.0
+#: The evidence's weights (docs/retrieval.md, "Tiers"): a logistic fit on the tuning part, rounded.
+WEIGHTS = {
+    "bias": -3.6,
+    "keyword": 0.6,
+    "relevance": 1.2,
+    "cosine": 1.7,
+    "cosine_margin": 1.4,
+    "relevance_margin": 1.2,
+    "relevance_content": 0.9,
+}
+#: Evidence from which a candidate is injected whole, and from which it is offered as one line.
+WHOLE_SCORE = -0.25
+LINE_SCORE = -0.5
 #: At most this many entries (whole and lines together) per prompt.
 MAX_ENTRIES = 3
 #: Characters of a record id a line shows as its handle (the id's random end).
@@ -68,9 +92,10 @@ _COLUMNS_SQL = ", ".join(f"r.{name}" for name in RECORD_COLUMNS)
 
 class Candidate:
     """One candidate of a prompt: the record row, its keyword relevance and rank (None: keywords
-    did not keep it), its cosine (None: no meaning for it), the fused score, its tier and why."""
+    did not keep it), its cosine (None: no meaning for it), the fused score, its evidence
+    (:func:`evidence`; None without meaning), its tier and why."""
 
-    __slots__ = ("cosine", "fused", "keyword_rank", "relevance", "row", "tier", "why")
+    __slots__ = ("cosine", "evidence", "fused", "keyword_rank", "relevance", "row", "tier", "why")
 
     def __init__(self, row: Any) -> None:
         self.row = row
@@ -78,6 +103,7 @@ class Candidate:
         self.keyword_rank: int | None = None
         self.cosine: float | None = None
         self.fused = 0.0
+        self.evidence: float | None = None
         self.tier = NONE
         self.why = ""
 
@@ -100,33 +126,65 @@ class Selection:
         self.thin = False
 
 
-def tier(candidate: Candidate, *, meaning: bool, best_cosine: float | None) -> tuple[str, str]:
-    """The tier of one candidate and why (one phrase)."""
-    cos = candidate.cosine
-    relevance = candidate.relevance
-    if candidate.keyword_rank is not None:
-        if not meaning:
-            return WHOLE, "keyword match (no meaning available: keywords alone)"
-        if relevance is not None and relevance >= WHOLE_RELEVANCE:
-            return WHOLE, f"every distinctive word of the prompt (relevance {relevance:.2f})"
-        if cos is not None and cos >= AGREE_COSINE:
-            return WHOLE, f"keyword match, meaning agrees (cosine {cos:.2f} ≥ {AGREE_COSINE:g})"
-        shown = "not among the nearest" if cos is None else f"cosine {cos:.2f} < {AGREE_COSINE:g}"
-        if cos is None or cos < KEYWORD_LINE_COSINE:
-            return NONE, f"keyword match, far in meaning ({shown})"
-        return LINE, f"keyword match, not close in meaning ({shown})"
-    if cos is None:
-        return NONE, "no signal"
-    if best_cosine is not None and cos < best_cosine - COSINE_BAND:
-        return (
-            NONE,
-            f"cosine {cos:.2f} is more than {COSINE_BAND:g} below the best ({best_cosine:.2f})",
+def signals(
+    candidates: Sequence[Candidate], terms: Sequence[str], neighbours: Sequence[tuple[str, float]]
+) -> list[dict[str, float]]:
+    """Each candidate's signals (the keys of :data:`WEIGHTS`, ``bias`` 1) from the prompt's
+    ``terms`` and the server's ``neighbours`` (all it gave, nearest first: a full list bounds the
+    cosine of a record it left out)."""
+    scale = COSINE_STRONG - COSINE_FLOOR
+    full = len(neighbours) >= meaning.NEIGHBOURS
+    unknown = min((cos for _rid, cos in neighbours), default=0.0) if full else 0.0
+    words = sum(1 for term in terms if search.specificity(term) >= CONTENT_TERM)
+    content = min(search.content(terms), CONTENT_CAP) / CONTENT_CAP
+    cosines = [unknown if c.cosine is None else c.cosine for c in candidates]
+    keyword = [c.keyword_rank is not None for c in candidates]
+    relevances = [
+        (c.relevance or 0.0) if keyword[i] and words >= MIN_CONTENT_TERMS else 0.0
+        for i, c in enumerate(candidates)
+    ]
+    found = []
+    for i in range(len(candidates)):
+        others = cosines[:i] + cosines[i + 1 :]
+        other_rel = [r for j, r in enumerate(relevances) if j != i and keyword[j]]
+        rel = relevances[i]
+        found.append(
+            {
+                "bias": 1.0,
+                "keyword": float(keyword[i]),
+                "relevance": rel,
+                "cosine": (cosines[i] - COSINE_FLOOR) / scale,
+                "cosine_margin": (cosines[i] - max(others, default=COSINE_FLOOR)) / scale,
+                "relevance_margin": rel - max(other_rel, default=0.0),
+                "relevance_content": rel * content,
+            }
         )
-    if cos >= STRONG_COSINE:
-        return WHOLE, f"close in meaning (cosine {cos:.2f} ≥ {STRONG_COSINE:g})"
-    if cos >= POSSIBLE_COSINE:
-        return LINE, f"possible match by meaning (cosine {cos:.2f} ≥ {POSSIBLE_COSINE:g})"
-    return NONE, f"cosine {cos:.2f} is below {POSSIBLE_COSINE:g}"
+    return found
+
+
+def evidence(
+    candidates: Sequence[Candidate], terms: Sequence[str], neighbours: Sequence[tuple[str, float]]
+) -> None:
+    """Set each candidate's evidence score: its :func:`signals` weighed by :data:`WEIGHTS`."""
+    for candidate, found in zip(candidates, signals(candidates, terms, neighbours), strict=True):
+        candidate.evidence = sum(WEIGHTS[name] * value for name, value in found.items())
+
+
+def tier(candidate: Candidate, *, meaning: bool) -> tuple[str, str]:
+    """The tier of one candidate and why (one phrase); with meaning, from its evidence."""
+    if not meaning or candidate.evidence is None:
+        if candidate.keyword_rank is not None:
+            return WHOLE, "keyword match (no meaning available: keywords alone)"
+        return NONE, "no signal"
+    cos = "not among the nearest" if candidate.cosine is None else f"cosine {candidate.cosine:.2f}"
+    rel = "" if candidate.relevance is None else f", relevance {candidate.relevance:.2f}"
+    signals = f"{cos}{rel}"
+    score = candidate.evidence
+    if score >= WHOLE_SCORE:
+        return WHOLE, f"strong evidence {score:.2f} ≥ {WHOLE_SCORE:g} ({signals})"
+    if score >= LINE_SCORE:
+        return LINE, f"possible match, evidence {score:.2f} ≥ {LINE_SCORE:g} ({signals})"
+    return NONE, f"weak evidence {score:.2f} < {LINE_SCORE:g} ({signals})"
 
 
 def meaning_rows(
@@ -193,10 +251,11 @@ def select(
     meaning_order = [rid for rid, _cos in sorted(cosines.items(), key=lambda p: (-p[1], p[0]))
                      if rid in by_id]  # fmt: skip
     fused = dict(search.rrf([keyword_order, meaning_order]))
-    best = max((by_id[rid].cosine or 0.0 for rid in meaning_order), default=None)
+    if neighbours is not None:
+        evidence(list(by_id.values()), terms, neighbours)
     for candidate in by_id.values():
         candidate.fused = fused.get(candidate.id, 0.0)
-        candidate.tier, candidate.why = tier(candidate, meaning=result.meaning, best_cosine=best)
+        candidate.tier, candidate.why = tier(candidate, meaning=result.meaning)
     order = {WHOLE: 0, LINE: 1, NONE: 2}
     result.candidates = sorted(by_id.values(), key=lambda c: (order[c.tier], -c.fused, c.id))
     seen_lines = set(mentioned)
