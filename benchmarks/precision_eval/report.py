@@ -168,7 +168,9 @@ def markdown(
         f"({len(data.projects)} projects and the global preferences, {len(data.items)} records, "
         f"{len(data.prompts)} prompts; how it was made: its README.md). Store: "
         f"{meta['records']} records, {meta['embedded']} embedded with the offline "
-        "all-MiniLM-L6-v2 (int8).",
+        "all-MiniLM-L6-v2 (int8). Capture items the PostToolUse hook wrote no stub for: "
+        f"{meta.get('uncaptured', 0)}, {meta.get('uncaptured_answers', 0)} of them an answer to a "
+        "prompt (that answer cannot be found: counted as missed).",
         "",
         f"Split by project: **tuning** = {split['tuning']} ({records['tuning']} records), "
         f"**held-out** = {split['heldout']} ({records['heldout']} records); the {globals_} global "

@@ -206,8 +206,11 @@ def capture_stubs(data: Dataset, folders: dict[str, Path], env: dict[str, str]) 
 
 
 #: Capture items the hook wrote nothing for (a command it does not record: the store simply
-#: lacks them, as a user's would); counted in the report, refused only when a prompt needs one.
+#: lacks them, as a user's would); counted in the report. One that answers a prompt is not
+#: refused: that answer cannot be found, and the prompt counts it as missed (a capture gap is a
+#: finding about the hook; the data is not changed to fit it).
 UNCAPTURED: list[str] = []
+UNCAPTURED_ANSWERS: list[str] = []
 
 
 async def stub_ids(sessions: dict[str, str], needed: set[str]) -> dict[str, str]:
@@ -218,11 +221,8 @@ async def stub_ids(sessions: dict[str, str], needed: set[str]) -> dict[str, str]
             if record.session_id in sessions and record.source == "hook_observation":
                 found[record.id] = sessions[record.session_id]
     missing = set(sessions.values()) - set(found.values())
-    if missing & needed:
-        raise SystemExit(
-            f"the capture hook wrote no stub for: {', '.join(sorted(missing & needed))}"
-        )
     UNCAPTURED[:] = sorted(missing)
+    UNCAPTURED_ANSWERS[:] = sorted(missing & needed)
     return found
 
 
@@ -737,6 +737,7 @@ def main() -> None:
         "seconds": round(seconds, 1),
         "command": "python benchmarks/precision_eval/run.py (nox -s precision_eval)",
         "uncaptured": len(UNCAPTURED),
+        "uncaptured_answers": len(UNCAPTURED_ANSWERS),
         **run,
     }
     devbench = devbench_figures()
