@@ -324,7 +324,10 @@ def markdown(
                 why = "injected"
             else:
                 continue
-            names = "; ".join(f"{k} ({by_key[k].project})" for k in got) or "nothing"
+            names = (
+                "; ".join(f"{k} ({by_key[k].project if k in by_key else '?'})" for k in got)
+                or "nothing"
+            )
             text = p.text.replace("|", "\\|")
             wrong.append(f"| {p.id} | {p.kind} | {text} | {why} | {names} |")
         lines += ["| prompt | kind | text | | hook injected |", "|---|---|---|---|---|", *wrong, ""]

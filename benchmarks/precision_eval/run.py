@@ -217,7 +217,7 @@ async def stub_ids(sessions: dict[str, str], needed: set[str]) -> dict[str, str]
     """The captured stubs' record ids -> key (the stub's session is the one that captured it)."""
     found: dict[str, str] = {}
     async with await Store.open() as store:
-        for record in await store.list_records(types=["bugfix"]):
+        for record in await store.list_records(types=["bugfix", "discovery"]):
             if record.session_id in sessions and record.source == "hook_observation":
                 found[record.id] = sessions[record.session_id]
     missing = set(sessions.values()) - set(found.values())
@@ -288,6 +288,12 @@ def hook_prompt(
     assert contract["hookEventName"] == "UserPromptSubmit", contract
     text = str(contract["additionalContext"])
     return ULID.findall(text), HANDLE.findall(text), text, session
+
+
+def key_of(record_id: str, to_key: dict[str, str]) -> str:
+    """The data key of a record the store returned; a record the data does not hold (one the
+    hooks wrote on their own, e.g. a capture's stub of a passing run) is a non-answer."""
+    return to_key.get(record_id, f"unknown:{record_id}")
 
 
 def by_handle(handles: list[str], to_key: dict[str, str]) -> list[str]:
@@ -395,6 +401,13 @@ def score(data: Dataset, prompts: list[Prompt], outcomes: dict[str, Outcome]) ->
     """Every figure of the report for ``prompts``."""
     by_key = data.by_key
     superseded = data.superseded
+
+    def foreign(key: str, p: Prompt) -> bool:
+        """A record of another project (global ones excepted); one the data does not hold
+        counts as foreign too, so nothing unknown can pass unseen."""
+        item = by_key.get(key)
+        return item is None or (not item.is_global and item.project != p.project)
+
     answerable = [p for p in prompts if p.kind == "answerable"]
     of_kind = {kind: [p for p in prompts if p.kind == kind] for kind in dataset.KINDS}
     figures: dict[str, Any] = {
@@ -416,8 +429,7 @@ def score(data: Dataset, prompts: list[Prompt], outcomes: dict[str, Outcome]) ->
     stale: list[str] = []
     for p in prompts:
         for key in outcomes[p.id].injected:
-            item = by_key[key]
-            if not item.is_global and item.project != p.project:
+            if foreign(key, p):
                 leaks.append(f"{p.id}:{key}")
             if key in superseded:
                 stale.append(f"{p.id}:{key}")
@@ -442,8 +454,7 @@ def score(data: Dataset, prompts: list[Prompt], outcomes: dict[str, Outcome]) ->
     hook["meaning_share"] = share([outcomes[p.id].meaning for p in prompts])
     for p in prompts:
         for key in outcomes[p.id].lines:
-            item = by_key[key]
-            if not item.is_global and item.project != p.project:
+            if foreign(key, p):
                 leaks.append(f"{p.id}:{key} (line)")
             if key in superseded:
                 stale.append(f"{p.id}:{key} (line)")
@@ -464,7 +475,7 @@ def score(data: Dataset, prompts: list[Prompt], outcomes: dict[str, Outcome]) ->
     )
     alone["leaks"] = [
         f"{p.id}:{key}" for p in prompts for key in alone_got[p.id]
-        if not by_key[key].is_global and by_key[key].project != p.project
+        if foreign(key, p)
     ]  # fmt: skip
     alone["superseded"] = [
         f"{p.id}:{k}" for p in prompts for k in alone_got[p.id] if k in superseded
@@ -498,7 +509,7 @@ def score(data: Dataset, prompts: list[Prompt], outcomes: dict[str, Outcome]) ->
             f"{p.id}:{key}"
             for p in prompts
             for key in outcomes[p.id].search[mode]
-            if not by_key[key].is_global and by_key[key].project != p.project
+            if foreign(key, p)
         ]
         search["superseded"] = [
             f"{p.id}:{key}" for p in prompts for key in outcomes[p.id].search[mode]
@@ -589,7 +600,7 @@ async def evaluate(
             for prompt in data.prompts:
                 ids, handles, text, session = hook_prompt(prompt, folders[prompt.project], hook_env)
                 outcome = outcomes[prompt.id]
-                outcome.injected = [to_key[i] for i in ids]
+                outcome.injected = [key_of(i, to_key) for i in ids]
                 outcome.lines = by_handle(handles, to_key)
                 outcome.tokens = estimate_tokens(text) if text else 0
                 sessions[session] = prompt.id
@@ -604,7 +615,7 @@ async def evaluate(
         keyword_env = {**env, "AGENTCTX_MEANING": "off"}
         for prompt in data.prompts:
             ids, handles, text, _session = hook_prompt(prompt, folders[prompt.project], keyword_env)
-            outcomes[prompt.id].keyword_injected = [to_key[i] for i in ids]
+            outcomes[prompt.id].keyword_injected = [key_of(i, to_key) for i in ids]
             outcomes[prompt.id].keyword_tokens = estimate_tokens(text) if text else 0
             assert not handles, "keywords alone offer no one-line entry"
         hook_log = "\n".join(
@@ -642,8 +653,8 @@ async def search_all(
         prompts = [p for p in data.prompts if p.project == name]
         found = await search_project(folder, prompts, env, errlog, hybrid=hybrid)
         for prompt_id, (ids, strong, note, served) in found.items():
-            outcomes[prompt_id].search[mode] = [to_key[i] for i in ids]
-            outcomes[prompt_id].strong[mode] = [to_key[i] for i in strong]
+            outcomes[prompt_id].search[mode] = [key_of(i, to_key) for i in ids]
+            outcomes[prompt_id].strong[mode] = [key_of(i, to_key) for i in strong]
             outcomes[prompt_id].notes[mode] = note
             outcomes[prompt_id].modes[mode] = served
 
