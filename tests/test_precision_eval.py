@@ -94,7 +94,16 @@ def test_the_checks_catch_broken_data(tmp_path: Path) -> None:
     assert data["records"][1]["key"] == "go-router-std"
     data["records"][1]["supersedes"] = "go-queue-redis"  # already superseded by go-queue-nats
     edit.write_text(json.dumps(data))
-    for name in ("billing-api", "shipctl", "stockroom", "atlas", "tidewater", "parley"):
+    for name in (
+        "billing-api",
+        "shipctl",
+        "stockroom",
+        "atlas",
+        "tidewater",
+        "parley",
+        "rigyard",
+        "lanternfall",
+    ):
         other = tmp_path / f"{name}.json"
         moved = json.loads(other.read_text())
         moved["part"] = "heldout"
