@@ -239,3 +239,34 @@ async def test_event_loop_stays_responsive_while_embedding(
         assert await vecstore.embed_pending(store, gated) == count
         done.set()
     assert gate.batches == 3  # every batch waited for the loop to run another task, and got it
+
+
+def test_the_servers_query_model_runs_on_one_onnx_thread(
+    minilm_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADR-017: the MCP server's query model (QueryModel's own loader) switches the process to one
+    ONNX Runtime intra-op thread before it loads, and a model loaded then has one: no second thread
+    spinning beside the prompt hook. Batch loads keep ONNX Runtime's default."""
+    from agentctx.retrieval import hybrid
+
+    monkeypatch.setattr(models, "_threads", None)
+    # another folder of the same files: the real loader runs (the session cache keys on the folder)
+    folder = tmp_path / "minilm-copy"
+    folder.mkdir()
+    for item in minilm_dir.iterdir():
+        (folder / item.name).symlink_to(item)
+    default = models.load_model(minilm.settings(folder))
+    assert default is not None
+    assert default.model.model.model.get_session_options().intra_op_num_threads != 1
+
+    hybrid.QueryModel({"embeddings": False})._load_sync()  # off: nothing loads, the switch holds
+    assert models._threads == 1
+    models.clear_model_cache()
+    second = tmp_path / "minilm-again"
+    second.mkdir()
+    for item in minilm_dir.iterdir():
+        (second / item.name).symlink_to(item)
+    one = models.load_model(minilm.settings(second))
+    assert one is not None
+    assert one.model.model.model.get_session_options().intra_op_num_threads == 1
+    assert np.allclose(one.embed_sync([REST]), default.embed_sync([REST]), atol=1e-5)

@@ -53,6 +53,22 @@ INT8_VARIANTS: dict[str, str] = {DEFAULT_MODEL: DEFAULT_MODEL + ":int8"}
 
 _cache: dict[tuple[str, str, str], Embedder | None] = {}
 _cache_lock = threading.Lock()
+#: ONNX Runtime intra-op threads of the models this process loads from now on; None: its default
+#: (one per core, the extra ones spinning while they wait). See :func:`use_one_thread`.
+_threads: int | None = None
+
+
+def use_one_thread() -> None:
+    """Load this process's models on one ONNX Runtime thread from now on (ADR-017).
+
+    For a process that embeds one query at a time beside the prompt hook (the MCP server): a second
+    intra-op thread, and its spinning, took the hook's core and doubled the query's CPU (one
+    MiniLM prompt at load 12: 33-40 ms wall and 17-18 ms CPU with the default, 20-22 and 9-10 with
+    one thread). With one intra-op thread ONNX Runtime starts no pool that could spin. Batch
+    embedding (consolidation, re-embedding) keeps the default.
+    """
+    global _threads
+    _threads = 1
 
 
 class Embedder:
@@ -168,7 +184,7 @@ def _load(name: str, path: str, cache_dir: str, *, int8: bool = False) -> Embedd
     try:
         from fastembed import TextEmbedding
 
-        kwargs: dict[str, Any] = {"model_name": name}
+        kwargs: dict[str, Any] = {"model_name": name, "threads": _threads}
         model: Any
         if path:
             kwargs["specific_model_path"] = path
@@ -246,7 +262,9 @@ def _load_int8(name: str, source: str, cache_dir: str) -> Embedder | None:
             quantize.derive_apart(source, folder, model_file=model_file)
         register_local(variant, folder)
         with _quiet_fastembed():
-            model = TextEmbedding(model_name=variant, specific_model_path=folder)
+            model = TextEmbedding(
+                model_name=variant, specific_model_path=folder, threads=_threads
+            )
         prefix = BGE_QUERY_PREFIX if "bge-" in name.lower() else ""
         return Embedder(model, variant, query_prefix=prefix)
     except Exception as exc:

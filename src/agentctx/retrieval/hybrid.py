@@ -454,6 +454,7 @@ class QueryModel:
             return self._load(self.settings)
         from agentctx.embeddings import models
 
+        models.use_one_thread()  # one query at a time, beside the prompt hook (ADR-017)
         return models.load_model(self.settings)
 
     def disable(self, reason: str) -> None:
