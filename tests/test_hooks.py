@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -107,8 +108,60 @@ def test_session_start_fast_path_imports_no_sqlite_no_json(project_dir: Path) ->
     assert contract(run_hook("session-start", data), "SessionStart")  # builds the digest file
     assert os.path.exists(digests.path_for(identify(str(project_dir)).project_id))
     loaded = _modules("session-start", data, project_dir)
-    for name in ("sqlean", "sqlite3", "json", "re", "typing", "dataclasses"):
+    for name in (
+        "sqlean",
+        "sqlite3",
+        "json",
+        "re",
+        "typing",
+        "dataclasses",
+        "select",
+        "encodings.utf_8_sig",
+    ):
         assert name not in loaded, f"SessionStart with a digest imported {name}"
+
+
+_ASK_PROBE = """
+import sys
+from agentctx.core import meaning
+from agentctx.hooks.runner import run_hook
+real = meaning.ask
+def ask(*args, **kwargs):
+    sys.stderr.write("\\nAT_ASK " + " ".join(sorted(sys.modules)) + "\\n")
+    return real(*args, **kwargs)
+meaning.ask = ask
+run_hook(["user-prompt-submit"])
+"""
+
+
+def test_prompt_request_goes_out_before_the_store_and_the_rendering_load(
+    project_dir: Path,
+) -> None:
+    """ADR-017: the prompt goes to the embedding server as soon as the hook knows the prompt is
+    worth it and its project, so the server embeds while the hook loads the driver, opens the store
+    and searches; the tiers, the rendering and the ledger load after the request, not before."""
+    seed(project_dir, DECISIONS)
+    data = payload("UserPromptSubmit", SID, project_dir, prompt="grpc services streaming refresh")
+    result = subprocess.run(
+        [sys.executable, "-c", _ASK_PROBE],
+        input=json.dumps(data).encode(),
+        capture_output=True,
+        cwd=project_dir,
+        check=True,
+    )
+    assert contract(result, "UserPromptSubmit")  # the keyword path still answers
+    at_ask = set(result.stderr.decode().rsplit("AT_ASK ", 1)[1].split())
+    for name in (
+        "sqlean._sqlite3",
+        "agentctx.core.driver",
+        "agentctx.core.tiers",
+        "agentctx.core.inject",
+        "agentctx.core.ledger",
+        "agentctx.config",
+        "select",
+        "encodings.utf_8_sig",
+    ):
+        assert name not in at_ask, f"{name} loaded before the request went out"
 
 
 # -- fail-open --------------------------------------------------------------------------------------
@@ -709,6 +762,39 @@ def _held_open(event: str, data: bytes, cwd: Path) -> subprocess.CompletedProces
     proc.stdout.close()
     proc.stderr.close()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_a_closed_stdin_is_read_without_waiting_and_left_blocking() -> None:
+    """The usual case (payload written, stdin closed) is read at once; the descriptor, shared with
+    the writer's side, is left in blocking mode as it was. A writer still there: read by waiting."""
+    from agentctx.hooks import runner
+
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, b'{"prompt": "grpc"}')
+        os.close(write_fd)
+        write_fd = -1
+        assert runner._read_ready(read_fd) == ([b'{"prompt": "grpc"}'], True)
+        assert os.get_blocking(read_fd)
+    finally:
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, b'{"prompt": ')
+        assert runner._read_ready(read_fd) == ([b'{"prompt": '], False)  # more may come
+        assert os.get_blocking(read_fd)
+        os.write(write_fd, b'{"prompt": ')
+        rest = threading.Timer(0.2, lambda: (os.write(write_fd, b'"grpc"}'), os.close(write_fd)))
+        rest.start()
+        assert runner._read_stdin(read_fd) == ('{"prompt": "grpc"}', {"prompt": "grpc"})
+        rest.join()
+        write_fd = -1
+    finally:
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
 
 
 def test_a_whole_event_on_a_stdin_held_open_is_handled(project_dir: Path) -> None:

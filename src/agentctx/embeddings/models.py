@@ -262,9 +262,7 @@ def _load_int8(name: str, source: str, cache_dir: str) -> Embedder | None:
             quantize.derive_apart(source, folder, model_file=model_file)
         register_local(variant, folder)
         with _quiet_fastembed():
-            model = TextEmbedding(
-                model_name=variant, specific_model_path=folder, threads=_threads
-            )
+            model = TextEmbedding(model_name=variant, specific_model_path=folder, threads=_threads)
         prefix = BGE_QUERY_PREFIX if "bge-" in name.lower() else ""
         return Embedder(model, variant, query_prefix=prefix)
     except Exception as exc:

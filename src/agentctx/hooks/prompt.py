@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import home, meaning, plan, search, tiers
-from agentctx.core.inject import render, render_rules, render_tiers
-from agentctx.core.ledger import Ledger
-from agentctx.core.tokens import estimate_tokens
+# only what the request to the embedding server needs: the rest loads after it is sent, while
+# the server embeds (ADR-017)
+from agentctx.core import home, meaning, plan, search
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,8 +54,11 @@ def _prompt(ctx: HookContext) -> str | None:
     if search.content(terms) >= search.MIN_CONTENT:
         pending = meaning.ask(prompt, ctx.project.project_id, ctx.log)
         _mark("ask")
-    # the store's driver loads after the request is sent: the server starts embedding meanwhile
+    # the store's driver and the rest of the prompt's modules load after the request is sent:
+    # the server embeds meanwhile
     from agentctx.core.connect import open_db, release
+    from agentctx.core.ledger import Ledger
+    from agentctx.core.tokens import estimate_tokens
 
     conn = open_db(ctx.log)
     try:
@@ -94,6 +96,9 @@ def _inject(
     """The text to inject, the record ids injected whole and those offered as a line. When the
     store cannot be searched (no connection, or the search itself fails), the last rung: the pinned
     records not shown yet (:mod:`agentctx.core.pinned`), under a note that says so."""
+    from agentctx.core import tiers
+    from agentctx.core.inject import render, render_tiers
+
     if conn is None:
         if not os.path.exists(home.db_path()):
             return "", [], []  # no store yet (open_db said so): nothing can be pinned
@@ -258,7 +263,9 @@ def _subagent(ctx: HookContext) -> str | None:
     shown is not excluded, and what the subagent is shown is noted in the ledger apart from the
     session's ``ids`` (the parent may still be shown it, docs/spec.md).
     """
+    from agentctx.core.ledger import Ledger
     from agentctx.core.subagents import WAIT_S, task_of
+    from agentctx.core.tokens import estimate_tokens
 
     path = ctx.text("transcript_path")
     wait = WAIT_S if path and os.path.isfile(path) else 0.0  # no transcript: nothing to wait for
@@ -300,6 +307,9 @@ def _for_task(ctx: HookContext, task: str) -> tuple[str, list[str]]:
 def _standing_rules(ctx: HookContext) -> str | None:
     """The project's active decisions and conventions (no task found, or nothing matched it)."""
     from agentctx.core.connect import open_db, release
+    from agentctx.core.inject import render_rules
+    from agentctx.core.ledger import Ledger
+    from agentctx.core.tokens import estimate_tokens
 
     conn = open_db(ctx.log)
     if conn is None:

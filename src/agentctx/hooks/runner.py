@@ -142,36 +142,71 @@ def _read_stdin(fd: int) -> tuple[str, Any]:
 
     Claude Code writes the payload and closes stdin; a writer that holds it open must not hold
     the hook: reading stops at end of file, at :data:`MAX_STDIN_BYTES`, at a pause in the input
-    once what arrived is a whole JSON document, or when the deadline passes.
+    once what arrived is a whole JSON document, or when the deadline passes. The usual case (the
+    payload there and stdin closed by the time the hook runs) is read without waiting and without
+    ``select``, a C module loaded on every prompt otherwise (ADR-017).
     """
-    import select
-
-    deadline = time.monotonic() + STDIN_SECONDS
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        left = deadline - time.monotonic()
-        if not select.select([fd], [], [], max(0.0, min(left, 0.05)))[0]:
-            # A pause: what arrived may be whole already (its writer keeps stdin open).
-            if chunks and chunks[-1].rstrip().endswith(b"}"):
-                parsed = _whole(b"".join(chunks))
-                if parsed is not None:
-                    return parsed
-            if left <= 0:
-                raise _Skip(f"stdin not closed within {STDIN_SECONDS:g} s")
-            continue
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > MAX_STDIN_BYTES:
-            raise _Skip(f"stdin over {MAX_STDIN_BYTES} bytes")
+    chunks, ended = _read_ready(fd)
+    if not ended:
+        _wait_and_read(fd, chunks)
     text = b"".join(chunks).decode("utf-8", "replace")
     try:
         return text, jsonio.loads(text)
     except ValueError as exc:
         raise _Skip(f"stdin is not JSON ({exc})") from None
+
+
+def _read_ready(fd: int) -> tuple[list[bytes], bool]:
+    """What stdin holds now, read without waiting, and whether its end was reached (False when
+    more may come, or when the descriptor cannot be read without blocking: the caller waits)."""
+    chunks: list[bytes] = []
+    try:
+        blocking = os.get_blocking(fd)
+        if blocking:
+            os.set_blocking(fd, False)
+    except OSError:
+        return chunks, False
+    size = 0
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                return chunks, False
+            if not chunk:
+                return chunks, True
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_STDIN_BYTES:
+                raise _Skip(f"stdin over {MAX_STDIN_BYTES} bytes")
+    finally:
+        if blocking:  # the descriptor is shared with the writer's side of the session: as it was
+            os.set_blocking(fd, True)
+
+
+def _wait_and_read(fd: int, chunks: list[bytes]) -> None:
+    """Read the rest of stdin into ``chunks`` as :func:`_read_stdin` says, waiting for it."""
+    import select
+
+    deadline = time.monotonic() + STDIN_SECONDS
+    size = sum(len(chunk) for chunk in chunks)
+    while True:
+        left = deadline - time.monotonic()
+        if not select.select([fd], [], [], max(0.0, min(left, 0.05)))[0]:
+            # A pause: what arrived may be whole already (its writer keeps stdin open).
+            whole = chunks and chunks[-1].rstrip().endswith(b"}")
+            if whole and _whole(b"".join(chunks)) is not None:
+                return
+            if left <= 0:
+                raise _Skip(f"stdin not closed within {STDIN_SECONDS:g} s")
+            continue
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_STDIN_BYTES:
+            raise _Skip(f"stdin over {MAX_STDIN_BYTES} bytes")
 
 
 def _whole(data: bytes) -> tuple[str, Any] | None:
