@@ -270,3 +270,18 @@ async def test_pool_and_capped_counts_rank_as_every_match_would(
         _full_ranking(terms, scope, 40)
     )
     assert len(found.hits) == min(40, ours)
+
+
+def test_specificity_is_remembered_with_the_tables_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prompt asks for its terms' specificity several times: the second answer comes from the
+    process's memory, equal to the table's (ADR-017), and the memory stays bounded."""
+    monkeypatch.setattr(search, "_specificity", {})
+    first = {term: search.specificity(term) for term in ("run", "the", "useauthstore")}
+    assert first["useauthstore"] == 1.0 and 0 < first["run"] < 1 and first["the"] < first["run"]
+    assert search._specificity == first
+    monkeypatch.setattr(search, "_specificity", {"run": 0.25})  # read from memory first
+    assert search.specificity("run") == 0.25
+    monkeypatch.setattr(search, "_specificity", {})
+    monkeypatch.setattr(search, "_SPECIFICITY_MAX", 1)
+    assert [search.specificity(t) for t in ("run", "the")] == [first["run"], first["the"]]
+    assert list(search._specificity) == ["run"]

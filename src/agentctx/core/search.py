@@ -469,14 +469,28 @@ def specificity(term: str) -> float:
 
     A small store makes every word look rare ("run" in 24 of 200 records); the background table
     says "run" is common wherever code is discussed. A word missing from it is fully specific.
+    Remembered per process: a prompt asks for each of its terms several times (the request for
+    meaning, the floor, the tiers), and a word missing from the table costs a scan of all of it.
     """
+    known = _specificity.get(term)
+    if known is not None:
+        return known
     from agentctx.core.background import TABLE
 
     at = TABLE.find("\n" + term + " ")
     if at < 0:
-        return 1.0
-    idf = float(TABLE[at + len(term) + 2 : TABLE.find("\n", at + 1)])
-    return min(1.0, idf / SPECIFIC_IDF) ** 2  # squared: "still" or "stack" are not the topic
+        value = 1.0
+    else:
+        idf = float(TABLE[at + len(term) + 2 : TABLE.find("\n", at + 1)])
+        value = min(1.0, idf / SPECIFIC_IDF) ** 2  # squared: "still" or "stack" are not the topic
+    if len(_specificity) < _SPECIFICITY_MAX:
+        _specificity[term] = value
+    return value
+
+
+#: :func:`specificity`'s memory (bounded: a long-lived process searches many words).
+_specificity: dict[str, float] = {}
+_SPECIFICITY_MAX = 50_000
 
 
 def content(terms: Iterable[str]) -> float:
