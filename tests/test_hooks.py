@@ -786,7 +786,12 @@ def test_a_closed_stdin_is_read_without_waiting_and_left_blocking() -> None:
         assert runner._read_ready(read_fd) == ([b'{"prompt": '], False)  # more may come
         assert os.get_blocking(read_fd)
         os.write(write_fd, b'{"prompt": ')
-        rest = threading.Timer(0.2, lambda: (os.write(write_fd, b'"grpc"}'), os.close(write_fd)))
+
+        def finish() -> None:
+            os.write(write_fd, b'"grpc"}')
+            os.close(write_fd)
+
+        rest = threading.Timer(0.2, finish)
         rest.start()
         assert runner._read_stdin(read_fd) == ('{"prompt": "grpc"}', {"prompt": "grpc"})
         rest.join()
