@@ -226,3 +226,31 @@ def test_the_debug_log_has_the_prompts_timings(project_dir: Path, agentctx_home:
     assert [
         step.split()[0] for step in line.split("timing ms: ")[1].split(" (")[0].split(", ")
     ] == ["ask", "keywords", "fused"]
+
+
+def test_a_store_written_between_prompts_is_not_reindexed_after_every_answer(
+    project_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change seen right after a rebuild waits REBUILD_SPACING times that rebuild's length (at
+    least REBUILD_GAP_MIN): captures write the store between most prompts, and a rebuild of a
+    large store is seconds of a core beside the hooks. Past the gap, the change is picked up."""
+    from agentctx.retrieval import hybrid
+
+    seed(project_dir, [{"type": "decision", "title": "Jobs run on arq", "body": "Celery went."}])
+    monkeypatch.setattr(lend, "REBUILD_GAP_MIN", 3600.0)
+    lender = lend.Lender(hybrid.QueryModel({"embeddings": False}), home.db_path())
+    try:
+        lender.refresh(wait=True)
+        first = lender.index
+        assert first is not None
+        seed(project_dir, [{"type": "bugfix", "title": "Login loop", "body": "Cookie path."}])
+        lender.refresh(wait=False)  # changed, but within the gap: nothing starts
+        assert lender.index is first and not lender._rebuilding
+        lender._next_build = 0.0  # the gap has passed
+        lender.refresh(wait=False)
+        deadline = time.monotonic() + 30
+        while lender.index is first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lender.index is not first
+    finally:
+        lender.close()

@@ -63,6 +63,13 @@ PREFILTER = 1_000
 #: The longest socket path (bytes): ``sun_path`` holds 108 on Linux, 104 on macOS, with its NUL.
 MAX_PATH = 107 if sys.platform.startswith("linux") else 103
 _BATCH = 2048
+#: After a rebuild, the next one in the background waits this many times its length (at least
+#: :data:`REBUILD_GAP_MIN` seconds): captures write the store between most prompts, and a rebuild
+#: after every answer took 7-11 s of a core at 100K records, beside the hooks. At most a tenth of
+#: a core goes to rebuilds; a record stays out of the meaning answers that long at most (the
+#: keyword path finds it meanwhile).
+REBUILD_SPACING = 10.0
+REBUILD_GAP_MIN = 1.0
 
 
 def socket_path(pid: int | None = None) -> str:
@@ -300,6 +307,8 @@ class Lender:
         self._conn: Any = None
         self._version: int | None = None
         self._rebuilding = False
+        #: ``time.monotonic()`` before which no rebuild starts in the background
+        self._next_build = 0.0
         self._lock = threading.Lock()
 
     def _connection(self) -> Any:
@@ -322,6 +331,8 @@ class Lender:
                 return
             if self._rebuilding:
                 return
+            if not wait and self.index is not None and time.monotonic() < self._next_build:
+                return  # changed, but rebuilt only a moment ago: a later answer rebuilds it
             self._rebuilding = True
             self._version = version
         if wait or self.index is None:
@@ -344,11 +355,9 @@ class Lender:
             finally:
                 conn.close()
             self.index = index
-            log.info(
-                "agentctx: vector index of %d records built in %.2f s",
-                len(index),
-                time.monotonic() - began,
-            )
+            took = time.monotonic() - began
+            self._next_build = time.monotonic() + max(REBUILD_GAP_MIN, REBUILD_SPACING * took)
+            log.info("agentctx: vector index of %d records built in %.2f s", len(index), took)
         except Exception as exc:  # the socket then answers without neighbours
             log.warning("agentctx: the vector index failed (%s: %s)", type(exc).__name__, exc)
         finally:
