@@ -21,7 +21,8 @@ The neighbours: the server holds the current records' vectors as int8 rows with 
 (:class:`VectorIndex`: 384 bytes a record, 38 MB at 100K; no float32 matrix) plus their sign bits.
 A small store is scanned exactly; a large one is narrowed first by the Hamming distance of the sign
 bits, then the :data:`PREFILTER` nearest are scored exactly. The index is rebuilt in the background
-when the store changes (``PRAGMA data_version``); meanwhile the old one answers.
+when the store changes (``PRAGMA data_version``), no sooner than :data:`REBUILD_SPACING` times the
+last rebuild's length after it; meanwhile the old one answers.
 """
 
 from __future__ import annotations
