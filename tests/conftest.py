@@ -20,6 +20,7 @@ in tests/security/test_import_validation.py checks it).
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -41,6 +42,14 @@ EXPLORE_FACTOR = 10
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get(PROFILE_ENV) or "ci")
+
+# The tests run as nox runs them, with their environment's ``bin`` (its ``agentctx`` command) first
+# on PATH, also when its pytest is started directly (``.nox/tests/bin/pytest``): what ``init``
+# registers depends on what PATH finds (ADR-016). Tests about a PATH without it say so
+# (tests/test_install_advice.py).
+_BIN = os.path.dirname(sys.executable)
+if os.environ.get("PATH", "").split(os.pathsep)[:1] != [_BIN]:
+    os.environ["PATH"] = os.pathsep.join([_BIN, os.environ.get("PATH", os.defpath)])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
