@@ -106,13 +106,36 @@ def payload(event: str, session_id: str, cwd: Path, **extra: Any) -> dict[str, A
     }
 
 
+#: Commands that end the process they run in or never return (the hook fast path, the MCP
+#: server, the dashboard) and the entry's own fast path (``--version``): always a subprocess.
+PROCESS_COMMANDS = frozenset({"hook", "mcp", "ui", "--version", "-V"})
+
+
+#: Set (to anything), every :func:`run_cli` is a subprocess, as before the in-process runner:
+#: to check that running the CLI in the test process hides nothing.
+CLI_PROCESS_ENV = "AGENTCTX_TESTS_CLI_PROCESS"
+
+
 def run_cli(
     *args: str,
     cwd: Path | str | None = None,
     input: str | None = None,
     env: dict[str, str] | None = None,
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real ``agentctx`` console entry point in a subprocess."""
+    """Run the real ``agentctx`` command line on ``args``; its exit code, stdout and stderr.
+
+    In this process by default (:func:`run_cli_here`): the CLI's own ``run`` with this ``cwd``,
+    environment and stdin, as ``python -m agentctx`` runs it, without paying a Python start and
+    the CLI's imports (~0.4 s of CPU) and, for a command that embeds, a model load (~1 s) per
+    call: the embedding model is loaded once per test process (``one_load_per_model``). In a
+    subprocess (``python -m agentctx``) when ``process`` is set (a test about the process
+    boundary: exit, signals, what it imports), for :data:`PROCESS_COMMANDS`, and when called
+    where this process's working folder and environment cannot be lent (a running event loop,
+    a thread other than the main one); every call when :data:`CLI_PROCESS_ENV` is set.
+    """
+    if not process and not _must_spawn(args) and not os.environ.get(CLI_PROCESS_ENV):
+        return run_cli_here(*args, cwd=cwd, input=input, env=env)
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "agentctx", *args],
@@ -123,6 +146,65 @@ def run_cli(
         text=True,
         timeout=120,
         check=False,
+    )
+
+
+def _must_spawn(args: tuple[str, ...]) -> bool:
+    import asyncio
+    import threading
+
+    if (
+        not args
+        or args[0] in PROCESS_COMMANDS
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        return True
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def run_cli_here(
+    *args: str,
+    cwd: Path | str | None = None,
+    input: str | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``agentctx.cli.run(args)`` in this process, as ``python -m agentctx`` would run it: in
+    ``cwd``, with ``env`` added to the environment, ``input`` (or nothing) on a stdin that is not
+    a terminal, stdout and stderr captured (with a ``buffer``, as a pipe's); the working folder,
+    environment, ``sys.argv`` and standard streams are restored after."""
+    import io
+
+    from agentctx import cli
+
+    main = str(Path(cli.__file__).resolve().parent.parent / "__main__.py")
+    saved = (os.getcwd(), dict(os.environ), sys.argv, sys.stdin, sys.stdout, sys.stderr)
+    out, err = io.BytesIO(), io.BytesIO()
+    stdout = io.TextIOWrapper(out, encoding="utf-8", newline="\n", write_through=True)
+    stderr = io.TextIOWrapper(err, encoding="utf-8", newline="\n", write_through=True)
+    stdin = io.TextIOWrapper(io.BytesIO((input or "").encode()), encoding="utf-8")
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        os.environ.update(env or {})
+        sys.argv = [main, *args]
+        sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+        code = cli.run(list(args))
+        stdout.flush()
+        stderr.flush()
+    finally:
+        os.chdir(saved[0])
+        os.environ.clear()
+        os.environ.update(saved[1])
+        sys.argv, sys.stdin, sys.stdout, sys.stderr = saved[2:]
+    return subprocess.CompletedProcess(
+        [sys.executable, "-m", "agentctx", *args],
+        code,
+        out.getvalue().decode("utf-8", "replace"),
+        err.getvalue().decode("utf-8", "replace"),
     )
 
 
