@@ -130,11 +130,12 @@ def run_cli(
     the CLI's imports (~0.4 s of CPU) and, for a command that embeds, a model load (~1 s) per
     call: the embedding model is loaded once per test process (``one_load_per_model``). In a
     subprocess (``python -m agentctx``) when ``process`` is set (a test about the process
-    boundary: exit, signals, what it imports), for :data:`PROCESS_COMMANDS`, and when called
+    boundary: exit, signals, what it imports), for :data:`PROCESS_COMMANDS`, with ``PYTHON*``
+    variables in ``env`` (they act on a new interpreter's start), and when called
     where this process's working folder and environment cannot be lent (a running event loop,
     a thread other than the main one); every call when :data:`CLI_PROCESS_ENV` is set.
     """
-    if not process and not _must_spawn(args) and not os.environ.get(CLI_PROCESS_ENV):
+    if not process and not _must_spawn(args, env) and not os.environ.get(CLI_PROCESS_ENV):
         return run_cli_here(*args, cwd=cwd, input=input, env=env)
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
@@ -149,20 +150,26 @@ def run_cli(
     )
 
 
-def _must_spawn(args: tuple[str, ...]) -> bool:
+def _must_spawn(args: tuple[str, ...], env: dict[str, str] | None) -> bool:
     import asyncio
     import threading
+
+    import sniffio
 
     if (
         not args
         or args[0] in PROCESS_COMMANDS
         or threading.current_thread() is not threading.main_thread()
+        or any(name.startswith("PYTHON") for name in env or {})  # read by a new interpreter
     ):
         return True
-    try:
+    try:  # what anyio.run asks: an event loop running here, or anyio's test runner holding one
         asyncio.get_running_loop()
     except RuntimeError:
-        return False
+        try:
+            sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            return False
     return True
 
 
@@ -174,14 +181,19 @@ def run_cli_here(
 ) -> subprocess.CompletedProcess[str]:
     """``agentctx.cli.run(args)`` in this process, as ``python -m agentctx`` would run it: in
     ``cwd``, with ``env`` added to the environment, ``input`` (or nothing) on a stdin that is not
-    a terminal, stdout and stderr captured (with a ``buffer``, as a pipe's); the working folder,
-    environment, ``sys.argv`` and standard streams are restored after."""
+    a terminal, stdout and stderr captured (with a ``buffer``, as a pipe's), warnings logged to
+    stderr (logging's last resort, as in a new process); the working folder, environment,
+    ``sys.argv``, standard streams and the root logger's handlers are restored after."""
     import io
+    import logging
 
     from agentctx import cli
 
     main = str(Path(cli.__file__).resolve().parent.parent / "__main__.py")
     saved = (os.getcwd(), dict(os.environ), sys.argv, sys.stdin, sys.stdout, sys.stderr)
+    # no handler on the root logger, as in a new process: warnings reach stderr through
+    # logging's last resort (pytest's capture handlers are put back after)
+    handlers = logging.root.handlers[:]
     out, err = io.BytesIO(), io.BytesIO()
     stdout = io.TextIOWrapper(out, encoding="utf-8", newline="\n", write_through=True)
     stderr = io.TextIOWrapper(err, encoding="utf-8", newline="\n", write_through=True)
@@ -192,10 +204,12 @@ def run_cli_here(
         os.environ.update(env or {})
         sys.argv = [main, *args]
         sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+        logging.root.handlers = []
         code = cli.run(list(args))
         stdout.flush()
         stderr.flush()
     finally:
+        logging.root.handlers = handlers
         os.chdir(saved[0])
         os.environ.clear()
         os.environ.update(saved[1])
