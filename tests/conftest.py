@@ -150,10 +150,13 @@ def minilm_fp32_dir(minilm_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def minilm_int8_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Its int8 variant (``embedding.int8``), derived once per test session
-    (:func:`tests.minilm.assemble_int8`); configured as :func:`tests.minilm.settings` says, it loads
-    as the variant."""
-    return minilm.assemble_int8(tmp_path_factory.mktemp("minilm-int8") / "int8")
+    """Its int8 variant (``embedding.int8``), derived once per test run
+    (:func:`tests.minilm.assemble_int8`, :func:`shared_folder`); configured as
+    :func:`tests.minilm.settings` says, it loads as the variant."""
+    shared = helpers.shared_folder(
+        tmp_path_factory, "minilm-int8", lambda f: minilm.assemble_int8(f / "int8")
+    )
+    return shared / "int8"
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,9 @@ from agentctx.records import NewRecord
 from agentctx.store import Store
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
+    import pytest
     from mcp import StdioServerParameters
 
 #: The JSON-RPC ``initialize`` request a raw MCP client sends first.
@@ -292,3 +294,29 @@ async def add_texts(
         )
         ids.append(record.id)
     return ids
+
+
+def shared_folder(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]
+) -> Path:
+    """A folder that ``make`` fills once per test run, shared by every xdist worker.
+
+    For the models derived from MiniLM (seconds of CPU each): under xdist the workers' temporary
+    folders share a parent, where the first worker to ask makes the folder under a lock and the
+    others wait for it and reuse it; in one process it is made in the run's own temporary folder.
+    A folder is used only once ``make`` returned (its ``.done`` marker).
+    """
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder = root / f"shared-{name}"
+    with open(root / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".done").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a worker that died while making it
+            folder.mkdir()
+            make(folder)
+            (folder / ".done").touch()
+    return folder

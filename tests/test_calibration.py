@@ -21,7 +21,7 @@ from agentctx.embeddings.thresholds import Thresholds
 from agentctx.records import Record
 from agentctx.retrieval import hybrid
 from agentctx.store import SearchQuery, Store
-from tests import minilm
+from tests import helpers, minilm
 from tests.helpers import new_record
 
 #: Length of the vector :func:`tests.minilm.shift` adds to every token vector: unrelated texts come
@@ -39,7 +39,9 @@ MEASURED = Thresholds(
 
 @pytest.fixture(scope="module")
 def shifted_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return minilm.shift(tmp_path_factory.mktemp("minilm-shifted"), SHIFT)
+    return helpers.shared_folder(
+        tmp_path_factory, "minilm-shifted", lambda f: minilm.shift(f, SHIFT)
+    )
 
 
 @pytest.fixture(scope="module")
