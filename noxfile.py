@@ -82,7 +82,10 @@ def typecheck(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The fast tests: all not marked ``slow``, ``browser`` or ``e2e`` (pyproject's addopts).
 
-    On every core (pytest-xdist); ``nox -s tests -- -n 0`` runs them in one process.
+    On every core (pytest-xdist); ``nox -s tests -- -n 0`` runs them in one process. Most CLI
+    tests run the real CLI in the test process (``tests.helpers.run_cli``);
+    ``AGENTCTX_TESTS_CLI_PROCESS=1 nox -s tests`` runs each of those calls as a subprocess
+    instead (docs/development.md, "The developer's loop").
     """
     install_tests(session)
     session.run("pytest", "-n", "auto", *session.posargs)

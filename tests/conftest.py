@@ -20,6 +20,7 @@ in tests/security/test_import_validation.py checks it).
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -41,6 +42,14 @@ EXPLORE_FACTOR = 10
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get(PROFILE_ENV) or "ci")
+
+# The tests run as nox runs them, with their environment's ``bin`` (its ``agentctx`` command) first
+# on PATH, also when its pytest is started directly (``.nox/tests/bin/pytest``): what ``init``
+# registers depends on what PATH finds (ADR-016). Tests about a PATH without it say so
+# (tests/test_install_advice.py).
+_BIN = os.path.dirname(sys.executable)
+if os.environ.get("PATH", "").split(os.pathsep)[:1] != [_BIN]:
+    os.environ["PATH"] = os.pathsep.join([_BIN, os.environ.get("PATH", os.defpath)])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -141,10 +150,13 @@ def minilm_fp32_dir(minilm_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def minilm_int8_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Its int8 variant (``embedding.int8``), derived once per test session
-    (:func:`tests.minilm.assemble_int8`); configured as :func:`tests.minilm.settings` says, it loads
-    as the variant."""
-    return minilm.assemble_int8(tmp_path_factory.mktemp("minilm-int8") / "int8")
+    """Its int8 variant (``embedding.int8``), derived once per test run
+    (:func:`tests.minilm.assemble_int8`, :func:`shared_folder`); configured as
+    :func:`tests.minilm.settings` says, it loads as the variant."""
+    shared = helpers.shared_folder(
+        tmp_path_factory, "minilm-int8", lambda f: minilm.assemble_int8(f / "int8")
+    )
+    return shared / "int8"
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,9 @@ from agentctx.records import NewRecord
 from agentctx.store import Store
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
+    import pytest
     from mcp import StdioServerParameters
 
 #: The JSON-RPC ``initialize`` request a raw MCP client sends first.
@@ -106,13 +108,37 @@ def payload(event: str, session_id: str, cwd: Path, **extra: Any) -> dict[str, A
     }
 
 
+#: Commands that end the process they run in or never return (the hook fast path, the MCP
+#: server, the dashboard) and the entry's own fast path (``--version``): always a subprocess.
+PROCESS_COMMANDS = frozenset({"hook", "mcp", "ui", "--version", "-V"})
+
+
+#: Set (to anything), every :func:`run_cli` is a subprocess, as before the in-process runner:
+#: to check that running the CLI in the test process hides nothing.
+CLI_PROCESS_ENV = "AGENTCTX_TESTS_CLI_PROCESS"
+
+
 def run_cli(
     *args: str,
     cwd: Path | str | None = None,
     input: str | None = None,
     env: dict[str, str] | None = None,
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real ``agentctx`` console entry point in a subprocess."""
+    """Run the real ``agentctx`` command line on ``args``; its exit code, stdout and stderr.
+
+    In this process by default (:func:`run_cli_here`): the CLI's own ``run`` with this ``cwd``,
+    environment and stdin, as ``python -m agentctx`` runs it, without paying a Python start and
+    the CLI's imports (~0.4 s of CPU) and, for a command that embeds, a model load (~1 s) per
+    call: the embedding model is loaded once per test process (``one_load_per_model``). In a
+    subprocess (``python -m agentctx``) when ``process`` is set (a test about the process
+    boundary: exit, signals, what it imports), for :data:`PROCESS_COMMANDS`, with ``PYTHON*``
+    variables in ``env`` (they act on a new interpreter's start), and when called
+    where this process's working folder and environment cannot be lent (a running event loop,
+    a thread other than the main one); every call when :data:`CLI_PROCESS_ENV` is set.
+    """
+    if not process and not _must_spawn(args, env) and not os.environ.get(CLI_PROCESS_ENV):
+        return run_cli_here(*args, cwd=cwd, input=input, env=env)
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "agentctx", *args],
@@ -123,6 +149,78 @@ def run_cli(
         text=True,
         timeout=120,
         check=False,
+    )
+
+
+def _must_spawn(args: tuple[str, ...], env: dict[str, str] | None) -> bool:
+    import asyncio
+    import threading
+
+    import sniffio
+
+    if (
+        not args
+        or args[0] in PROCESS_COMMANDS
+        or threading.current_thread() is not threading.main_thread()
+        or any(name.startswith("PYTHON") for name in env or {})  # read by a new interpreter
+    ):
+        return True
+    try:  # what anyio.run asks: an event loop running here, or anyio's test runner holding one
+        asyncio.get_running_loop()
+    except RuntimeError:
+        try:
+            sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            return False
+    return True
+
+
+def run_cli_here(
+    *args: str,
+    cwd: Path | str | None = None,
+    input: str | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``agentctx.cli.run(args)`` in this process, as ``python -m agentctx`` would run it: in
+    ``cwd``, with ``env`` added to the environment, ``input`` (or nothing) on a stdin that is not
+    a terminal, stdout and stderr captured (with a ``buffer``, as a pipe's), warnings logged to
+    stderr (logging's last resort, as in a new process); the working folder, environment,
+    ``sys.argv``, standard streams and the root logger's handlers are restored after."""
+    import io
+    import logging
+
+    from agentctx import cli
+
+    main = str(Path(cli.__file__).resolve().parent.parent / "__main__.py")
+    saved = (os.getcwd(), dict(os.environ), sys.argv, sys.stdin, sys.stdout, sys.stderr)
+    # no handler on the root logger, as in a new process: warnings reach stderr through
+    # logging's last resort (pytest's capture handlers are put back after)
+    handlers = logging.root.handlers[:]
+    out, err = io.BytesIO(), io.BytesIO()
+    stdout = io.TextIOWrapper(out, encoding="utf-8", newline="\n", write_through=True)
+    stderr = io.TextIOWrapper(err, encoding="utf-8", newline="\n", write_through=True)
+    stdin = io.TextIOWrapper(io.BytesIO((input or "").encode()), encoding="utf-8")
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        os.environ.update(env or {})
+        sys.argv = [main, *args]
+        sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+        logging.root.handlers = []
+        code = cli.run(list(args))
+        stdout.flush()
+        stderr.flush()
+    finally:
+        logging.root.handlers = handlers
+        os.chdir(saved[0])
+        os.environ.clear()
+        os.environ.update(saved[1])
+        sys.argv, sys.stdin, sys.stdout, sys.stderr = saved[2:]
+    return subprocess.CompletedProcess(
+        [sys.executable, "-m", "agentctx", *args],
+        code,
+        out.getvalue().decode("utf-8", "replace"),
+        err.getvalue().decode("utf-8", "replace"),
     )
 
 
@@ -196,3 +294,29 @@ async def add_texts(
         )
         ids.append(record.id)
     return ids
+
+
+def shared_folder(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]
+) -> Path:
+    """A folder that ``make`` fills once per test run, shared by every xdist worker.
+
+    For the models derived from MiniLM (seconds of CPU each): under xdist the workers' temporary
+    folders share a parent, where the first worker to ask makes the folder under a lock and the
+    others wait for it and reuse it; in one process it is made in the run's own temporary folder.
+    A folder is used only once ``make`` returned (its ``.done`` marker).
+    """
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder = root / f"shared-{name}"
+    with open(root / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".done").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a worker that died while making it
+            folder.mkdir()
+            make(folder)
+            (folder / ".done").touch()
+    return folder

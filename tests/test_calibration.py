@@ -21,7 +21,7 @@ from agentctx.embeddings.thresholds import Thresholds
 from agentctx.records import Record
 from agentctx.retrieval import hybrid
 from agentctx.store import SearchQuery, Store
-from tests import minilm
+from tests import helpers, minilm
 from tests.helpers import new_record
 
 #: Length of the vector :func:`tests.minilm.shift` adds to every token vector: unrelated texts come
@@ -39,7 +39,9 @@ MEASURED = Thresholds(
 
 @pytest.fixture(scope="module")
 def shifted_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return minilm.shift(tmp_path_factory.mktemp("minilm-shifted"), SHIFT)
+    return helpers.shared_folder(
+        tmp_path_factory, "minilm-shifted", lambda f: minilm.shift(f, SHIFT)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +191,9 @@ def test_calibrating_minilm_reproduces_its_measured_thresholds(
         assert abs(derived[name] - value) <= calibrate.MINILM_TOLERANCE, (name, derived[name])
 
 
-def test_calibrate_embeds_the_set_in_one_call(embedder: models.Embedder) -> None:
+def test_calibrate_embeds_the_set_in_one_call(
+    embedder: models.Embedder, minilm_cosines: calibrate.Cosines
+) -> None:
     calls: list[int] = []
 
     class Counting(models.Embedder):
@@ -199,16 +203,16 @@ def test_calibrate_embeds_the_set_in_one_call(embedder: models.Embedder) -> None
 
     counting = Counting(embedder.model, embedder.name)
     calls.clear()  # the constructor's dimension probe
-    assert calibrate.calibrate(counting) == calibrate.derive(calibrate.cosines(embedder))
+    assert calibrate.calibrate(counting) == calibrate.derive(minilm_cosines)
     assert len(calls) == 1 and calls[0] > 300
 
 
 def test_a_model_with_minilms_cosines_gets_minilms_calibration(
-    tmp_path: Path, minilm_cosines: calibrate.Cosines
+    tmp_path_factory: pytest.TempPathFactory, minilm_cosines: calibrate.Cosines
 ) -> None:
     """The model-change tests' second model (MiniLM projected to 768 dimensions: the same cosines
     in another space) calibrates as MiniLM does."""
-    folder = minilm.derive(tmp_path / "minilm-768", 768)
+    folder = helpers.shared_folder(tmp_path_factory, "minilm-768", lambda f: minilm.derive(f, 768))
     settings = {
         "embeddings": True,
         "embedding.model": minilm.derived_name(768),

@@ -26,7 +26,7 @@ from agentctx.core.vectors import ModelMismatchError
 from agentctx.embeddings import models, reembed, thresholds, vecstore
 from agentctx.retrieval import hybrid
 from agentctx.store import SearchQuery, Store
-from tests import minilm
+from tests import helpers, minilm
 from tests.helpers import (
     COLUMNS_BEFORE_0008,
     INSERT_BEFORE_0008,
@@ -56,13 +56,13 @@ QUERY = "which protocol do the internal services use?"
 @pytest.fixture(scope="session")
 def wide_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """MiniLM projected to 768 dimensions: a second model of another dimension."""
-    return minilm.derive(tmp_path_factory.mktemp("minilm-768"), 768)
+    return helpers.shared_folder(tmp_path_factory, "minilm-768", lambda f: minilm.derive(f, 768))
 
 
 @pytest.fixture(scope="session")
 def rotated_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """MiniLM rotated in 384 dimensions: a second model of the same dimension."""
-    return minilm.derive(tmp_path_factory.mktemp("minilm-384"), 384)
+    return helpers.shared_folder(tmp_path_factory, "minilm-384", lambda f: minilm.derive(f, 384))
 
 
 def _settings(name: str, folder: Path) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import copy
 import os
 import shutil
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -68,14 +69,15 @@ def path_advice() -> str:
     """How to put the running ``agentctx`` on PATH, as a line for ``~/.profile``.
 
     Run through its own command (a tool install's link in ``~/.local/bin``): that folder. Run
-    another way (``python -m agentctx`` in some environment): its interpreter's folder, and the
-    advice to install it as a tool.
+    as ``python -m agentctx`` where its installation made the command (:func:`console_script`):
+    that command's folder. Otherwise: its interpreter's folder, and the advice to install it as a
+    tool.
     """
     arg0 = sys.argv[0] if sys.argv else ""
-    launcher = os.path.basename(arg0) == "agentctx"
-    folder = os.path.dirname(os.path.abspath(arg0) if launcher else sys.executable)
+    command = os.path.abspath(arg0) if os.path.basename(arg0) == "agentctx" else console_script()
+    folder = os.path.dirname(command or sys.executable)
     line = f'add {folder} to PATH (`export PATH="{folder}:$PATH"` in ~/.profile, then a new shell)'
-    return line if launcher else f"{line}, or {INSTALL_ADVICE}"
+    return line if command else f"{line}, or {INSTALL_ADVICE}"
 
 
 def which_agentctx() -> str | None:
@@ -83,13 +85,38 @@ def which_agentctx() -> str | None:
     return shutil.which("agentctx")
 
 
+def console_script() -> str | None:
+    """The ``agentctx`` command that this agentctx's installation made, for ``python -m agentctx``:
+    the one beside the interpreter (a virtual environment's or a tool install's ``bin/``), else,
+    when agentctx is installed in the user's site-packages (``pip install --user``), the one in
+    the user's scripts folder (``~/.local/bin``); None when neither is an executable file.
+    """
+    folders = [os.path.dirname(sys.executable)] if sys.executable else []
+    if _in_user_site():
+        folders.append(sysconfig.get_path("scripts", f"{os.name}_user"))
+    for folder in folders:
+        path = os.path.join(folder, "agentctx")
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _in_user_site() -> bool:
+    import site
+
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
+    return bool(user_site) and os.path.abspath(__file__).startswith(os.path.join(user_site, ""))
+
+
 def launcher() -> str | None:
-    """The ``agentctx`` console script running now, absolute with its links resolved; None when
-    agentctx runs another way (``python -m agentctx``)."""
+    """The ``agentctx`` console script of the agentctx running now, absolute with its links
+    resolved: the one running (``agentctx …``), or, run as ``python -m agentctx``, the one its
+    installation made (:func:`console_script`); None when there is none."""
     arg0 = sys.argv[0] if sys.argv else ""
-    if os.path.basename(arg0) != "agentctx":
+    found = arg0 if os.path.basename(arg0) == "agentctx" else console_script()
+    if found is None:
         return None
-    path = os.path.realpath(arg0)
+    path = os.path.realpath(found)
     return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
 
 
@@ -98,8 +125,9 @@ def program(*, project: bool = False) -> str:
     this same agentctx, else this console script's absolute path.
 
     A project's files (``.claude/settings.json``, ``.mcp.json``) are shared by a team, so they
-    always name ``agentctx``: one machine's path would break everyone else's. Run other than
-    through its console script, agentctx knows no path to give: ``agentctx`` too.
+    always name ``agentctx``: one machine's path would break everyone else's. Run as ``python -m
+    agentctx``, the console script its installation made (:func:`console_script`) stands in for
+    it; with none, agentctx knows no command to give: ``agentctx`` too (``init`` warns).
     """
     own = launcher()
     if project or own is None:
