@@ -60,6 +60,9 @@ DEBUG_ENV = "AGENTCTX_DEBUG"
 #: scan of 9,000 int8 rows took 36 ms under load, the narrowing 0.4 ms, same neighbours).
 EXACT_MAX = 2_000
 PREFILTER = 1_000
+#: The prompt's cosine spread (:meth:`VectorIndex.spread`) is read from at most this many rows of
+#: the scope, evenly spaced: enough for a mean and a deviation to about 0.01.
+SPREAD_ROWS = 512
 #: The longest socket path (bytes): ``sun_path`` holds 108 on Linux, 104 on macOS, with its NUL.
 MAX_PATH = 107 if sys.platform.startswith("linux") else 103
 _BATCH = 2048
@@ -291,7 +294,7 @@ class VectorIndex:
 
     def spread(self, vector: NDArray[np.float32], project_id: str) -> tuple[float, float] | None:
         """The mean and standard deviation of the cosines of ``vector`` to the project's and the
-        global records (at most :data:`EXACT_MAX` of them, evenly spaced, when there are more):
+        global records (at most :data:`SPREAD_ROWS` of them, evenly spaced, when there are more):
         the prompt's own scale, against which the tiers read a cosine. None without rows."""
         if not self.ids:
             return None
@@ -303,7 +306,7 @@ class VectorIndex:
         count = len(self.ids) if rows is None else rows.size
         if count < 2:
             return None
-        picked = np.linspace(0, count - 1, min(count, EXACT_MAX)).astype(np.intp)
+        picked = np.linspace(0, count - 1, min(count, SPREAD_ROWS)).astype(np.intp)
         if rows is not None:
             picked = rows[picked]
         scores = (self.rows[picked].astype(np.float32) @ query) * self.scales[picked]
