@@ -6,13 +6,16 @@ Builds the eval's store from the **tuning** projects and the global preferences 
 project), starts a real ``agentctx mcp`` that lends its model, and for every prompt collects once
 what the hook's rules read: the keyword candidates that pass the floor (with their relevance) and
 the nearest records by meaning the server names (with their cosines, filtered by the core's own
-scope rules), with the records' cues and without them. Then, in memory, with the core's own
+scope rules, and the spread of the prompt's cosines the server sends with them), with the records'
+cues and without them; it also keeps :data:`WIDE` neighbours and the keyword candidates without a
+floor, for experiments. ``--cache DIR`` keeps all that, so that a sweep needs no server. Then, in memory, with the core's own
 :func:`agentctx.core.tiers.signals` and :func:`~agentctx.core.tiers.tier` and the hook's renderer
 (so tokens are the hook's): the shipped rules' figures; ``--fit`` refits the evidence's weights (a
 logistic regression of "this candidate answers the prompt" on its signals) and chooses the two
 scores on every tuning project; ``--leave-one-out`` does the same on all projects but one and
 measures that one, for each project (the honest estimate before a held-out run); and a sweep of the
-two scores with the shipped weights.
+two scores with the shipped weights. The signals are whatever :func:`agentctx.core.tiers.signals`
+returns and :data:`agentctx.core.tiers.WEIGHTS` names: a new signal needs no change here.
 """
 
 from __future__ import annotations
