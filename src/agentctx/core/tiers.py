@@ -60,8 +60,8 @@ LINE = "line"
 NONE = "none"
 #: The prompt's cosine scale when the server sends none (a server of before): the mean and the
 #: standard deviation of a prompt's cosines to a store's records, typical of all-MiniLM-L6-v2, the
-#: default model (the precision eval's tuning stores: means 0.07-0.15, deviations 0.07-0.13, per
-#: prompt; docs/retrieval.md, "Tiers, third round").
+#: default model (the precision eval's nine tuning stores: per project, the median over its prompts
+#: of the mean 0.07-0.15 and of the deviation 0.07-0.13; docs/retrieval.md, "Tiers, third round").
 DEFAULT_SPREAD = (0.10, 0.10)
 #: A cosine's distance above the prompt's mean counts in units of this many deviations.
 Z_UNIT = 4.0
@@ -72,7 +72,8 @@ CONTENT_TERM = 0.5
 MIN_CONTENT_TERMS = 2
 #: The prompt's content (:func:`agentctx.core.search.content`) counts up to this much.
 CONTENT_CAP = 4.0
-#: The evidence's weights (docs/retrieval.md, "Tiers"): a logistic fit on the tuning part, rounded.
+#: The evidence's weights (docs/retrieval.md, "Tiers, third round"): a logistic fit on the tuning
+#: part (nine projects, with and without cues), rounded.
 WEIGHTS = {
     "bias": -3.2,
     "keyword": 0.7,
@@ -139,9 +140,9 @@ def signals(
 
     Cosines count on the prompt's own scale, never as absolute values: how many deviations above
     the prompt's mean cosine to the store (``cosine_z``, over :data:`Z_UNIT`), and how many above
-    the next candidate (``margin_z``). A prompt worded
-    far from the records' words lowers every cosine, the answer's and the others' alike; the
-    distance from the rest does not move as much (docs/retrieval.md, "Tiers, third round")."""
+    the next candidate (``margin_z``). A prompt worded far from the records' words lowers every
+    cosine, the answer's and the others' alike; the distance from the rest does not move as much
+    (docs/retrieval.md, "Tiers, third round")."""
     mean, deviation = getattr(neighbours, "spread", None) or DEFAULT_SPREAD
     deviation = max(deviation, 0.01)
     full = len(neighbours) >= meaning.NEIGHBOURS
