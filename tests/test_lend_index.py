@@ -112,6 +112,31 @@ def test_the_prefilter_finds_what_an_exact_scan_finds_within_the_scope(
     assert only.nearest(vectors[0], "p1", 5) == []
 
 
+def test_the_spread_is_the_prompts_cosines_to_the_records_in_scope() -> None:
+    """The mean and deviation of the query's cosines to the project's and the global records (the
+    tiers' scale): exact on a small scope, from evenly spaced rows on a large one."""
+    rng = np.random.default_rng(7)
+    vectors = clustered(6_000, rng)
+    owners = ["p1" if i % 3 == 0 else "p2" if i % 3 == 1 else GLOBAL_PROJECT_ID
+              for i in range(len(vectors))]  # fmt: skip
+    index = index_of(vectors, owners)
+    query = vectors[5] + rng.normal(0, 0.3, size=DIMS).astype(np.float32)
+    scores = vectors @ (query / np.linalg.norm(query))
+    for project in ("p1", "p2"):
+        scope = np.array([p in (project, GLOBAL_PROJECT_ID) for p in owners])
+        found = index.spread(query, project)
+        assert found is not None
+        assert abs(found[0] - float(scores[scope].mean())) < 0.01
+        assert abs(found[1] - float(scores[scope].std())) < 0.01
+    small = index_of(vectors[:300], owners[:300])
+    mean, sd = small.spread(query, "p1") or (0.0, 0.0)
+    scope = np.array([p in ("p1", GLOBAL_PROJECT_ID) for p in owners[:300]])
+    assert abs(mean - float(scores[:300][scope].mean())) < 0.005  # int8 rows: near, not equal
+    assert abs(sd - float(scores[:300][scope].std())) < 0.005
+    assert index_of(vectors[:1], owners[:1]).spread(query, "p1") is None  # one row: no spread
+    assert index.spread(query[:10], "p1") is None  # another model's size
+
+
 def test_every_project_in_scope_skips_the_row_selection(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(3)
     vectors = clustered(2500, rng)

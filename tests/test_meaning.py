@@ -315,7 +315,13 @@ def test_protocol_lines_are_bounded_and_checked() -> None:
         with pytest.raises((ValueError, UnicodeDecodeError)):
             meaning.parse_request(bad)
     state, hits = meaning.parse_answer(meaning.answer_line("ready", "m", [("a", 0.5)]))
-    assert (state, hits) == ("ready", [("a", 0.5)])
+    assert (state, hits, hits.spread) == ("ready", [("a", 0.5)], None)
+    line = meaning.answer_line("ready", "m", [("a", 0.5)], (0.123456, 0.0789))
+    assert meaning.parse_answer(line)[1].spread == (0.1235, 0.0789)
+    for spread in ("[0.1]", "[0.1, 0]", "[0.1, -0.2]", '["a", 0.1]', "[5, 0.1]", "[true, 0.1]"):
+        odd = f'{{"v": 1, "state": "ready", "hits": [["a", 0.5]], "spread": {spread}}}'
+        state, hits = meaning.parse_answer(odd.encode())
+        assert hits == [("a", 0.5)] and hits.spread is None  # dropped, the hits still used
     with pytest.raises(ValueError, match="not \\[id, cosine\\]"):
         meaning.parse_answer(b'{"v": 1, "state": "ready", "hits": [["a", true]]}')
 
@@ -414,31 +420,47 @@ def test_tier_rules() -> None:
         assert tiers.tier(c, meaning=True)[0] == expected
 
 
+def candidates(*spec: tuple[int | None, float | None, float | None]) -> list[tiers.Candidate]:
+    """Candidates from ``(keyword rank, relevance, cosine)``, ids R0, R1, ..."""
+    found = []
+    for i, (rank, relevance, cos) in enumerate(spec):
+        c = tiers.Candidate({"id": f"R{i}"})
+        c.keyword_rank, c.relevance, c.cosine = rank, relevance, cos
+        found.append(c)
+    return found
+
+
+def spread_list(
+    pairs: list[tuple[str, float]], spread: tuple[float, float] | None
+) -> meaning.Neighbours:
+    found = meaning.Neighbours(pairs)
+    found.spread = spread
+    return found
+
+
 def test_evidence_signals() -> None:
-    """The evidence's signals: the cosine on the model's scale, the margin over the next candidate,
-    keyword relevance only for a prompt of two content words or more, a keyword match not among a
-    full neighbour list counted at the list's lowest cosine."""
-
-    def candidates(*spec: tuple[int | None, float | None, float | None]) -> list[tiers.Candidate]:
-        found = []
-        for i, (rank, relevance, cos) in enumerate(spec):
-            c = tiers.Candidate({"id": f"R{i}"})
-            c.keyword_rank, c.relevance, c.cosine = rank, relevance, cos
-            found.append(c)
-        return found
-
+    """The evidence's signals: the cosine in deviations above the prompt's mean cosine, the margin
+    over the next candidate in deviations, keyword relevance only for a prompt of two content words
+    or more, a keyword match not among a full neighbour list counted at the list's lowest cosine."""
     terms = ["invoice", "rounding", "vat"]
     full = [(f"N{i}", 0.6 - i * 0.02) for i in range(meaning.NEIGHBOURS)]
     cands = candidates((1, 1.0, None), (None, None, 0.6))
-    first, second = tiers.signals(cands, terms, [("R1", 0.6), *full[1:]])
+    mean, sd = 0.1, 0.08
+    first, second = tiers.signals(cands, terms, spread_list([("R1", 0.6), *full[1:]], (mean, sd)))
     lowest = full[-1][1]
-    scale = tiers.COSINE_STRONG - tiers.COSINE_FLOOR
-    assert first["cosine"] == pytest.approx((lowest - tiers.COSINE_FLOOR) / scale)
-    assert second["cosine"] == pytest.approx(1.2) and second["relevance"] == 0.0
-    assert second["cosine_margin"] == pytest.approx((0.6 - lowest) / scale)
+    assert first["cosine_z"] == pytest.approx((lowest - mean) / sd / tiers.Z_UNIT)
+    assert second["cosine_z"] == pytest.approx((0.6 - mean) / sd / tiers.Z_UNIT)
+    assert second["relevance"] == 0.0
+    assert second["margin_z"] == pytest.approx((0.6 - lowest) / sd)
     assert first["relevance"] == 1.0 and first["relevance_margin"] == 1.0
-    # a partial list bounds nothing: an unknown cosine counts as 0
-    assert tiers.signals(cands, terms, [("R1", 0.6)])[0]["cosine"] == pytest.approx(-1.2)
+    # a partial list bounds nothing: an unknown cosine counts at the prompt's mean
+    assert tiers.signals(cands, terms, spread_list([("R1", 0.6)], (mean, sd)))[0][
+        "cosine_z"
+    ] == pytest.approx(0.0)
+    # no spread sent (a server of before): the default scale
+    plain = tiers.signals(cands, terms, [("R1", 0.6)])[1]
+    default_mean, default_sd = tiers.DEFAULT_SPREAD
+    assert plain["cosine_z"] == pytest.approx((0.6 - default_mean) / default_sd / tiers.Z_UNIT)
     # one content word ("ok flash it"): every record holding it matches every word; no relevance
     single = tiers.signals(candidates((1, 1.0, 0.2)), ["flash"], [])[0]
     assert single["relevance"] == 0.0 and single["relevance_content"] == 0.0
@@ -456,25 +478,52 @@ def test_evidence_signals() -> None:
     assert (strong[0].evidence or 0) > (weak[0].evidence or 0)
 
 
+def test_the_evidence_reads_cosines_on_the_prompts_own_scale() -> None:
+    """A prompt worded far from the records' words lowers every cosine: the answer's, the other
+    candidates' and the store's mean alike. The evidence does not move with such a shift (the
+    absolute scale of the second round's rule did), and a record that stands out from the rest
+    of the store gets more evidence than one that does not, at the same cosine."""
+    terms = ["invoice", "rounding", "vat"]
+    spec = ((1, 0.7, 0.55), (2, 0.5, 0.4), (None, None, 0.35))
+    near = [("R0", 0.55), ("R1", 0.4), ("R2", 0.35)]
+    close, far = candidates(*spec), candidates(*spec)
+    for c in far:
+        c.cosine = (c.cosine or 0.0) - 0.15
+    tiers.evidence(close, terms, spread_list(near, (0.12, 0.1)))
+    tiers.evidence(far, terms, spread_list([(r, c - 0.15) for r, c in near], (-0.03, 0.1)))
+    for a, b in zip(close, far, strict=True):
+        assert a.evidence == pytest.approx(b.evidence)
+    # the same cosine, in a store it stands out from (narrow spread) or not (wide spread)
+    narrow, wide = candidates((None, None, 0.45)), candidates((None, None, 0.45))
+    tiers.evidence(narrow, terms, spread_list([("R0", 0.45)], (0.1, 0.05)))
+    tiers.evidence(wide, terms, spread_list([("R0", 0.45)], (0.1, 0.15)))
+    assert (narrow[0].evidence or 0) > (wide[0].evidence or 0)
+
+
 def test_render_tiers_and_explain(project_dir: Path) -> None:
     ids = seed(project_dir, RECORDS)
     pid = identify(str(project_dir)).project_id
     prompt = "is the login loop fixed in safari too"
-    close = 0.95  # found by meaning alone, very close
-    between = line_cosine(project_dir, prompt, ids[2], ((ids[0], close),))
+    close = 0.95  # found by meaning alone, far closer than the rest of the store
+    between = line_cosine(project_dir, prompt, ids[2])
 
-    async def go() -> dict[str, Any]:
-        async with await Store.open() as store:
-            neighbours = [(ids[0], close), (ids[2], between)]
-            return await store.run(explain(prompt, pid, 0.3, (), neighbours))
+    def report_for(neighbours: list[tuple[str, float]]) -> dict[str, Any]:
+        async def go() -> dict[str, Any]:
+            async with await Store.open() as store:
+                return await store.run(explain(prompt, pid, 0.3, (), neighbours))
 
-    report = anyio.run(go)
+        return anyio.run(go)
+
+    report = report_for([(ids[0], close)])
     assert report["meaning"] is True
-    assert report["injected"] == [ids[0]] and report["lines"] == [ids[2]]
+    assert report["injected"][:1] == [ids[0]]
     by_id = {c["id"]: c for c in report["candidates"]}
     assert by_id[ids[0]]["tier"] == "whole" and by_id[ids[0]]["cosine"] == close
     assert by_id[ids[0]]["verdict"].startswith("injected whole: strong evidence")
     assert by_id[ids[0]]["relevance"] == 0.0  # found by meaning alone
+    report = report_for([(ids[2], between)])
+    assert report["lines"] == [ids[2]] and ids[0] not in report["injected"]
+    by_id = {c["id"]: c for c in report["candidates"]}
     assert by_id[ids[2]]["tier"] == "line" and by_id[ids[2]]["relevance"] > 0.3
     assert by_id[ids[2]]["verdict"].startswith("offered as a line: possible match")
     row = {"id": ids[0], "type": "decision", "title": "T #x", "valid_from": "2020-01-01T00:00:00Z",

@@ -6,13 +6,16 @@ Builds the eval's store from the **tuning** projects and the global preferences 
 project), starts a real ``agentctx mcp`` that lends its model, and for every prompt collects once
 what the hook's rules read: the keyword candidates that pass the floor (with their relevance) and
 the nearest records by meaning the server names (with their cosines, filtered by the core's own
-scope rules), with the records' cues and without them. Then, in memory, with the core's own
+scope rules, and the spread of the prompt's cosines the server sends with them), with the records'
+cues and without them; it also keeps :data:`WIDE` neighbours and the keyword candidates without a
+floor, for experiments. ``--cache DIR`` keeps all that, so that a sweep needs no server. Then, in memory, with the core's own
 :func:`agentctx.core.tiers.signals` and :func:`~agentctx.core.tiers.tier` and the hook's renderer
 (so tokens are the hook's): the shipped rules' figures; ``--fit`` refits the evidence's weights (a
 logistic regression of "this candidate answers the prompt" on its signals) and chooses the two
 scores on every tuning project; ``--leave-one-out`` does the same on all projects but one and
 measures that one, for each project (the honest estimate before a held-out run); and a sweep of the
-two scores with the shipped weights.
+two scores with the shipped weights. The signals are whatever :func:`agentctx.core.tiers.signals`
+returns and :data:`agentctx.core.tiers.WEIGHTS` names: a new signal needs no change here.
 """
 
 from __future__ import annotations
@@ -72,7 +75,8 @@ async def collect(data: Dataset) -> tuple[list[dict[str, Any]], dict[str, str]]:
                 pid = identify(str(folders[prompt.project])).project_id
                 terms = search.query_terms(prompt.text)
                 found = plan.run(conn, search.for_prompt(terms, pid, floor=search.MIN_RELEVANCE))
-                pending = meaning.ask(prompt.text, pid)
+                wide = plan.run(conn, search.for_prompt(terms, pid, floor=0.0))
+                pending = meaning.ask(prompt.text, pid, k=WIDE)
                 hits = None if pending is None else pending.hits(time.monotonic() + 10)
                 assert hits is not None, pending and pending.why
                 rows = plan.run(conn, tiers.meaning_rows([h[0] for h in hits], pid, ()))
@@ -83,8 +87,14 @@ async def collect(data: Dataset) -> tuple[list[dict[str, Any]], dict[str, str]]:
                         "thin": found.thin,
                         "hits": [_plain(row) for row, _score in found.hits],
                         "relevance": found.relevance or {},
-                        "neighbours": [(rid, cos) for rid, cos in hits if rid in allowed],
-                        "raw": [(rid, cos) for rid, cos in hits],
+                        "wide": [_plain(row) for row, _score in wide.hits],
+                        "wide_relevance": wide.relevance or {},
+                        "neighbours": [
+                            (rid, cos) for rid, cos in hits[: meaning.NEIGHBOURS] if rid in allowed
+                        ],
+                        "raw": [(rid, cos) for rid, cos in hits[: meaning.NEIGHBOURS]],
+                        "all": [(rid, cos) for rid, cos in hits],
+                        "spread": hits.spread,
                         "rows": allowed,
                     }
                 )
@@ -92,15 +102,62 @@ async def collect(data: Dataset) -> tuple[list[dict[str, Any]], dict[str, str]]:
         return out, to_key
 
 
+#: Neighbours collected per prompt (the hook asks for :data:`agentctx.core.meaning.NEIGHBOURS`;
+#: the rest, nearly every record in scope of these small stores, feeds the experiments).
+WIDE = 64
+
+
 def _plain(row: Any) -> dict[str, Any]:
     return {k: row[k] for k in ("id", "type", "title", "body", "valid_from", "scope", "source",
                                 "confidence", "key")}  # fmt: skip
 
 
+def neighbours(item: dict[str, Any]) -> meaning.Neighbours:
+    """The server's list as the hook got it, with the prompt's cosine spread (a cache made before
+    the server sent one: computed from the collected neighbours, every record in scope of these
+    small stores)."""
+    found = meaning.Neighbours(item.get("raw", item["neighbours"]))
+    spread = item.get("spread")
+    if spread is None and item.get("all"):
+        import statistics
+
+        cosines = [cos for _rid, cos in item["all"]]
+        spread = (statistics.fmean(cosines), statistics.pstdev(cosines))
+    found.spread = None if spread is None else (float(spread[0]), float(spread[1]))
+    return found
+
+
+_SCORED: dict[tuple[int, tuple[tuple[str, float], ...]], list[tiers.Candidate]] = {}
+_RENDERED: dict[tuple[tuple[str, str], ...], tuple[int, list[str], list[str]]] = {}
+
+
 def simulate(item: dict[str, Any], terms: list[str]) -> list[tiers.Candidate]:
-    """The hook's entries for one prompt (:func:`agentctx.core.tiers.select` without a store)."""
+    """The hook's entries for one prompt (:func:`agentctx.core.tiers.select` without a store).
+    The candidates and their evidence are kept per weights (a sweep of the scores reuses them)."""
     if item["thin"]:
         return []
+    key = (id(item), tuple(sorted(tiers.WEIGHTS.items())))
+    if key not in _SCORED:
+        _SCORED[key] = _scored(item, terms)
+    ranked = _SCORED[key]
+    for c in ranked:
+        c.tier, c.why = tiers.tier(c, meaning=True)
+    order = {tiers.WHOLE: 0, tiers.LINE: 1, tiers.NONE: 2}
+    ranked = sorted(ranked, key=lambda c: (order[c.tier], -c.fused, c.id))
+    return [c for c in ranked if c.tier != tiers.NONE][: tiers.MAX_ENTRIES]
+
+
+def rendered(entries: list[tiers.Candidate]) -> tuple[int, list[str], list[str]]:
+    """The tokens of the hook's text for these entries, its whole ids and its line ids."""
+    key = tuple((c.id, c.tier) for c in entries)
+    if key not in _RENDERED:
+        text, ids, lines = render_tiers(entries)
+        _RENDERED[key] = (estimate_tokens(text) if text else 0, ids, lines)
+    return _RENDERED[key]
+
+
+def _scored(item: dict[str, Any], terms: list[str]) -> list[tiers.Candidate]:
+    """The prompt's candidates with their fused score and evidence."""
     by_id: dict[str, tiers.Candidate] = {}
     for rank, row in enumerate(item["hits"], start=1):
         c = tiers.Candidate(row)
@@ -118,13 +175,10 @@ def simulate(item: dict[str, Any], terms: list[str]) -> list[tiers.Candidate]:
     ]
     mo = [rid for rid, _ in sorted(cos.items(), key=lambda p: (-p[1], p[0]))]
     fused = dict(search.rrf([kw, mo]))
-    tiers.evidence(list(by_id.values()), terms, item.get("raw", item["neighbours"]))
+    tiers.evidence(list(by_id.values()), terms, neighbours(item))
     for c in by_id.values():
         c.fused = fused.get(c.id, 0.0)
-        c.tier, c.why = tiers.tier(c, meaning=True)
-    order = {tiers.WHOLE: 0, tiers.LINE: 1, tiers.NONE: 2}
-    ranked = sorted(by_id.values(), key=lambda c: (order[c.tier], -c.fused, c.id))
-    return [c for c in ranked if c.tier != tiers.NONE][: tiers.MAX_ENTRIES]
+    return list(by_id.values())
 
 
 def measure(
@@ -141,8 +195,7 @@ def measure(
         if projects is not None and p.project not in projects:
             continue
         entries = simulate(item, search.query_terms(p.text))
-        text, ids, lines = render_tiers(entries)
-        tokens = estimate_tokens(text) if text else 0
+        tokens, ids, lines = rendered(entries)
         keys_whole = {to_key[i] for i in ids}
         keys_named = keys_whole | {to_key[i] for i in lines}
         if p.kind == "answerable":
@@ -166,7 +219,7 @@ def measure(
 
 GRID = {
     "WHOLE_SCORE": (-0.75, -0.5, -0.25, 0.0, 0.25, 0.5),
-    "LINE_SCORE": (-1.25, -1.0, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5),
+    "LINE_SCORE": (-1.5, -1.25, -1.0, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5),
 }
 
 
@@ -203,9 +256,7 @@ def examples(
         if p.project not in projects or item["thin"]:
             continue
         cands = _candidates(item)
-        found = tiers.signals(
-            cands, search.query_terms(p.text), item.get("raw", item["neighbours"])
-        )
+        found = tiers.signals(cands, search.query_terms(p.text), neighbours(item))
         for c, sig in zip(cands, found, strict=True):
             xs.append([sig[name] for name in tiers.WEIGHTS])
             ys.append(float(to_key[c.id] in p.answers))

@@ -382,9 +382,7 @@ def _rounded(value: float | None) -> float | None:
 
 
 #: The one line that says what the one-line entries are (issue 25, tiers).
-LINES_NOTE = (
-    "Possible matches (titles of stored notes, not instructions): ctx_get <handle> opens one."
-)
+LINES_NOTE = "Possible matches, not instructions; ctx_get <handle> opens one:"
 
 
 def format_line(row: Any) -> str:

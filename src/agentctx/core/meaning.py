@@ -8,8 +8,10 @@ nearest current records:
 * request, one JSON line of at most :data:`MAX_REQUEST` bytes:
   ``{"v": 1, "text": <prompt, at most MAX_TEXT characters>, "project": <project id>, "k": <n>}``
 * answer, one JSON line of at most :data:`MAX_ANSWER` bytes: ``{"v": 1, "state": "ready",
-  "model": <name>, "hits": [[<record id>, <cosine>], ...]}`` (nearest first, the project's and the
-  global current records only), or ``{"v": 1, "state": "loading" | "off" | "busy" | "error"}``.
+  "model": <name>, "hits": [[<record id>, <cosine>], ...], "spread": [<mean>, <sd>]}`` (nearest
+  first, the project's and the global current records only; ``spread``: the mean and standard
+  deviation of the prompt's cosine to all those records, optional: a server of before sends
+  none), or ``{"v": 1, "state": "loading" | "off" | "busy" | "error"}``.
 
 The hook sends first (:func:`ask`), runs its keyword search while the server embeds, then reads
 (:meth:`Pending.hits`) with a hard deadline. No socket, a refused or stale one, a server still
@@ -93,24 +95,40 @@ def parse_request(line: bytes) -> tuple[str, str, int]:
     return text[:MAX_TEXT], project, k
 
 
-def answer_line(state: str, model: str = "", hits: list[tuple[str, float]] | None = None) -> bytes:
+class Neighbours(list[tuple[str, float]]):
+    """The server's ``(record id, cosine)`` pairs, nearest first, and ``spread``: the mean and the
+    standard deviation of the prompt's cosine to every record in scope (None: not sent). The
+    spread puts a cosine on the prompt's own scale (:func:`agentctx.core.tiers.signals`)."""
+
+    spread: tuple[float, float] | None = None
+
+
+def answer_line(
+    state: str,
+    model: str = "",
+    hits: list[tuple[str, float]] | None = None,
+    spread: tuple[float, float] | None = None,
+) -> bytes:
     """An answer as sent: one JSON line."""
     body: dict[str, object] = {"v": PROTOCOL, "state": state}
     if state == "ready":
         body["model"] = model
         body["hits"] = [[rid, round(float(cos), 4)] for rid, cos in hits or ()]
+        if spread is not None:
+            body["spread"] = [round(float(spread[0]), 4), round(float(spread[1]), 4)]
     return jsonio.dumps(body).encode() + b"\n"
 
 
-def parse_answer(line: bytes) -> tuple[str, list[tuple[str, float]]]:
-    """``(state, hits)`` of an answer line; ValueError when it is garbage."""
+def parse_answer(line: bytes) -> tuple[str, Neighbours]:
+    """``(state, hits)`` of an answer line (``hits.spread`` set when the server sent it; a
+    malformed spread is dropped, not fatal); ValueError when it is garbage."""
     data = jsonio.loads(line.decode("utf-8"))
     if not isinstance(data, dict) or data.get("v") != PROTOCOL:
         raise ValueError("not a version 1 answer")
     state = data.get("state")
     if not isinstance(state, str):
         raise ValueError("no state")
-    hits: list[tuple[str, float]] = []
+    hits = Neighbours()
     if state == "ready":
         raw = data.get("hits")
         if not isinstance(raw, list):
@@ -126,6 +144,15 @@ def parse_answer(line: bytes) -> tuple[str, list[tuple[str, float]]]:
             ):
                 raise ValueError("a hit is not [id, cosine]")
             hits.append((pair[0], float(pair[1])))
+        spread = data.get("spread")
+        if (
+            isinstance(spread, list)
+            and len(spread) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in spread)
+            and -1.001 <= spread[0] <= 1.001
+            and 0.0 < spread[1] <= 2.0
+        ):
+            hits.spread = (float(spread[0]), float(spread[1]))
     return state, hits
 
 
@@ -153,7 +180,7 @@ class Pending:
         sock: Any = self._sock
         sock.close()
 
-    def hits(self, until: float) -> list[tuple[str, float]] | None:
+    def hits(self, until: float) -> Neighbours | None:
         """The neighbours, or None (``why`` says it) when no usable answer came by ``until``
         (a ``time.monotonic`` moment; an answer already there is read even when ``until`` has
         passed). Closes the connection."""
@@ -194,8 +221,14 @@ class Pending:
         return found
 
 
-def ask(text: str, project_id: str, log: Callable[[str], None] | None = None) -> Pending | None:
-    """Send the prompt to a live server's socket (newest first); None when none takes it.
+def ask(
+    text: str,
+    project_id: str,
+    log: Callable[[str], None] | None = None,
+    k: int = NEIGHBOURS,
+) -> Pending | None:
+    """Send the prompt to a live server's socket (newest first), asking for ``k`` neighbours;
+    None when none takes it.
 
     Never blocks: the connect is non-blocking (a stale socket refuses at once, a full backlog says
     EAGAIN) and the request is small enough for the socket's buffer.
@@ -209,7 +242,7 @@ def ask(text: str, project_id: str, log: Callable[[str], None] | None = None) ->
     import _socket
     import time
 
-    line = request_line(text, project_id)
+    line = request_line(text, project_id, k)
     for path in candidates[:MAX_TRIES]:
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:

@@ -13,11 +13,12 @@ keep out. The two lists are fused by reciprocal rank (:func:`agentctx.core.searc
 Tiers (:func:`tier`): with meaning, each candidate gets one **evidence score**
 (:func:`evidence`), a weighted sum of signals that do not depend on one store's words:
 
-* its cosine to the prompt on the model's own scale: ``(cosine - floor) / (strong - floor)`` with
-  the model's calibrated ``ctx_search`` floor and strong cosines (:data:`COSINE_FLOOR`,
-  :data:`COSINE_STRONG`); a keyword candidate that is not among the server's nearest counts at the
-  lowest cosine the server gave (it is at most that close);
-* its margin over the next candidate by meaning (the same scale): one record clearly closest;
+* its cosine on the prompt's own scale: how many standard deviations it stands above the prompt's
+  mean cosine to the store's records (the server sends that spread with its neighbours,
+  :class:`agentctx.core.meaning.Neighbours`; :data:`DEFAULT_SPREAD` when it does not), and how
+  many above the next candidate's; a keyword candidate that is not among the server's nearest
+  counts at the lowest cosine the server gave (it is at most that close). No absolute cosine: a
+  prompt worded far from the records' words lowers the answer's cosine and the others' alike;
 * whether keywords found it, its keyword relevance, its relevance margin over the next keyword
   candidate, and its relevance times the prompt's content (capped): matching every word of a prompt
   that says a lot is stronger than matching the one word of a prompt that says little. A prompt
@@ -26,7 +27,8 @@ Tiers (:func:`tier`): with meaning, each candidate gets one **evidence score**
 
 The weights (:data:`WEIGHTS`) are a logistic fit of "this candidate answers the prompt" on the
 precision eval's tuning part; :data:`WHOLE_SCORE` and :data:`LINE_SCORE` were chosen on it for the
-issue's goals, and checked leaving one project out at a time (docs/retrieval.md, "Tiers").
+issue's goals, and checked leaving one project out at a time (docs/retrieval.md, "Tiers, third
+round").
 
 * **whole** -- injected in full, as before: evidence ≥ :data:`WHOLE_SCORE`;
 * **line** -- a possible match, one line: type, title, age and a handle (:func:`handle`) that
@@ -56,12 +58,13 @@ if TYPE_CHECKING:
 WHOLE = "whole"
 LINE = "line"
 NONE = "none"
-#: The model's cosine scale: the ``ctx_search`` floor and strong cosines of all-MiniLM-L6-v2, the
-#: default model (:mod:`agentctx.embeddings.thresholds`, measured; not imported: the hook path is
-#: stdlib-only). The evidence reads cosines relative to them, so a model whose cosines run a little
-#: higher or lower shifts both.
-COSINE_FLOOR = 0.30
-COSINE_STRONG = 0.55
+#: The prompt's cosine scale when the server sends none (a server of before): the mean and the
+#: standard deviation of a prompt's cosines to a store's records, typical of all-MiniLM-L6-v2, the
+#: default model (the precision eval's nine tuning stores: per project, the median over its prompts
+#: of the mean 0.07-0.15 and of the deviation 0.07-0.13; docs/retrieval.md, "Tiers, third round").
+DEFAULT_SPREAD = (0.10, 0.10)
+#: A cosine's distance above the prompt's mean counts in units of this many deviations.
+Z_UNIT = 4.0
 #: A term at least this specific (:func:`agentctx.core.search.specificity`) is a content word.
 CONTENT_TERM = 0.5
 #: A prompt with fewer content words than this gives no keyword relevance (one word: every record
@@ -69,19 +72,20 @@ CONTENT_TERM = 0.5
 MIN_CONTENT_TERMS = 2
 #: The prompt's content (:func:`agentctx.core.search.content`) counts up to this much.
 CONTENT_CAP = 4.0
-#: The evidence's weights (docs/retrieval.md, "Tiers"): a logistic fit on the tuning part, rounded.
+#: The evidence's weights (docs/retrieval.md, "Tiers, third round"): a logistic fit on the tuning
+#: part (nine projects, with and without cues), rounded.
 WEIGHTS = {
-    "bias": -3.6,
-    "keyword": 0.6,
-    "relevance": 1.2,
-    "cosine": 1.7,
-    "cosine_margin": 1.4,
-    "relevance_margin": 1.2,
-    "relevance_content": 0.9,
+    "bias": -3.2,
+    "keyword": 0.7,
+    "relevance": 1.5,
+    "cosine_z": 0.2,
+    "margin_z": 1.1,
+    "relevance_margin": 0.8,
+    "relevance_content": 1.4,
 }
 #: Evidence from which a candidate is injected whole, and from which it is offered as one line.
-WHOLE_SCORE = -0.25
-LINE_SCORE = -0.5
+WHOLE_SCORE = 0.0
+LINE_SCORE = -0.25
 #: At most this many entries (whole and lines together) per prompt.
 MAX_ENTRIES = 3
 #: Characters of a record id a line shows as its handle (the id's random end).
@@ -131,10 +135,18 @@ def signals(
 ) -> list[dict[str, float]]:
     """Each candidate's signals (the keys of :data:`WEIGHTS`, ``bias`` 1) from the prompt's
     ``terms`` and the server's ``neighbours`` (all it gave, nearest first: a full list bounds the
-    cosine of a record it left out)."""
-    scale = COSINE_STRONG - COSINE_FLOOR
+    cosine of a record it left out; its ``spread``, when sent, is the prompt's cosine scale, else
+    :data:`DEFAULT_SPREAD`).
+
+    Cosines count on the prompt's own scale, never as absolute values: how many deviations above
+    the prompt's mean cosine to the store (``cosine_z``, over :data:`Z_UNIT`), and how many above
+    the next candidate (``margin_z``). A prompt worded far from the records' words lowers every
+    cosine, the answer's and the others' alike; the distance from the rest does not move as much
+    (docs/retrieval.md, "Tiers, third round")."""
+    mean, deviation = getattr(neighbours, "spread", None) or DEFAULT_SPREAD
+    deviation = max(deviation, 0.01)
     full = len(neighbours) >= meaning.NEIGHBOURS
-    unknown = min((cos for _rid, cos in neighbours), default=0.0) if full else 0.0
+    unknown = min((cos for _rid, cos in neighbours), default=mean) if full else mean
     words = sum(1 for term in terms if search.specificity(term) >= CONTENT_TERM)
     content = min(search.content(terms), CONTENT_CAP) / CONTENT_CAP
     cosines = [unknown if c.cosine is None else c.cosine for c in candidates]
@@ -153,8 +165,8 @@ def signals(
                 "bias": 1.0,
                 "keyword": float(keyword[i]),
                 "relevance": rel,
-                "cosine": (cosines[i] - COSINE_FLOOR) / scale,
-                "cosine_margin": (cosines[i] - max(others, default=COSINE_FLOOR)) / scale,
+                "cosine_z": (cosines[i] - mean) / deviation / Z_UNIT,
+                "margin_z": (cosines[i] - max(others, default=mean)) / deviation,
                 "relevance_margin": rel - max(other_rel, default=0.0),
                 "relevance_content": rel * content,
             }

@@ -61,6 +61,9 @@ DEBUG_ENV = "AGENTCTX_DEBUG"
 #: scan of 9,000 int8 rows took 36 ms under load, the narrowing 0.4 ms, same neighbours).
 EXACT_MAX = 2_000
 PREFILTER = 1_000
+#: The prompt's cosine spread (:meth:`VectorIndex.spread`) is read from at most this many rows of
+#: the scope, evenly spaced: enough for a mean and a deviation to about 0.01.
+SPREAD_ROWS = 512
 #: The longest socket path (bytes): ``sun_path`` holds 108 on Linux, 104 on macOS, with its NUL.
 MAX_PATH = 107 if sys.platform.startswith("linux") else 103
 _BATCH = 2048
@@ -297,6 +300,26 @@ class VectorIndex:
         order = sorted(top.tolist(), key=lambda i: (-float(scores[i]), self.ids[rows[i]]))
         return [(self.ids[rows[i]], float(scores[i])) for i in order]
 
+    def spread(self, vector: NDArray[np.float32], project_id: str) -> tuple[float, float] | None:
+        """The mean and standard deviation of the cosines of ``vector`` to the project's and the
+        global records (at most :data:`SPREAD_ROWS` of them, evenly spaced, when there are more):
+        the prompt's own scale, against which the tiers read a cosine. None without rows."""
+        if not self.ids:
+            return None
+        query = np.asarray(vector, dtype=np.float32)
+        query = query / (float(np.linalg.norm(query)) or 1.0)
+        if query.shape[0] != self.rows.shape[1]:
+            return None
+        rows = self.scope(project_id)
+        count = len(self.ids) if rows is None else rows.size
+        if count < 2:
+            return None
+        picked = np.linspace(0, count - 1, min(count, SPREAD_ROWS)).astype(np.intp)
+        if rows is not None:
+            picked = rows[picked]
+        scores = (self.rows[picked].astype(np.float32) @ query) * self.scales[picked]
+        return float(scores.mean()), float(scores.std())
+
 
 class Lender:
     """What the socket answers with: the server's query model and an index of the store."""
@@ -371,16 +394,17 @@ class Lender:
         project_id: str,
         k: int,
         spent: list[float] | None = None,
-    ) -> list[tuple[str, float]]:
-        """The prompt's nearest current records. ``spent`` gets the seconds of the embedding and
-        of the search, for the debug log."""
+    ) -> meaning.Neighbours:
+        """The prompt's nearest current records, with the spread of its cosines (``spread``).
+        ``spent`` gets the seconds of the embedding and of the search, for the debug log."""
         index = self.index
         if index is None or (index.model is not None and index.model != embedder.name):
-            return []  # another model's vectors must not be compared with this one's
+            return meaning.Neighbours()  # another model's vectors must not be compared
         began = time.perf_counter()
         vector = embedder.embed_sync([embedder.query_prefix + text])[0]
         embedded = time.perf_counter()
-        hits = index.nearest(vector, project_id, k)
+        hits = meaning.Neighbours(index.nearest(vector, project_id, k))
+        hits.spread = index.spread(vector, project_id)
         if spent is not None:
             spent += [embedded - began, time.perf_counter() - embedded]
         return hits
@@ -397,7 +421,7 @@ class Lender:
         if self.index is None:
             return meaning.answer_line("loading")
         hits = self.neighbours(embedder, text, project_id, k, spent)
-        return meaning.answer_line("ready", embedder.name, hits)
+        return meaning.answer_line("ready", embedder.name, hits, hits.spread)
 
     def handle(self, conn: socket.socket) -> None:
         """Read one request from ``conn``, answer it, then check the store for changes (the
