@@ -40,6 +40,7 @@ import numpy as np
 
 from agentctx.core import home, meaning, plan, vectors
 from agentctx.core.schema import GLOBAL_PROJECT_ID
+from agentctx.embeddings import session
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -344,6 +345,7 @@ class Lender:
             finally:
                 conn.close()
             self.index = index
+            session.release_freed()  # the build's blocks and the index it replaced
             log.info(
                 "agentctx: vector index of %d records built in %.2f s",
                 len(index),
