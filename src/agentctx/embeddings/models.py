@@ -253,7 +253,7 @@ def _load_int8(name: str, source: str, cache_dir: str) -> Embedder | None:
             log.info("deriving the int8 variant of %s into %s (one-time)", name, folder)
             quantize.derive_apart(source, folder, model_file=model_file)
         register_local(variant, folder)
-        with _quiet_fastembed(), session.lean_sessions():
+        with _quiet_fastembed(), session.lean_sessions(keep_prepacking=True):
             model = TextEmbedding(model_name=variant, specific_model_path=folder)
         prefix = BGE_QUERY_PREFIX if "bge-" in name.lower() else ""
         return Embedder(model, variant, query_prefix=prefix)

@@ -9,8 +9,9 @@ second such wrapper composes with this one). Measured in docs/retrieval.md, "A l
   model fed batches of texts of many lengths (consolidation, 16 texts padded to the longest)
   grows by one per shape. Off, the peak after embedding 128 records falls by about 100 MB, with
   nothing lost at load and vectors unchanged (bit for bit).
-- ``session.disable_prepacking``: the MatMul kernels otherwise keep a second, prepacked copy of
-  each weight matrix besides the initializer.
+- ``session.disable_prepacking``: fp32 MatMul kernels otherwise keep a prepacked copy of the
+  weights (14 MB for MiniLM). Kept on for the int8 variant (``keep_prepacking``): its
+  ``MatMulNBits`` then packs its weights at every call, one prompt took 4 times as long.
 
 :func:`release_freed` asks glibc to hand the heap's free pages back to the system
 (``malloc_trim(0)``): a model's load reads and parses its whole file, and those pages stay
@@ -37,18 +38,19 @@ CONFIG_ENTRIES: dict[str, str] = {"session.disable_prepacking": "1"}
 _lock = threading.Lock()
 
 
-def configure(options: Any) -> Any:
+def configure(options: Any, *, keep_prepacking: bool = False) -> Any:
     """``options`` (an ``onnxruntime.SessionOptions``) with :data:`ATTRIBUTES` and
-    :data:`CONFIG_ENTRIES` set; returned."""
+    :data:`CONFIG_ENTRIES` set (but prepacking when ``keep_prepacking``); returned."""
     for name, value in ATTRIBUTES.items():
         setattr(options, name, value)
     for key, value in CONFIG_ENTRIES.items():
-        options.add_session_config_entry(key, value)
+        if not (keep_prepacking and key == "session.disable_prepacking"):
+            options.add_session_config_entry(key, value)
     return options
 
 
 @contextmanager
-def lean_sessions() -> Iterator[None]:
+def lean_sessions(*, keep_prepacking: bool = False) -> Iterator[None]:
     """While entered, the ``onnxruntime.SessionOptions()`` that fastembed makes are configured
     (:func:`configure`). One load at a time per process (a lock)."""
     import onnxruntime as ort
@@ -57,7 +59,7 @@ def lean_sessions() -> Iterator[None]:
         previous = ort.SessionOptions
 
         def lean() -> Any:
-            return configure(previous())
+            return configure(previous(), keep_prepacking=keep_prepacking)
 
         ort.SessionOptions = lean  # type: ignore[misc,assignment]
         try:
