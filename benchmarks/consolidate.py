@@ -222,7 +222,11 @@ def render(results: list[dict[str, object]], growth: list[tuple[int, float]]) ->
         steps: dict[str, float] = r["steps"]  # type: ignore[assignment]
         cells = " | ".join(f"{steps.get(n, 0.0):.3f}" for n in names)
         lines.append(f"| {r['size']:,} | {cells} |")
-    lines += ["", "Load average (1, 5, 15 min) of the machine at the start and at the end of each size:", ""]
+    lines += [
+        "",
+        "Load average (1, 5, 15 min) of the machine at the start and at the end of each size:",
+        "",
+    ]
     for r in results:
         start, end = cast("tuple[tuple[float, ...], tuple[float, ...]]", r["load_average"])
         fmt = ", ".join

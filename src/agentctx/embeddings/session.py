@@ -53,19 +53,20 @@ def configure(options: Any, *, keep_prepacking: bool = False) -> Any:
 def lean_sessions(*, keep_prepacking: bool = False) -> Iterator[None]:
     """While entered, the ``onnxruntime.SessionOptions()`` that fastembed makes are configured
     (:func:`configure`). One load at a time per process (a lock)."""
-    import onnxruntime as ort
+    import importlib
 
+    ort: Any = importlib.import_module("onnxruntime")  # fastembed's runtime (no type stubs)
     with _lock:
         previous = ort.SessionOptions
 
         def lean() -> Any:
             return configure(previous(), keep_prepacking=keep_prepacking)
 
-        ort.SessionOptions = lean  # type: ignore[misc,assignment]
+        ort.SessionOptions = lean
         try:
             yield
         finally:
-            ort.SessionOptions = previous  # type: ignore[misc]
+            ort.SessionOptions = previous
 
 
 def release_freed() -> bool:
