@@ -21,7 +21,6 @@ resident once freed unless the heap is trimmed. A no-op elsewhere than glibc.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 import threading
 from contextlib import contextmanager
@@ -71,15 +70,27 @@ def lean_sessions(*, keep_prepacking: bool = False) -> Iterator[None]:
 
 def release_freed() -> bool:
     """Hand the free pages of the C heap back to the system (glibc's ``malloc_trim(0)``); True
-    when it could be asked."""
-    if not sys.platform.startswith("linux"):
+    when it could be asked. ``libc.so.6`` by its soname: ``ctypes.util.find_library`` would run
+    ``ldconfig`` in a child process (a fork of the server) at every call."""
+    trim = _malloc_trim()
+    if trim is None:
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):  # musl and others have no malloc_trim
-        return False
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
     trim(0)
     return True
+
+
+_trim: list[Any] = []
+
+
+def _malloc_trim() -> Any:
+    if not _trim:
+        found = None
+        if sys.platform.startswith("linux"):
+            try:
+                found = ctypes.CDLL("libc.so.6").malloc_trim
+                found.argtypes = [ctypes.c_size_t]
+                found.restype = ctypes.c_int
+            except (OSError, AttributeError):  # musl and others: no malloc_trim
+                found = None
+        _trim.append(found)
+    return _trim[0]
