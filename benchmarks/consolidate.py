@@ -26,6 +26,7 @@ import argparse
 import functools
 import os
 import platform
+import resource
 import sys
 import tempfile
 import time
@@ -83,6 +84,7 @@ async def measure(
         "reinforcement_threshold": 3,
         "team_export": False,
     }
+    load_before = os.getloadavg()
     started = time.perf_counter()
     embedder = models.load_model(settings)
     load_s = time.perf_counter() - started
@@ -106,6 +108,7 @@ async def measure(
         # The baseline runs before and after the consolidation and the ratio takes their mean, so
         # that a change of load on a shared machine during the run falls on both sides alike.
         before_s = baseline() if baselines else 0.0
+        before_peak_mb = _status_mb("VmHWM")  # the load, the warm-up and the first baseline
         _reset_peak()
         started = time.perf_counter()
         reports = await consolidate(store, project_id, settings=settings, time_box=None)
@@ -135,6 +138,9 @@ async def measure(
         "model": embedder.name,
         "loaded_mb": loaded_mb,
         "peak_mb": peak_mb,
+        "load_average": (load_before, os.getloadavg()),
+        "process_peak_mb": max(before_peak_mb, peak_mb),
+        "children_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024,
         "steps": steps,
         "dedupe": dedupe,
     }
@@ -186,11 +192,14 @@ def render(results: list[dict[str, object]], growth: list[tuple[int, float]]) ->
         "",
         "Memory: the process's resident set once the model is loaded (`VmRSS`) and its peak during "
         "the consolidation alone (`VmHWM`, reset just before it through `/proc/self/clear_refs`). "
+        "The process's peak over the whole run, model load included, and the peak of its "
+        "children (the int8 variant's derivation runs in one) are the last two columns. "
         "`--no-baselines` skips the two baseline runs (no ratio).",
         "",
         "| records | model | fastembed alone (before / after) | consolidate | ratio to the mean "
-        "| model load | RSS loaded | peak RSS, consolidation |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| model load | RSS loaded | peak RSS, consolidation | peak RSS, whole process "
+        "| peak RSS, children |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         before, after = cast("tuple[float, float]", r["baselines"])
@@ -198,7 +207,8 @@ def render(results: list[dict[str, object]], growth: list[tuple[int, float]]) ->
         ratio = f"**{r['ratio']:.2f}×**" if r["ratio"] is not None else "—"
         lines.append(
             f"| {r['size']:,} | {r['model']} | {alone} | {r['consolidate_s']:.2f} s | {ratio} | "
-            f"{r['load_s']:.2f} s | {r['loaded_mb']} MB | {r['peak_mb']} MB |"
+            f"{r['load_s']:.2f} s | {r['loaded_mb']} MB | {r['peak_mb']} MB | "
+            f"{r['process_peak_mb']} MB | {r['children_peak_mb']} MB |"
         )
     names = sorted({n for r in results for n in r["steps"]})  # type: ignore[attr-defined]
     lines += [
@@ -212,6 +222,18 @@ def render(results: list[dict[str, object]], growth: list[tuple[int, float]]) ->
         steps: dict[str, float] = r["steps"]  # type: ignore[assignment]
         cells = " | ".join(f"{steps.get(n, 0.0):.3f}" for n in names)
         lines.append(f"| {r['size']:,} | {cells} |")
+    lines += [
+        "",
+        "Load average (1, 5, 15 min) of the machine at the start and at the end of each size:",
+        "",
+    ]
+    for r in results:
+        start, end = cast("tuple[tuple[float, ...], tuple[float, ...]]", r["load_average"])
+        fmt = ", ".join
+        lines.append(
+            f"- {r['size']:,} records: {fmt(f'{v:.1f}' for v in start)} → "
+            f"{fmt(f'{v:.1f}' for v in end)}"
+        )
     lines += ["", "Near-duplicate scan details (project records):", ""]
     for r in results:
         lines.append(f"- {r['size']:,} records: {r['dedupe']}")

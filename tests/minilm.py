@@ -33,7 +33,7 @@ from pathlib import Path
 NAME = "sentence-transformers/all-MiniLM-L6-v2"
 #: The name the int8 variant and its stored vectors carry (``embedding.int8``;
 #: :data:`agentctx.embeddings.models.INT8_VARIANTS`).
-MODEL_ID = NAME + ":int8"
+MODEL_ID = NAME + ":int8v2"
 TOKENIZER_FILES = (
     "config.json",
     "special_tokens_map.json",

@@ -108,9 +108,12 @@ def test_the_variant_is_its_own_model_close_to_minilm(
     assert (fp32.name, embedder.name) == (minilm.NAME, minilm.MODEL_ID)
     assert embedder.dims == fp32.dims == 384
     texts = [f"{title} — {body}" for _, title, body in TEXTS] + ["which RPC do services use?"]
-    cosines = np.einsum("ij,ij->i", embedder.embed_sync(texts), fp32.embed_sync(texts))
-    assert float(cosines.min()) > 0.97 and float(cosines.mean()) > 0.985
-    assert float(cosines.max()) < 0.99999  # another model's vectors, not the same ones
+    mine, theirs = embedder.embed_sync(texts), fp32.embed_sync(texts)
+    cosines = np.einsum("ij,ij->i", mine, theirs)
+    # version 2 (weights in 8 bits, activations per block): 0.9995 on average over the tuning and
+    # calibration texts, 0.9987 at the lowest (version 1: 0.994 and 0.983)
+    assert float(cosines.min()) > 0.997 and float(cosines.mean()) > 0.999
+    assert float(np.abs(mine - theirs).max()) > 1e-4  # another model's vectors, not the same ones
     # MiniLM's measured thresholds hold for it (docs/retrieval.md, "A lighter model")
     assert thresholds.source(embedder.name) == "measured"
     assert thresholds.similarity_floor(embedder.name) == thresholds.similarity_floor(fp32.name)
@@ -123,7 +126,7 @@ def test_the_variants_merge_candidate_separates_the_calibration_set(
     asked about, at most a quarter of the distinct pairs the marker check cannot tell apart."""
     found = calibrate.cosines(variant)
     merge_min, auto_merge = thresholds.merge_bounds(variant.name)
-    assert (merge_min, auto_merge) == (0.905, 0.97)
+    assert (merge_min, auto_merge) == (0.915, 0.97)
 
     def share(values: tuple[float, ...]) -> float:
         return sum(1 for v in values if v > merge_min) / len(values)

@@ -25,7 +25,7 @@ import anyio
 import numpy as np
 
 from agentctx.core import home
-from agentctx.embeddings import backoff
+from agentctx.embeddings import backoff, session
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -49,7 +49,7 @@ MAX_TOKENS = 128
 #: ``embedding.int8`` is on: the model's name -> the variant's, which its vectors and thresholds
 #: carry (docs/retrieval.md, "A lighter model": 140 MB loaded against 300, cosine 0.994 to the
 #: fp32 model's vectors). Only models whose variant was measured on the eval are listed.
-INT8_VARIANTS: dict[str, str] = {DEFAULT_MODEL: DEFAULT_MODEL + ":int8"}
+INT8_VARIANTS: dict[str, str] = {DEFAULT_MODEL: DEFAULT_MODEL + ":int8v2"}
 
 _cache: dict[tuple[str, str, str], Embedder | None] = {}
 _cache_lock = threading.Lock()
@@ -81,6 +81,7 @@ class Embedder:
         self.lock = threading.Lock()  # one model call at a time per model, from any loop or thread
         cap_tokens(model, MAX_TOKENS)
         self.dims = int(self.embed_sync(["dimension probe"]).shape[1])
+        session.release_freed()  # the model file's pages, read and parsed at load, freed since
 
     def embed_sync(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Unit-length float32 vectors, one row per text (blocking: call it from a thread)."""
@@ -121,9 +122,16 @@ def model_id(settings: Mapping[str, Any]) -> str:
     if name not in INT8_VARIANTS:
         return name
     path = str(settings.get("embedding.path") or "")
-    if settings.get("embedding.int8", False) or (path and _is_variant(path)):
+    if settings.get("embedding.int8", _int8_default()) or (path and _is_variant(path)):
         return INT8_VARIANTS[name]  # a folder holding a derived variant is the variant, whatever
     return name
+
+
+def _int8_default() -> bool:
+    """``embedding.int8``'s default, for settings that do not name it (a mapping of the caller's)."""
+    from agentctx.config import SETTINGS
+
+    return bool(SETTINGS["embedding.int8"][1])
 
 
 def _is_variant(folder: str) -> bool:
@@ -189,7 +197,7 @@ def _load(name: str, path: str, cache_dir: str, *, int8: bool = False) -> Embedd
         if path:
             kwargs["specific_model_path"] = path
             register_local(name, path)
-            with _quiet_fastembed():
+            with _quiet_fastembed(), session.lean_sessions():
                 model = TextEmbedding(**kwargs)
         else:
             os.makedirs(cache_dir, mode=0o700, exist_ok=True)
@@ -261,7 +269,7 @@ def _load_int8(name: str, source: str, cache_dir: str) -> Embedder | None:
             log.info("deriving the int8 variant of %s into %s (one-time)", name, folder)
             quantize.derive_apart(source, folder, model_file=model_file)
         register_local(variant, folder)
-        with _quiet_fastembed():
+        with _quiet_fastembed(), session.lean_sessions(keep_prepacking=True):
             model = TextEmbedding(model_name=variant, specific_model_path=folder, threads=_threads)
         prefix = BGE_QUERY_PREFIX if "bge-" in name.lower() else ""
         return Embedder(model, variant, query_prefix=prefix)
@@ -281,7 +289,7 @@ def _cached_or_downloaded(
     another try at the next run.
     """
     try:
-        with _quiet_fastembed():
+        with _quiet_fastembed(), session.lean_sessions():
             model = factory(**kwargs, local_files_only=True)
     except Exception:  # not in the cache yet
         pass
@@ -302,7 +310,7 @@ def _cached_or_downloaded(
         return None
     log.warning("downloading embedding model %s (one-time) into %s", name, cache_dir)
     try:
-        with _quiet_fastembed():
+        with _quiet_fastembed(), session.lean_sessions():
             model = factory(**kwargs)
     except Exception as exc:
         failed = backoff.record_failure(name, f"{type(exc).__name__}: {exc}")
@@ -418,7 +426,7 @@ def load_local(settings: Mapping[str, Any]) -> Embedder:
             register_local(info.name, info.folder)
         else:
             kwargs.update(cache_dir=info.folder, local_files_only=True)
-        with _quiet_fastembed():
+        with _quiet_fastembed(), session.lean_sessions():
             model = TextEmbedding(**kwargs)
         prefix = BGE_QUERY_PREFIX if "bge-" in info.name.lower() else ""
         return Embedder(model, info.name, query_prefix=prefix)
@@ -450,7 +458,8 @@ def fetch(
     try:
         from fastembed import TextEmbedding
 
-        model = TextEmbedding(model_name=info.name, cache_dir=info.folder)
+        with session.lean_sessions():
+            model = TextEmbedding(model_name=info.name, cache_dir=info.folder)
     except Exception as exc:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         backoff.record_failure(info.name, reason)

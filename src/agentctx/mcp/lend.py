@@ -41,6 +41,7 @@ import numpy as np
 
 from agentctx.core import home, meaning, plan, vectors
 from agentctx.core.schema import GLOBAL_PROJECT_ID
+from agentctx.embeddings import session
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -381,6 +382,7 @@ class Lender:
             self.index = index
             took = time.monotonic() - began
             self._next_build = time.monotonic() + max(REBUILD_GAP_MIN, REBUILD_SPACING * took)
+            session.release_freed()  # the build's blocks and the index it replaced
             log.info("agentctx: vector index of %d records built in %.2f s", len(index), took)
         except Exception as exc:  # the socket then answers without neighbours
             log.warning("agentctx: the vector index failed (%s: %s)", type(exc).__name__, exc)
