@@ -574,3 +574,16 @@ def test_quality_floors_pass_the_recorded_results_and_fail_a_regression(tmp_path
     failed = [x for x in lines if x.startswith("FAIL")]
     assert len(failed) == 2 and "supersession.correct" in failed[0], lines
     assert not [x for x in check_quality(tmp_path, floors_file, live=True) if "own_eval" in x]
+
+
+def test_a_figure_the_run_did_not_measure_fails_its_floor_in_one_line(tmp_path: Path) -> None:
+    """A part missing from the results (a held-out part a run left out: ``null``) is a FAIL line
+    naming the figure, not a traceback."""
+    (tmp_path / "p.json").write_text(json.dumps({"heldout": None, "tuning": {"named": 0.9}}))
+    floors = [
+        {"file": "p.json", "path": "heldout.named", "min": 0.5},
+        {"file": "p.json", "path": "tuning.named", "min": 0.5},
+    ]
+    lines = check_quality(tmp_path, floors, live=False)
+    assert lines[0].startswith("FAIL p.json: heldout.named is not in the results"), lines
+    assert lines[1].startswith("ok"), lines

@@ -24,8 +24,9 @@ CAPTURE_EVENTS = ("PostToolUse", "PostToolUseFailure")
 #: (tidewater, parley), written blind, was retired into it in turn once its aggregates had been read
 #: and the rules were tuned on it; a second blind part (rigyard, lanternfall) replaced it, was run
 #: once (stop 24) and moved into tuning too (stop 25: its per-prompt results guide the next round).
-#: A third blind part is being written; until it lands a data set without one is accepted.
-HELDOUT_REQUIRED = False
+#: A third blind part (quayside: PHP/Laravel, fernweh: Flutter), written blind at stop 25, replaces
+#: it: a data set without one is refused.
+HELDOUT_REQUIRED = True
 #: The issue's minimums (issue 14), and this data set's own (larger) ones.
 MIN_PROJECTS = 4
 MIN_RECORDS = 180
