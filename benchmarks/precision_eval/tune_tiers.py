@@ -48,18 +48,6 @@ if TYPE_CHECKING:
     from precision_eval.dataset import Dataset
 
 
-def tuning_only(data: Dataset) -> Dataset:
-    import dataclasses
-
-    names = {n for n, p in data.projects.items() if p.part == "tuning"}
-    return dataclasses.replace(
-        data,
-        projects={n: p for n, p in data.projects.items() if n in names},
-        items=[i for i in data.items if i.is_global or i.project in names],
-        prompts=[p for p in data.prompts if p.project in names],
-    )
-
-
 async def collect(data: Dataset) -> tuple[list[dict[str, Any]], dict[str, str]]:
     with tempfile.TemporaryDirectory(prefix="agentctx-tune-") as tmp:
         work = Path(tmp)
@@ -381,7 +369,7 @@ def main() -> None:
     parser.add_argument("--fit", action="store_true", help="refit the weights on every project")
     parser.add_argument("--leave-one-out", action="store_true", help="tune on all but one project")
     args = parser.parse_args()
-    base = tuning_only(dataset.load())
+    base = run.tuning_only(dataset.load())
     os.environ.pop("AGENTCTX_MEANING", None)
     prompts = {p.id: p for p in base.prompts}
     runs = []
