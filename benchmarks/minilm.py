@@ -15,6 +15,8 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.append(_ROOT)
 
-from tests.minilm import NAME, TOKENIZER_FILES, assemble, settings  # noqa: E402
+from tests.minilm import NAME, assemble, settings  # noqa: E402
+
+from agentctx.embeddings.quantize import TOKENIZER_FILES  # noqa: E402
 
 __all__ = ["NAME", "TOKENIZER_FILES", "assemble", "settings"]

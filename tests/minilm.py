@@ -30,17 +30,12 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from agentctx.embeddings.quantize import TOKENIZER_FILES
+
 NAME = "sentence-transformers/all-MiniLM-L6-v2"
 #: The name the int8 variant and its stored vectors carry (``embedding.int8``;
 #: :data:`agentctx.embeddings.models.INT8_VARIANTS`).
 MODEL_ID = NAME + ":int8v2"
-TOKENIZER_FILES = (
-    "config.json",
-    "special_tokens_map.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.txt",
-)
 
 
 def _package_dir(name: str) -> Path:

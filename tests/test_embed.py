@@ -250,23 +250,23 @@ def test_the_servers_query_model_runs_on_one_onnx_thread(
     from agentctx.retrieval import hybrid
 
     monkeypatch.setattr(models, "_threads", None)
-    # another folder of the same files: the real loader runs (the session cache keys on the folder)
-    folder = tmp_path / "minilm-copy"
-    folder.mkdir()
-    for item in minilm_dir.iterdir():
-        (folder / item.name).symlink_to(item)
-    default = models.load_model(minilm.settings(folder))
+
+    def linked(name: str) -> Path:
+        """Another folder of the same files: the real loader runs (its cache keys on the folder)."""
+        folder = tmp_path / name
+        folder.mkdir()
+        for item in minilm_dir.iterdir():
+            (folder / item.name).symlink_to(item)
+        return folder
+
+    default = models.load_model(minilm.settings(linked("minilm-copy")))
     assert default is not None
     assert default.model.model.model.get_session_options().intra_op_num_threads != 1
 
     hybrid.QueryModel({"embeddings": False})._load_sync()  # off: nothing loads, the switch holds
     assert models._threads == 1
     models.clear_model_cache()
-    second = tmp_path / "minilm-again"
-    second.mkdir()
-    for item in minilm_dir.iterdir():
-        (second / item.name).symlink_to(item)
-    one = models.load_model(minilm.settings(second))
+    one = models.load_model(minilm.settings(linked("minilm-again")))
     assert one is not None
     assert one.model.model.model.get_session_options().intra_op_num_threads == 1
     assert np.allclose(one.embed_sync([REST]), default.embed_sync([REST]), atol=1e-5)

@@ -146,27 +146,15 @@ def rendered(entries: list[tiers.Candidate]) -> tuple[int, list[str], list[str]]
 
 def _scored(item: dict[str, Any], terms: list[str]) -> list[tiers.Candidate]:
     """The prompt's candidates with their fused score and evidence."""
-    by_id: dict[str, tiers.Candidate] = {}
-    for rank, row in enumerate(item["hits"], start=1):
-        c = tiers.Candidate(row)
-        c.keyword_rank = rank
-        c.relevance = item["relevance"].get(c.id)
-        by_id[c.id] = c
+    candidates = _candidates(item)
     cos = dict(item["neighbours"])
-    for rid in cos:
-        if rid not in by_id:
-            by_id[rid] = tiers.Candidate(item["rows"][rid])
-    for rid, c in by_id.items():
-        c.cosine = cos.get(rid)
-    kw = [
-        c.id for c in sorted(by_id.values(), key=lambda c: c.keyword_rank or 99) if c.keyword_rank
-    ]
+    kw = [c.id for c in sorted(candidates, key=lambda c: c.keyword_rank or 99) if c.keyword_rank]
     mo = [rid for rid, _ in sorted(cos.items(), key=lambda p: (-p[1], p[0]))]
     fused = dict(search.rrf([kw, mo]))
-    tiers.evidence(list(by_id.values()), terms, neighbours(item))
-    for c in by_id.values():
+    tiers.evidence(candidates, terms, neighbours(item))
+    for c in candidates:
         c.fused = fused.get(c.id, 0.0)
-    return list(by_id.values())
+    return candidates
 
 
 def measure(
@@ -252,6 +240,7 @@ def examples(
 
 
 def _candidates(item: dict[str, Any]) -> list[tiers.Candidate]:
+    """The prompt's keyword candidates (rank, relevance) and neighbours by meaning (cosine)."""
     by_id: dict[str, tiers.Candidate] = {}
     for rank, row in enumerate(item["hits"], start=1):
         c = tiers.Candidate(row)
@@ -260,7 +249,8 @@ def _candidates(item: dict[str, Any]) -> list[tiers.Candidate]:
         by_id[c.id] = c
     cos = dict(item["neighbours"])
     for rid in cos:
-        by_id.setdefault(rid, tiers.Candidate(item["rows"][rid]))
+        if rid not in by_id:
+            by_id[rid] = tiers.Candidate(item["rows"][rid])
     for rid, c in by_id.items():
         c.cosine = cos.get(rid)
     return list(by_id.values())
