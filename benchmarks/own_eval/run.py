@@ -76,8 +76,9 @@ from agentctx.core.schema import GLOBAL_PROJECT_ID
 from agentctx.core.tokens import estimate_tokens
 from agentctx.embeddings import models, vecstore
 from agentctx.extract import extract_session, llm
+from agentctx import workers
+from agentctx.hooks import lifecycle, session_start
 from agentctx.hooks import prompt as prompt_hook
-from agentctx.hooks import session_start
 from agentctx.hooks.runner import HookContext
 from agentctx.records import Record
 from agentctx.retrieval import digest, hybrid
@@ -85,7 +86,7 @@ from agentctx.store import SearchQuery, Store
 from own_eval import author, floors, replay, report, scoring
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator, Iterator, Sequence
 
     from anthropic import AsyncAnthropic
 
@@ -212,6 +213,38 @@ def counted_ids() -> Iterator[None]:
         clock.ulid = real
 
 
+@contextmanager
+def held_workers() -> Iterator[list[list[str]]]:
+    """The workers the hooks would start detached, held in a list instead (their ``agentctx`` args).
+
+    A detached worker would race the run: its writes could land in the next session or while the
+    temporary home is removed. :func:`pipeline` runs the held ones in-process (:func:`run_held`)
+    before the session goes on, as a worker started at a session's start finishes during it.
+    """
+    held: list[list[str]] = []
+    real = lifecycle.spawn_detached
+
+    def hold(argv: Sequence[str], log_path: str) -> None:
+        args = list(argv)
+        held.append(args[args.index("agentctx") + 1 :] if "agentctx" in args else args)
+
+    lifecycle.spawn_detached = hold
+    try:
+        yield held
+    finally:
+        lifecycle.spawn_detached = real
+
+
+async def run_held(held: list[list[str]]) -> None:
+    """The held workers, in order, in-process (with the run's counted ids); an unknown one stops the run."""
+    while held:
+        args = held.pop(0)
+        if args[:2] == ["worker", "profile"] and args[2] == "--cwd":
+            await workers.profile(args[3])
+        else:
+            raise SystemExit(f"the eval does not know how to run the worker {args}")
+
+
 @asynccontextmanager
 async def model_client(
     options: Options, scripts: list[author.Script]
@@ -251,9 +284,11 @@ async def evaluate(options: Options) -> tuple[Run, dict[str, Any]]:
             transcripts = place_transcripts(scripts, base / "transcripts", project_dir)
             model_dir = options.model_dir or minilm.assemble(base / "minilm")
             settings = {**config.load(), **minilm.settings(model_dir)}
-            with counted_ids():
+            with counted_ids(), held_workers() as held:
                 async with model_client(options, scripts) as (client, served, capture):
-                    run = await pipeline(key, scripts, transcripts, project_dir, settings, client)
+                    run = await pipeline(
+                        key, scripts, transcripts, project_dir, settings, client, held
+                    )
         finally:
             for name, value in saved.items():
                 if value is None:
@@ -281,6 +316,7 @@ async def pipeline(
     project_dir: Path,
     settings: dict[str, Any],
     client: AsyncAnthropic,
+    held: list[list[str]],
 ) -> Run:
     """The sessions in order through hooks, extraction and consolidation (module docstring)."""
     questions = scoring.load_questions(HERE / "questions.json")
@@ -302,6 +338,7 @@ async def pipeline(
             for question in questions:
                 if question.after == n - 1:
                     run.asked.append(await ask(store, run, question, project_dir, embedder))
+            await run_held(held)  # the session start's workers end during the session
             extracted = await extract_session(
                 store, script.session_id, transcript=str(path), client=client
             )
