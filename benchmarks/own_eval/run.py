@@ -65,7 +65,7 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # minilm, own_eval
 from tests.messages_server import MessagesServer
 
 import minilm
-from agentctx import config
+from agentctx import config, workers
 from agentctx.claude.transcript import read_transcript
 from agentctx.consolidate import consolidate
 from agentctx.core import clock, ledger, search
@@ -76,7 +76,6 @@ from agentctx.core.schema import GLOBAL_PROJECT_ID
 from agentctx.core.tokens import estimate_tokens
 from agentctx.embeddings import models, vecstore
 from agentctx.extract import extract_session, llm
-from agentctx import workers
 from agentctx.hooks import lifecycle, session_start
 from agentctx.hooks import prompt as prompt_hook
 from agentctx.hooks.runner import HookContext
