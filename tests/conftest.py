@@ -92,6 +92,23 @@ def agentctx_home(
     return home_dir
 
 
+@pytest.fixture(autouse=True)
+def no_worker_outlives_its_test(tmp_path: Path) -> Iterator[None]:
+    """Detached workers (``lifecycle.spawn_detached``: the hooks' sweep, profile, team-sync,
+    extraction and SessionEnd workers) whose home lies in the test's ``tmp_path`` are killed when
+    the test ends, and waited for until gone.
+
+    A test that needs a worker's result waits for it itself (``tests.reliability.procs``); the
+    others left them running past their end, writing into a folder the test was done with (or
+    was removing: the random failure of the own eval at stop 25) and taking CPU from the tests
+    after them. Found by their environment (Linux /proc), so also the workers of hook processes.
+    """
+    yield
+    from tests.reliability.procs import end_workers_under
+
+    end_workers_under(str(tmp_path))
+
+
 @pytest.fixture
 def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """An Anthropic API key in the environment (the tests' Messages API server accepts any)."""

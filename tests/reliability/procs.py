@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from tests.helpers import payload
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 #: CLI name -> the Claude Code event it serves.
@@ -53,12 +54,24 @@ def every_event(
 
 def workers_of(home_dir: str) -> list[int]:
     """Pids of the detached agentctx workers running for ``home_dir`` (Linux /proc; else none)."""
+    return workers_where(lambda home: home == home_dir)
+
+
+def workers_under(folder: str) -> list[int]:
+    """Pids of the detached agentctx workers whose home is ``folder`` or lies under it."""
+    inside = folder.rstrip(os.sep) + os.sep
+    return workers_where(lambda home: home == folder or home.startswith(inside))
+
+
+def workers_where(wanted: Callable[[str], bool]) -> list[int]:
+    """Pids of the running ``python -m agentctx worker ...`` processes (and extraction
+    children) whose ``AGENTCTX_HOME`` passes ``wanted`` (Linux /proc; else none). A zombie's
+    command line reads empty: it counts as gone."""
     found = []
     try:
         pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
         return []
-    wanted = f"AGENTCTX_HOME={home_dir}".encode()
     for pid in pids:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
@@ -66,11 +79,33 @@ def workers_of(home_dir: str) -> list[int]:
             if b"agentctx" not in argv or not ({b"worker", b"extract"} & set(argv)):
                 continue
             with open(f"/proc/{pid}/environ", "rb") as fh:
-                if wanted in fh.read().split(b"\0"):
-                    found.append(pid)
+                env = fh.read().split(b"\0")
         except OSError:  # gone meanwhile, or not ours to read
             continue
+        homes = [v[len(b"AGENTCTX_HOME=") :] for v in env if v.startswith(b"AGENTCTX_HOME=")]
+        if homes and wanted(os.fsdecode(homes[0])):
+            found.append(pid)
     return found
+
+
+def end_workers_under(folder: str, deadline_s: float = 30.0) -> list[int]:
+    """Kill (SIGKILL) every detached worker whose home lies under ``folder`` and wait until each
+    is gone; the pids killed. What the test that started them left running: a worker must not
+    write into a folder its test is done with (or removes), nor take CPU from later tests."""
+    import signal
+
+    killed = workers_under(folder)
+    for pid in killed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:  # exited meanwhile
+            pass
+    deadline = time.monotonic() + deadline_s
+    while left := [p for p in workers_under(folder) if p in killed]:
+        if time.monotonic() > deadline:  # SIGKILL cannot be ignored: only a stuck kernel
+            raise AssertionError(f"killed workers still running after {deadline_s}s: {left}")
+        time.sleep(0.01)
+    return killed
 
 
 def wait_for_workers(home_dir: str, deadline_s: float = 60.0) -> None:
