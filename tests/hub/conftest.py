@@ -61,10 +61,15 @@ def pg_bindir() -> str | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def held_port() -> socket.socket:
+    """A TCP port on 127.0.0.1 held for the server's life: bound with ``SO_REUSEADDR`` and never
+    listening, so PostgreSQL (which binds with ``SO_REUSEADDR`` too) can listen on it, at every
+    restart of the hub-down tests, while no other process can take it meanwhile (a port probed
+    and freed could be, between the probe and the server's start)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 @dataclass
@@ -76,6 +81,8 @@ class Server:
     sockets: str
     port: int
     as_postgres: bool
+    #: the port's holder (:func:`held_port`), closed when the server is stopped for good
+    holder: socket.socket | None = None
 
     def dsn(self, user: str = "postgres", dbname: str = "postgres") -> str:
         """A DSN over the unix socket (trust authentication: no password)."""
@@ -135,7 +142,9 @@ def start_server() -> Server:
         os.chmod(folder, 0o755)
         for path in (folder, *(os.path.join(folder, s) for s in ("data", "sock", "log"))):
             shutil.chown(path, "postgres", "postgres")
-    server = Server(bindir, folder, os.path.join(folder, "sock"), free_port(), as_postgres)
+    holder = held_port()
+    port = int(holder.getsockname()[1])
+    server = Server(bindir, folder, os.path.join(folder, "sock"), port, as_postgres, holder)
     try:
         server.run(
             "initdb",
@@ -169,6 +178,8 @@ def stop_server(server: Server) -> None:
         "pg_ctl", "-D", os.path.join(server.folder, "data"), "-m", "immediate", "stop", check=False
     )
     shutil.rmtree(server.folder, ignore_errors=True)
+    if server.holder is not None:
+        server.holder.close()
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from agentctx.hooks.lifecycle import EXTRACT_GROWTH_BYTES, conversation_bytes
 from tests.helpers import payload, run_cli
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 #: A guard, not a measurement: the issue's bound is 5 s; a loaded CI machine gets slack.
@@ -54,12 +54,14 @@ def hook(event: str, data: dict[str, object], cwd: Path, env: dict[str, str]) ->
 
 
 @pytest.fixture
-def llm_env(tmp_path: Path) -> dict[str, str]:
-    """Extraction switched on against an address that refuses connections at once."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}"}
+def llm_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """Extraction switched on against an address that refuses connections at once: a port held
+    bound, never listening, for the whole test (a port only probed and freed could be taken by
+    another process's server meanwhile)."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        yield {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}"}
 
 
 @pytest.fixture
