@@ -16,11 +16,19 @@ modules); pyproject's ``addopts`` deselects all three, so a bare ``pytest`` runs
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["lint", "typecheck", "tests"]
 nox.options.reuse_venv = "yes"
+#: Sessions run side by side, as many at once as there are cores (nox >= 2026.10.20, ``-j``), but
+#: only those marked ``allow_parallel=True``: none of their tests or figures depends on a free
+#: core. The others (``slow``, ``browser``, ``e2e``: time bounds that assume the cores are theirs,
+#: Claude Code's own hook timeouts, Chromium's) each run alone, after them. ``-j 1`` runs one at a
+#: time (docs/development.md, "The developer's loop").
+nox.options.parallel = os.cpu_count() or 1
 
 PYTHON = "3.11"
 #: The offline embedding model the tests load (see pyproject's dependency groups for why --no-deps).
@@ -60,7 +68,7 @@ def uv_env() -> dict[str, str]:
     return {"UV": nox.virtualenv.UV} if nox.virtualenv.HAS_UV else {}
 
 
-@nox.session(python=PYTHON, tags=["ci"])
+@nox.session(python=PYTHON, tags=["ci"], allow_parallel=True)
 def lint(session: nox.Session) -> None:
     """ruff: lint rules and formatting; import-linter: the layers (pyproject's contracts)."""
     session.install("--group", "lint")
@@ -70,7 +78,7 @@ def lint(session: nox.Session) -> None:
     session.run("lint-imports", env={"PYTHONPATH": "src"})
 
 
-@nox.session(python=PYTHON, tags=["ci"])
+@nox.session(python=PYTHON, tags=["ci"], allow_parallel=True)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over src, tests and benchmarks."""
     session.install("-e", ".", "--group", "typecheck")
@@ -78,7 +86,7 @@ def typecheck(session: nox.Session) -> None:
     session.run("mypy")
 
 
-@nox.session(python=PYTHON, tags=["ci"])
+@nox.session(python=PYTHON, tags=["ci"], allow_parallel=True)
 def tests(session: nox.Session) -> None:
     """The fast tests: all not marked ``slow``, ``browser`` or ``e2e`` (pyproject's addopts).
 
@@ -91,15 +99,24 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", "-n", "auto", *session.posargs)
 
 
-@nox.session(python=PYTHON, default=False, tags=["ci"])
+@nox.session(python=PYTHON, default=False, tags=["ci"], allow_parallel=False)
 def slow(session: nox.Session) -> None:
     """Tests marked ``slow``: kill -9 trials, 16 concurrent sessions, machine faults, fuzzing,
-    the wheel and sdist (tests/test_packaging.py, with nox's own uv: ``UV``)."""
+    the wheel and sdist (tests/test_packaging.py, with nox's own uv: ``UV``).
+
+    On every core (pytest-xdist), except those also marked ``alone`` (time bounds that assume the
+    cores are theirs: the 16 concurrent sessions), which run after, one at a time.
+    """
     install_tests(session)
-    session.run("pytest", "-m", "slow", *session.posargs, env=uv_env())
+    # a selection (``nox -s slow -- tests/x.py``) may hold none of one kind: pytest's "no tests"
+    codes = [0, 5] if session.posargs else [0]
+    env = uv_env()
+    session.run("pytest", "-m", "slow and not alone", "-n", "auto", "--dist", "worksteal",
+                *session.posargs, env=env, success_codes=codes)  # fmt: skip
+    session.run("pytest", "-m", "slow and alone", *session.posargs, env=env, success_codes=codes)
 
 
-@nox.session(python=PYTHON, default=False, tags=["ci"])
+@nox.session(python=PYTHON, default=False, tags=["ci"], allow_parallel=False)
 def browser(session: nox.Session) -> None:
     """The dashboard in headless Chromium (tests/browser): Debian's ``chromium`` (installed here
     when missing and this runs as root; else the session says what to run)."""
@@ -140,7 +157,7 @@ def postgres_bindir(session: nox.Session) -> str:
     return folder
 
 
-@nox.session(python=PYTHON, default=False, tags=["ci"])
+@nox.session(python=PYTHON, default=False, tags=["ci"], allow_parallel=True)
 def hub(session: nox.Session) -> None:
     """The team hub against a real PostgreSQL that the tests start for the run (tests/hub):
     Debian's server binaries, as the ``postgres`` user when this runs as root."""
@@ -162,7 +179,7 @@ def bench_hub(session: nox.Session) -> None:
     )
 
 
-@nox.session(python=PYTHON, default=False, tags=["ci"])
+@nox.session(python=PYTHON, default=False, tags=["ci"], allow_parallel=False)
 def e2e(session: nox.Session) -> None:
     """The hooks under the real Claude Code CLI, offline, against a loopback Messages API.
 
@@ -172,10 +189,13 @@ def e2e(session: nox.Session) -> None:
     """
     system_tool(session, "npm", "nodejs npm")
     install_tests(session)
-    session.run("pytest", "-m", "e2e", "tests/e2e", *session.posargs)
+    # On every core, each test taking the next free one (one test is ~40% of the time): their
+    # time bounds (a hook's 5 s or more, 30-120 s polls) hold with a core shared
+    session.run("pytest", "-m", "e2e", "-n", "auto", "--dist", "worksteal", "tests/e2e",
+                *session.posargs)  # fmt: skip
 
 
-@nox.session(python=PYTHON, default=False, tags=["ci"])
+@nox.session(python=PYTHON, default=False, tags=["ci"], allow_parallel=True)
 def eval(session: nox.Session) -> None:
     """DevBench, the own eval and the precision eval -> benchmarks/results/; fails below the floors.
 
@@ -186,10 +206,22 @@ def eval(session: nox.Session) -> None:
     """
     session.install("-e", ".")
     session.install(*TEST_MODEL)
-    session.run("python", "benchmarks/eval.py", *session.posargs)
-    session.run("python", "benchmarks/own_eval/run.py", *session.posargs)
-    session.run("python", "benchmarks/precision_eval/run.py")
+    staging = os.path.join(session.create_tmp(), "results")
+    session.run("python", "benchmarks/eval.py", *session.posargs, "--out-dir", staging)
+    publish(staging)  # before the precision eval, which reads DevBench's figures there
+    session.run("python", "benchmarks/own_eval/run.py", *session.posargs, "--out-dir", staging)
+    session.run("python", "benchmarks/precision_eval/run.py", "--out-dir", staging)
+    publish(staging)
     session.run("python", "benchmarks/quality.py")
+
+
+def publish(staging: str) -> None:
+    """Move each file the evals wrote into ``staging`` to benchmarks/results, each at once
+    (``os.replace``): the fast tests that read the recorded results (tests/test_own_eval.py),
+    which may run meanwhile (``allow_parallel``), see a whole old file or a whole new one."""
+    results = os.path.join(os.path.dirname(os.path.abspath(__file__)), "benchmarks", "results")
+    for name in sorted(os.listdir(staging)):
+        os.replace(os.path.join(staging, name), os.path.join(results, name))
 
 
 #: The modules that hold property tests (hypothesis): what ``explore`` runs.

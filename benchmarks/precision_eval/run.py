@@ -80,8 +80,11 @@ ULID = re.compile(r"\bid ([0-9A-HJKMNP-TV-Z]{26})\b")
 #: A one-line entry ends with its handle in brackets (agentctx.core.inject.format_line).
 HANDLE = re.compile(r"^- .*\(([0-9a-z]{8})\)$", re.MULTILINE)
 #: The hook's wait for the server's answer in the eval (ms): the eval measures what meaning
-#: brings, on a machine shared with other work; the hooks' speed is benchmarks/hooks.py's.
-EVAL_DEADLINE_MS = 2000
+#: brings, on a machine shared with other work; the hooks' speed is benchmarks/hooks.py's. A
+#: guard, not a deadline: a warm server answers in milliseconds, and a prompt that missed a
+#: tighter wait on a busy machine (CI runs the eval beside the fast tests) would fall back to
+#: keywords alone and move the figures at random.
+EVAL_DEADLINE_MS = 30000
 DEVBENCH = ROOT / "benchmarks" / "data" / "devbench" / "devbench_dataset.json"
 DEVBENCH_RESULTS = ROOT / "benchmarks" / "results" / "eval.json"
 #: Variables that would change what the children do (or let them reach the network).

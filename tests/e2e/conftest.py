@@ -41,7 +41,19 @@ def installed_version(binary: Path, home: Path) -> str | None:
 
 @pytest.fixture(scope="session")
 def claude_code(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The pinned ``claude`` binary, installed with npm into the cache when it is not there yet."""
+    """The pinned ``claude`` binary, installed with npm into the cache when it is not there yet.
+
+    Under a lock (``nox -s e2e`` runs the tests on every core): the first xdist worker installs,
+    the others wait for it and find the binary there."""
+    import fcntl
+
+    CACHE_DIR.parent.mkdir(parents=True, exist_ok=True)
+    with open(CACHE_DIR.parent / "claude-code.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _installed(tmp_path_factory)
+
+
+def _installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     binary = CACHE_DIR / "node_modules" / ".bin" / "claude"
     scratch = tmp_path_factory.mktemp("claude-version")
     if installed_version(binary, scratch) == CLAUDE_CODE_VERSION:
