@@ -207,6 +207,9 @@ def eval(session: nox.Session) -> None:
     session.install("-e", ".")
     session.install(*TEST_MODEL)
     staging = os.path.join(session.create_tmp(), "results")
+    import shutil
+
+    shutil.rmtree(staging, ignore_errors=True)  # what a failed run left is not published
     session.run("python", "benchmarks/eval.py", *session.posargs, "--out-dir", staging)
     publish(staging)  # before the precision eval, which reads DevBench's figures there
     session.run("python", "benchmarks/own_eval/run.py", *session.posargs, "--out-dir", staging)
