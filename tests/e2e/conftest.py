@@ -39,6 +39,17 @@ def installed_version(binary: Path, home: Path) -> str | None:
     return words[0] if result.returncode == 0 and words else None
 
 
+#: The e2e tests that take longest (several sessions in a row, ~40% of the suite's time): first.
+LONGEST = ("test_multi_session.py",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first (a stable sort: the rest keep their order), so that under xdist
+    (``nox -s e2e`` runs on every core) one worker starts them while the others take the rest,
+    instead of one of them starting last."""
+    items.sort(key=lambda item: Path(item.path).name not in LONGEST)
+
+
 @pytest.fixture(scope="session")
 def claude_code(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The pinned ``claude`` binary, installed with npm into the cache when it is not there yet.
