@@ -206,7 +206,9 @@ def eval(session: nox.Session) -> None:
     """
     session.install("-e", ".")
     session.install(*TEST_MODEL)
-    staging = os.path.join(session.create_tmp(), "results")
+    # in the session's folder, but not session.create_tmp(): that also sets TMPDIR, and the evals'
+    # temporary projects would then lie inside this repository and take its identity
+    staging = os.path.join(session.virtualenv.location, "results")
     import shutil
 
     shutil.rmtree(staging, ignore_errors=True)  # what a failed run left is not published
