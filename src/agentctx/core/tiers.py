@@ -75,8 +75,8 @@ MIN_CONTENT_TERMS = 2
 CONTENT_CAP = 4.0
 #: The evidence's weights (docs/retrieval.md, "Tiers, fourth round"): a logistic fit on the tuning
 #: part (eleven projects, six written blind; with and without cues), rounded. The fit moves little
-#: from the third round's nine projects (each weight by 0.1-0.3) or from fold to fold leaving one
-#: project out (by 0.1-0.2): what did not generalise was where the scores cut.
+#: from the third round's nine projects (each weight by 0-0.3) or from fold to fold leaving one
+#: project out (by at most 0.3): what did not generalise was where the scores cut.
 WEIGHTS = {
     "bias": -2.9,
     "keyword": 0.7,
