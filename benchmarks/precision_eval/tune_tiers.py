@@ -13,8 +13,11 @@ floor, for experiments. ``--cache DIR`` keeps all that, so that a sweep needs no
 (so tokens are the hook's): the shipped rules' figures; ``--fit`` refits the evidence's weights (a
 logistic regression of "this candidate answers the prompt" on its signals) and chooses the two
 scores on every tuning project; ``--leave-one-out`` does the same on all projects but one and
-measures that one, for each project (the honest estimate before a held-out run); and a sweep of the
-two scores with the shipped weights. The signals are whatever :func:`agentctx.core.tiers.signals`
+measures that one, for each project (the honest estimate before a held-out run), pooled over the
+projects written blind (:data:`WRITTEN_BLIND`: what predicts a blind held-out part) and over the
+others apart (``--scores WHOLE,LINE`` keeps those scores and refits only the weights in each
+fold; ``--per-project`` chooses the scores by each project's objective); and a sweep of the two
+scores with the shipped weights. The signals are whatever :func:`agentctx.core.tiers.signals`
 returns and :data:`agentctx.core.tiers.WEIGHTS` names: a new signal needs no change here.
 """
 
@@ -321,16 +324,20 @@ def pool_of(project: str) -> str:
 
 
 def leave_one_out(
-    runs: list[tuple[list[dict[str, Any]], dict[str, str]]], prompts: dict[str, Any]
+    runs: list[tuple[list[dict[str, Any]], dict[str, str]]],
+    prompts: dict[str, Any],
+    scores: tuple[float, float] | None = None,
 ) -> None:
     """Tune on all tuning projects but one, measure on that one; print each, and the figures
     pooled over the projects written blind and over the others, each project judged by the rules
-    tuned without it."""
+    tuned without it. ``scores`` (whole, line): keep these and refit only the weights."""
     projects = sorted({p.project for p in prompts.values()})
     pools: dict[str, list[dict[str, float]]] = {}
     kept = dict(tiers.WEIGHTS), tiers.WHOLE_SCORE, tiers.LINE_SCORE
     for out in projects:
         chosen = tune(runs, prompts, set(projects) - {out})
+        if scores is not None:
+            chosen["WHOLE_SCORE"], chosen["LINE_SCORE"] = scores
         weights = chosen["WEIGHTS"]
         apply({"WHOLE_SCORE": chosen["WHOLE_SCORE"], "LINE_SCORE": chosen["LINE_SCORE"]})
         tiers.WEIGHTS.update(weights)
@@ -394,6 +401,11 @@ def main() -> None:
     parser.add_argument(
         "--per-project", action="store_true", help="choose the scores on each project's objective"
     )
+    parser.add_argument(
+        "--scores",
+        type=lambda text: tuple(float(v) for v in text.split(",")),
+        help="WHOLE,LINE: --leave-one-out refits the weights only and keeps these scores",
+    )
     args = parser.parse_args()
     global PER_PROJECT
     PER_PROJECT = args.per_project
@@ -423,7 +435,7 @@ def main() -> None:
         members = {p.project for p in prompts.values() if pool_of(p.project) == pool}
         print(f"  {pool}:", " || ".join(_show(measure(i, k, prompts, members)) for i, k in runs))
     if args.leave_one_out:
-        leave_one_out(runs, prompts)
+        leave_one_out(runs, prompts, args.scores)
     if args.fit:
         chosen = tune(runs, prompts, {p.project for p in prompts.values()})
         print("fitted on every tuning project:", chosen)
