@@ -27,7 +27,7 @@ import anyio
 import pytest
 from mcp import Client, ClientSession, stdio_client
 
-from agentctx.core import meaning, tiers
+from agentctx.core import meaning, search, tiers
 from agentctx.core.errors import ValidationError
 from agentctx.core.inject import LINES_NOTE, explain, render_tiers
 from agentctx.core.project import identify
@@ -498,6 +498,31 @@ def test_the_evidence_reads_cosines_on_the_prompts_own_scale() -> None:
     tiers.evidence(narrow, terms, spread_list([("R0", 0.45)], (0.1, 0.05)))
     tiers.evidence(wide, terms, spread_list([("R0", 0.45)], (0.1, 0.15)))
     assert (narrow[0].evidence or 0) > (wide[0].evidence or 0)
+
+
+def test_a_hard_negatives_near_miss_is_a_line_and_a_clear_match_is_whole() -> None:
+    """Fourth round (docs/retrieval.md): the shape of the blind-written projects' hard negatives
+    -- a record that shares two thirds of the prompt's content words and is the nearest by meaning
+    by a third of a deviation -- is offered as one line, no longer whole (the third round's
+    scores gave it a body of ~300 tokens); the same record standing 1.5 deviations clear of the
+    next one is whole."""
+    terms = search.query_terms(
+        "how many replicas does the eks deployment run, whats the hpa config"
+    )
+    rest = [(f"N{i}", 0.35 - 0.01 * i) for i in range(meaning.NEIGHBOURS - 2)]
+
+    def first(cos: float, runner_up: float) -> tiers.Candidate:
+        cands = candidates((1, 0.65, cos), (2, 0.4, runner_up))
+        tiers.evidence(
+            cands, terms, spread_list([("R0", cos), ("R1", runner_up), *rest], (0.1, 0.1))
+        )
+        cands[0].tier = tiers.tier(cands[0], meaning=True)[0]
+        return cands[0]
+
+    near_miss = first(0.42, 0.39)
+    assert tiers.LINE_SCORE <= (near_miss.evidence or 0) < tiers.WHOLE_SCORE
+    assert near_miss.tier == tiers.LINE
+    assert first(0.55, 0.40).tier == tiers.WHOLE
 
 
 def test_render_tiers_and_explain(project_dir: Path) -> None:
