@@ -164,6 +164,36 @@ def test_prompt_request_goes_out_before_the_store_and_the_rendering_load(
         assert name not in at_ask, f"{name} loaded before the request went out"
 
 
+_FUTURE_PROBE = """
+import sys
+from agentctx import _entry
+_entry._future_stand_in()
+stand_in = sys.modules["__future__"]
+assert isinstance(stand_in.annotations, _entry._Feature), "the real module was loaded already"
+import agentctx.hooks.runner, agentctx.hooks.prompt  # each names annotations from it
+assert sys.modules["__future__"] is stand_in, "a hook module loaded the real __future__"
+feature = stand_in.annotations
+compile("x: undefined_name = 1", "<probe>", "exec", feature.compiler_flag)  # postponed: no error
+division = stand_in.division  # any other feature: the real module, from then on
+real = sys.modules["__future__"]
+assert real is not stand_in and division is real.division
+print(feature.compiler_flag == real.annotations.compiler_flag,
+      feature.getOptionalRelease() == real.annotations.getOptionalRelease(),
+      feature.getMandatoryRelease() == real.annotations.getMandatoryRelease())
+"""
+
+
+def test_a_hook_stands_in_for_future_faithfully() -> None:
+    """ADR-017 (speed pass 4): a hook process does not load ``__future__`` for the one attribute
+    its modules import; the stand-in's attribute is the real one's, and any other loads the real
+    module."""
+    result = subprocess.run(
+        [sys.executable, "-c", _FUTURE_PROBE], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True", "True"]
+
+
 # -- fail-open --------------------------------------------------------------------------------------
 
 GARBAGE: list[bytes] = [
