@@ -67,10 +67,10 @@ class _Feature:
     mandatory = None
     compiler_flag = 0x1000000  # CO_FUTURE_ANNOTATIONS
 
-    def getOptionalRelease(self) -> tuple[int, int, int, str, int]:  # noqa: N802  # its API
+    def getOptionalRelease(self) -> tuple[int, int, int, str, int]:  # its API
         return self.optional
 
-    def getMandatoryRelease(self) -> None:  # noqa: N802  # its API
+    def getMandatoryRelease(self) -> None:  # its API
         return self.mandatory
 
 

@@ -374,7 +374,7 @@ def _find_sha256() -> Any:
     names = ("_sha2", "_sha256") if sys.version_info >= (3, 12) else ("_sha256", "_sha2")
     for name in names:
         try:
-            return getattr(__import__(name), "sha256")
+            return __import__(name).sha256
         except (ImportError, AttributeError):
             continue
     from hashlib import sha256
