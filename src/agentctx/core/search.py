@@ -631,7 +631,7 @@ def keyword_search(
     ``sqlean.OperationalError``) or ``fts`` is False the LIKE search runs instead and ``degraded``
     says why. ``as_of`` or ``include_superseded`` adds the archive's matches (LIKE: the cold
     table has no FTS index, so their scores are on the LIKE scale). ``demote``: apply each
-    record's demotion prior to its relevance (:func:`agentctx.core.learning.demote`).
+    record's demotion prior to its relevance (:func:`agentctx.core.learned.demote`).
     """
     if not terms or limit <= 0:
         return Found()
@@ -677,9 +677,9 @@ def keyword_search(
                     return Found(relevance=dict.fromkeys(ids, highest), considered=len(ranked))
                 scores = yield from judge(chosen, weights, denominator, ids, matches=matched)
                 if demote:  # issue 25: a record judged ignored again and again ranks lower
-                    from agentctx.core import learning
+                    from agentctx.core import learned
 
-                    scores = yield from learning.demote(scores)
+                    scores = yield from learned.demote(scores)
                 best = max(scores.values(), default=0.0)
                 kept = [
                     (row, score)
