@@ -139,7 +139,8 @@ def test_prompt_request_goes_out_before_the_store_and_the_rendering_load(
 ) -> None:
     """ADR-017: the prompt goes to the embedding server as soon as the hook knows the prompt is
     worth it and its project, so the server embeds while the hook loads the driver, opens the store
-    and searches; the tiers, the rendering and the ledger load after the request, not before."""
+    and searches; the tiers, the rendering, the ledger and what only the search itself needs (the
+    schema, the clock, ``math``) load after the request, not before."""
     seed(project_dir, DECISIONS)
     data = payload("UserPromptSubmit", SID, project_dir, prompt="grpc services streaming refresh")
     result = subprocess.run(
@@ -158,6 +159,9 @@ def test_prompt_request_goes_out_before_the_store_and_the_rendering_load(
         "agentctx.core.inject",
         "agentctx.core.ledger",
         "agentctx.config",
+        "agentctx.core.schema",
+        "agentctx.core.clock",
+        "math",
         "select",
         "encodings.utf_8_sig",
     ):
