@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import files
+from agentctx.core import nofollow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -160,7 +160,9 @@ def _local(path: str, base: str | None) -> str | None:
 def _read_text(path: str) -> str | None:
     try:  # a FIFO or a device planted in a repository would block or flood a plain open
         # "utf-8-sig" would import its codec module on every hook: the same, by hand
-        return files.read_bounded(path, _MAX_READ).decode("utf-8", "replace").removeprefix("\ufeff")
+        return (
+            nofollow.read_bounded(path, _MAX_READ).decode("utf-8", "replace").removeprefix("\ufeff")
+        )
     except (OSError, ValueError):
         return None
 
