@@ -117,6 +117,8 @@ def test_session_start_fast_path_imports_no_sqlite_no_json(project_dir: Path) ->
         "dataclasses",
         "select",
         "encodings.utf_8_sig",
+        "agentctx.core.files",  # the atomic writes: nothing is written on this path
+        "agentctx.core.learning",
     ):
         assert name not in loaded, f"SessionStart with a digest imported {name}"
 
