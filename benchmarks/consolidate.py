@@ -265,7 +265,7 @@ def main() -> int:
     os.environ["HF_HUB_OFFLINE"] = "1"
     with tempfile.TemporaryDirectory(prefix="agentctx-bench-") as tmp:
         work = Path(tmp)
-        model_dir = minilm.assemble(work / "minilm")
+        model_dir = minilm.assemble_int8(work / "minilm")
         results = [
             anyio.run(
                 functools.partial(measure, baselines=not args.no_baselines),

@@ -349,7 +349,7 @@ async def evaluate() -> tuple[str, dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         os.environ["HF_HUB_OFFLINE"] = "1"
-        folder = minilm.assemble(work / "minilm")
+        folder = minilm.assemble_int8(work / "minilm")
         model = await models.load_model_async(minilm.settings(folder))
         if model is None:
             raise SystemExit("the offline MiniLM did not load (see the log line above)")

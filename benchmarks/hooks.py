@@ -428,7 +428,7 @@ def measure_meaning(
 
     size = result.size
     print(f"[{size:,} records] meaning phase: vectors ...", flush=True)
-    model_dir = minilm.assemble(tmp / "minilm")
+    model_dir = minilm.assemble_int8(tmp / "minilm")
     embedded, seconds = meaning_phase.add_vectors(
         str(bench.home / "agentctx.db"), PROMPT, model_dir, SEED
     )

@@ -251,7 +251,7 @@ def prepare(folder: Path, records: int) -> tuple[Path, Path, int, float]:
     db_path = str(home / "agentctx.db")
     os.environ["AGENTCTX_HOME"] = str(home)
     os.environ["HF_HUB_OFFLINE"] = "1"
-    settings = minilm.settings(minilm.assemble(folder / "minilm"))
+    settings = minilm.settings(minilm.assemble_int8(folder / "minilm"))
     if (home / "embedded").exists():
         return project, home, int((home / "embedded").read_text()), 0.0
     project.mkdir(parents=True)

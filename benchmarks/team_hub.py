@@ -313,7 +313,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="agentctx-bench-hub-") as tmp:
             os.environ["AGENTCTX_HOME"] = str(Path(tmp) / "unused-home")
-            model_dir = minilm.assemble(Path(tmp) / "minilm")
+            model_dir = minilm.assemble_int8(Path(tmp) / "minilm")
             result = anyio.run(
                 run, server, args.versions, args.join, args.embed_sample, Path(tmp), model_dir
             )

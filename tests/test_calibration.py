@@ -27,13 +27,15 @@ from tests.helpers import new_record
 #: Length of the vector :func:`tests.minilm.shift` adds to every token vector: unrelated texts come
 #: out at about 0.5 (MiniLM: about 0), same-domain non-answers at about 0.7, as with bge models.
 SHIFT = 6.0
+#: The measured thresholds of the default model, MiniLM's int8 variant (``embedding.int8`` on by
+#: default; the ``embedder`` fixture): MiniLM's but for dedupe's merge candidate.
 MEASURED = Thresholds(
-    similarity_floor=thresholds.SIMILARITY_FLOOR[minilm.NAME],
-    strong_similarity=thresholds.STRONG_SIMILARITY[minilm.NAME],
-    merge_min=dedupe.SIMILARITY_MIN,
-    auto_merge=dedupe.AUTO_MERGE_MIN,
-    drift_floor=thresholds.DRIFT_BOUNDS[minilm.NAME][0],
-    drift_covered=thresholds.DRIFT_BOUNDS[minilm.NAME][1],
+    similarity_floor=thresholds.SIMILARITY_FLOOR[minilm.MODEL_ID],
+    strong_similarity=thresholds.STRONG_SIMILARITY[minilm.MODEL_ID],
+    merge_min=thresholds.merge_bounds(minilm.MODEL_ID)[0],
+    auto_merge=thresholds.merge_bounds(minilm.MODEL_ID)[1],
+    drift_floor=thresholds.DRIFT_BOUNDS[minilm.MODEL_ID][0],
+    drift_covered=thresholds.DRIFT_BOUNDS[minilm.MODEL_ID][1],
 )
 
 

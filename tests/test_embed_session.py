@@ -38,8 +38,8 @@ def test_a_failed_load_restores_the_factory() -> None:
     assert ort.SessionOptions is original
 
 
-def test_the_loaded_models_session_runs_lean(minilm_dir: Path, minilm_int8_dir: Path) -> None:
-    settings = {**minilm.settings(minilm_dir), "embedding.int8": False}
+def test_the_loaded_models_session_runs_lean(minilm_fp32_dir: Path, minilm_int8_dir: Path) -> None:
+    settings = {**minilm.settings(minilm_fp32_dir), "embedding.int8": False}
     for loaded in (
         models.load_model(settings),
         models.load_model(minilm.settings(minilm_int8_dir)),

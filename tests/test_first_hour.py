@@ -338,7 +338,8 @@ def test_model_fetch_loads_a_local_folder(tmp_path: Path, minilm_dir: Path) -> N
     ok("config", "set", "embedding.path", str(minilm_dir), cwd=tmp_path)
     ok("config", "set", "embedding.model", "sentence-transformers/all-MiniLM-L6-v2", cwd=tmp_path)
     assert ok("model", "fetch", cwd=tmp_path) == (
-        f"sentence-transformers/all-MiniLM-L6-v2 ready in {minilm_dir} (384 dimensions)\n"
+        # the int8 variant, by default (``embedding.int8``)
+        f"sentence-transformers/all-MiniLM-L6-v2:int8v2 ready in {minilm_dir} (384 dimensions)\n"
     )
 
 
@@ -362,7 +363,8 @@ def test_doctor_checks_that_the_model_loads(
     )
     ok("config", "set", "embedding.path", str(minilm_dir), cwd=tmp_path)
     assert doctor_line(tmp_path, "model") == (
-        "ok    model       sentence-transformers/all-MiniLM-L6-v2 loads (384 dimensions) from "
+        "ok    model       sentence-transformers/all-MiniLM-L6-v2:int8v2 loads (384 dimensions) "
+        "from "
         f"{minilm_dir}"
     )
     checks = json.loads(run_cli("doctor", "--json", cwd=tmp_path).stdout)  # 1: no hooks yet

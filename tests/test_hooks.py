@@ -117,6 +117,8 @@ def test_session_start_fast_path_imports_no_sqlite_no_json(project_dir: Path) ->
         "dataclasses",
         "select",
         "encodings.utf_8_sig",
+        "agentctx.core.files",  # the atomic writes: nothing is written on this path
+        "agentctx.core.learning",
     ):
         assert name not in loaded, f"SessionStart with a digest imported {name}"
 
@@ -139,7 +141,8 @@ def test_prompt_request_goes_out_before_the_store_and_the_rendering_load(
 ) -> None:
     """ADR-017: the prompt goes to the embedding server as soon as the hook knows the prompt is
     worth it and its project, so the server embeds while the hook loads the driver, opens the store
-    and searches; the tiers, the rendering and the ledger load after the request, not before."""
+    and searches; the tiers, the rendering, the ledger and what only the search itself needs (the
+    schema, the clock, ``math``) load after the request, not before."""
     seed(project_dir, DECISIONS)
     data = payload("UserPromptSubmit", SID, project_dir, prompt="grpc services streaming refresh")
     result = subprocess.run(
@@ -158,10 +161,43 @@ def test_prompt_request_goes_out_before_the_store_and_the_rendering_load(
         "agentctx.core.inject",
         "agentctx.core.ledger",
         "agentctx.config",
+        "agentctx.core.schema",
+        "agentctx.core.clock",
+        "math",
         "select",
         "encodings.utf_8_sig",
     ):
         assert name not in at_ask, f"{name} loaded before the request went out"
+
+
+_FUTURE_PROBE = """
+import sys
+from agentctx import _entry
+_entry._future_stand_in()
+stand_in = sys.modules["__future__"]
+assert isinstance(stand_in.annotations, _entry._Feature), "the real module was loaded already"
+import agentctx.hooks.runner, agentctx.hooks.prompt  # each names annotations from it
+assert sys.modules["__future__"] is stand_in, "a hook module loaded the real __future__"
+feature = stand_in.annotations
+compile("x: undefined_name = 1", "<probe>", "exec", feature.compiler_flag)  # postponed: no error
+division = stand_in.division  # any other feature: the real module, from then on
+real = sys.modules["__future__"]
+assert real is not stand_in and division is real.division
+print(feature.compiler_flag == real.annotations.compiler_flag,
+      feature.getOptionalRelease() == real.annotations.getOptionalRelease(),
+      feature.getMandatoryRelease() == real.annotations.getMandatoryRelease())
+"""
+
+
+def test_a_hook_stands_in_for_future_faithfully() -> None:
+    """ADR-017 (speed pass 4): a hook process does not load ``__future__`` for the one attribute
+    its modules import; the stand-in's attribute is the real one's, and any other loads the real
+    module."""
+    result = subprocess.run(
+        [sys.executable, "-c", _FUTURE_PROBE], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True", "True"]
 
 
 # -- fail-open --------------------------------------------------------------------------------------

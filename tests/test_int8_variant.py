@@ -147,7 +147,7 @@ def test_the_configured_model_is_derived_under_the_home_and_named_apart(
     settings = _fp32_settings(minilm_fp32_dir, **{"embedding.int8": True})
     assert models.model_id(settings) == minilm.MODEL_ID
     assert models.model_id({**settings, "embedding.int8": False}) == minilm.NAME
-    assert models.model_id(_fp32_settings(minilm_fp32_dir)) == minilm.NAME  # off by default
+    assert models.model_id(_fp32_settings(minilm_fp32_dir)) == minilm.MODEL_ID  # on by default
     assert models.model_id({"embedding.model": "BAAI/bge-small-en-v1.5"}) == (
         "BAAI/bge-small-en-v1.5"  # no measured variant: the model runs as it is
     )
@@ -189,3 +189,48 @@ async def test_vectors_of_the_fp32_model_are_reembedded_with_the_variant(
     query = await embedder.embed_query("which protocol do the internal services use?")
     nearest = await vecstore.nearest(store, query, 1, model=embedder.name)
     assert nearest[0][0] == ids[0]
+
+
+def test_a_store_of_fp32_vectors_is_reembedded_once_the_default_turns_the_variant_on(
+    project_dir: Path, agentctx_home: Path, minilm_fp32_dir: Path, fp32: models.Embedder
+) -> None:
+    """Upgrading to a release where ``embedding.int8`` is on by default: a store embedded by the
+    fp32 model (as the releases before, ``embedding.int8`` unset) is not searched with the variant's
+    vectors mixed in. doctor says a re-embed is pending, search says it is keyword-only and why,
+    ``agentctx model reembed`` derives the variant once into the home and re-embeds; then hybrid."""
+    import anyio
+
+    from agentctx.store import Store
+    from tests.helpers import run_cli, seed
+
+    ids = seed(project_dir, [{"type": t, "title": a, "body": b} for t, a, b in TEXTS])
+
+    async def embed_with_fp32() -> int:
+        async with await Store.open() as store:
+            assert (await reembed.prepare(store, fp32)).action == "adopted"
+            return await vecstore.embed_pending(store, fp32)
+
+    assert anyio.run(embed_with_fp32) == len(ids)
+    for key, value in (("embedding.path", str(minilm_fp32_dir)), ("embedding.model", minilm.NAME)):
+        assert run_cli("config", "set", key, value, cwd=project_dir).returncode == 0
+
+    doctor = json.loads(run_cli("doctor", "--json", cwd=project_dir).stdout)
+    (check,) = [{**c, **c.pop("vectors")} for c in doctor if c["name"] == "vectors"]
+    assert check["status"] == "pending" and check["ok"] is None
+    assert (check["configured"], check["model"]) == (
+        minilm.MODEL_ID,
+        minilm.NAME,
+    )
+    search = run_cli("search", "gRPC internal services", cwd=project_dir)
+    assert search.returncode == 0 and "gRPC for internal services" in search.stdout
+    assert "re-embed pending" in search.stderr  # keyword-only, and why
+
+    result = run_cli("model", "reembed", cwd=project_dir)
+    assert result.returncode == 0, result.stderr
+    assert f"vectors of {minilm.NAME} (384 dimensions) dropped" in result.stderr
+    assert f"embedded {len(ids)}/{len(ids)} records" in result.stderr
+    folder = models.int8_folder(minilm.NAME, str(minilm_fp32_dir), str(agentctx_home / "models"))
+    assert quantize.is_variant(folder)  # derived once, under the home
+    search = run_cli("search", "which protocol do the internal services use?", cwd=project_dir)
+    assert search.returncode == 0 and "keyword-only" not in search.stderr  # hybrid again
+    assert "gRPC for internal services" in search.stdout.splitlines()[1]

@@ -112,11 +112,22 @@ def _vec_sql(path: str) -> str:
 # -- the models themselves -----------------------------------------------------------------------
 
 
+@pytest.fixture(scope="session")
+def fp32(minilm_fp32_dir: Path, offline_hub: None) -> models.Embedder:
+    """MiniLM in fp32 (``embedding.int8`` off): the model the second models are derived from."""
+    loaded = models.load_model({**minilm.settings(minilm_fp32_dir), "embedding.int8": False})
+    assert loaded is not None and loaded.name == minilm.NAME
+    return loaded
+
+
 def test_the_second_models_are_other_spaces_with_minilms_cosines(
-    embedder: models.Embedder, wide: models.Embedder, rotated: models.Embedder
+    embedder: models.Embedder,
+    fp32: models.Embedder,
+    wide: models.Embedder,
+    rotated: models.Embedder,
 ) -> None:
     texts = [body for _, _, body in TEXTS]
-    base = embedder.embed_sync(texts)
+    base = fp32.embed_sync(texts)
     assert (embedder.dims, wide.dims, rotated.dims) == (384, 768, 384)
     for other in (wide, rotated):
         vectors_ = other.embed_sync(texts)
@@ -140,11 +151,12 @@ def test_the_second_models_are_other_spaces_with_minilms_cosines(
 @pytest.mark.parametrize("vec", [True, False], ids=["sqlite-vec", "numpy"])
 async def test_dimension_change_and_back(
     tmp_path: Path,
-    embedder: models.Embedder,
+    fp32: models.Embedder,
     wide: models.Embedder,
     vec: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    embedder = fp32  # the wide model is fp32 MiniLM projected: the same cosines
     if not vec:
         monkeypatch.setattr(db, "_load_vec", lambda conn, caps: setattr(caps, "vec_error", "off"))
     path = str(tmp_path / "store.db")
@@ -291,7 +303,7 @@ async def test_vectors_stored_before_the_model_was_recorded_go_to_the_model_that
         config.set_value("embedding.model", embedder.name)
         assert reembed.unrecorded_owner() == embedder.name
         assert (await reembed.prepare(store, embedder)).action == "adopted"
-        assert (await reembed.status(store)).model == minilm.NAME
+        assert (await reembed.status(store)).model == minilm.MODEL_ID
         assert await vecstore.embed_pending(store, embedder) == 0  # the old vectors were kept
         assert len(await _ranking(store, embedder)) == 5
 
@@ -332,7 +344,7 @@ async def test_consolidation_switches_and_resumes(
     settings = {**config.load(), "llm": False, **_settings(minilm.derived_name(768), wide_dir)}
     first = await consolidation.consolidate(store, "p1", settings=settings, time_box=1e-9)
     steps = [r.steps["embed"]["result"] for r in first if "embed" in r.steps]
-    assert steps[0]["switched"]["before"] == {"model": minilm.NAME, "dims": 384}
+    assert steps[0]["switched"]["before"] == {"model": minilm.MODEL_ID, "dims": 384}
     assert steps[-1]["pending"] > 0  # the time box left the re-embed for the next run
     second = await consolidation.consolidate(store, "p1", settings=settings)
     steps = [r.steps["embed"]["result"] for r in second if "embed" in r.steps]
@@ -371,19 +383,19 @@ def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: P
     _use(minilm.NAME, minilm_dir, project_dir)
     first = _cli_json("model", "reembed", cwd=project_dir)
     assert first["embedded"] == len(TEXTS)
-    assert (
-        thresholds.source(minilm.NAME) == "measured" and thresholds.calibrated(minilm.NAME) is None
-    )
+    assert thresholds.source(minilm.MODEL_ID) == "measured"
+    assert thresholds.calibrated(minilm.MODEL_ID) is None
     check = _vectors_check(project_dir)
     assert check["ok"] is True and check["status"] == "current"
-    assert check["model"] == minilm.NAME and check["dims"] == 384
-    assert run_cli("doctor", cwd=project_dir).stdout.count(f"{minilm.NAME} (384 dimensions)") == 1
+    assert check["model"] == minilm.MODEL_ID and check["dims"] == 384  # the variant, by default
+    doctor = run_cli("doctor", cwd=project_dir).stdout
+    assert doctor.count(f"{minilm.MODEL_ID} (384 dimensions)") == 1
 
     wide_name = minilm.derived_name(768)
     _use(wide_name, wide_dir, project_dir)
     check = _vectors_check(project_dir)
     assert check["ok"] is None and check["status"] == "pending"
-    assert check["configured"] == wide_name and check["model"] == minilm.NAME
+    assert check["configured"] == wide_name and check["model"] == minilm.MODEL_ID
     assert "agentctx model reembed" in check["fix"]
     search = run_cli("search", "gRPC internal services", cwd=project_dir)
     assert search.returncode == 0 and "gRPC for internal services" in search.stdout
@@ -391,7 +403,7 @@ def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: P
 
     result = run_cli("model", "reembed", cwd=project_dir)
     assert result.returncode == 0, result.stderr
-    assert f"vectors of {minilm.NAME} (384 dimensions) dropped" in result.stderr
+    assert f"vectors of {minilm.MODEL_ID} (384 dimensions) dropped" in result.stderr
     assert f"embedded {len(TEXTS)}/{len(TEXTS)} records" in result.stderr
     # a model without measured thresholds is calibrated once, when it is loaded to re-embed
     assert f"agentctx: calibrated the cosine thresholds of {wide_name}: " in result.stderr

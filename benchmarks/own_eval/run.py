@@ -281,7 +281,7 @@ async def evaluate(options: Options) -> tuple[Run, dict[str, Any]]:
         try:
             project_dir = write_repo(base / key.project)
             transcripts = place_transcripts(scripts, base / "transcripts", project_dir)
-            model_dir = options.model_dir or minilm.assemble(base / "minilm")
+            model_dir = options.model_dir or minilm.assemble_int8(base / "minilm")
             settings = {**config.load(), **minilm.settings(model_dir)}
             with counted_ids(), held_workers() as held:
                 async with model_client(options, scripts) as (client, served, capture):

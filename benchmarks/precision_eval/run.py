@@ -593,7 +593,7 @@ async def evaluate(
         env, folders, to_key = await build(data, work)
         outcomes = {p.id: Outcome() for p in data.prompts}
         errlog = work / "mcp-stderr.txt"
-        embedded = await embed_all(minilm.assemble(work / "minilm"))
+        embedded = await embed_all(minilm.assemble_int8(work / "minilm"))
         config_set("embedding.model", minilm.NAME, env)
         config_set("embedding.path", str(work / "minilm"), env)
         hook_env = {**env, "AGENTCTX_MEANING_DEADLINE_MS": str(EVAL_DEADLINE_MS),

@@ -55,7 +55,7 @@ async def collect(data: Dataset) -> tuple[list[dict[str, Any]], dict[str, str]]:
     with tempfile.TemporaryDirectory(prefix="agentctx-tune-") as tmp:
         work = Path(tmp)
         env, folders, to_key = await run.build(data, work)
-        await run.embed_all(minilm.assemble(work / "minilm"))
+        await run.embed_all(minilm.assemble_int8(work / "minilm"))
         run.config_set("embedding.model", minilm.NAME, env)
         run.config_set("embedding.path", str(work / "minilm"), env)
         conn = open_db(print)

@@ -4,9 +4,10 @@ The public API is small and loaded lazily (PEP 562), so ``import agentctx`` cost
 fast path imports submodules of this package and must not pay for the store's dependencies.
 
     from agentctx import Store, NewRecord, SearchQuery
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` (the hook's entry stands in for that module, see
+:mod:`agentctx._entry`): this module's annotations evaluate as they are.
+"""
 
 import sys
 

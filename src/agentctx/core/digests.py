@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import files, home, nofollow
+from agentctx.core import home, nofollow
 from agentctx.core.project import GLOBAL_PROJECT_ID
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path; mypy reads this name as True
@@ -67,7 +67,7 @@ def write(digest: Digest, generated_at: str, read_started_ns: int) -> str | None
     ``read_started_ns`` is ``time.time_ns()`` taken before the store was read. Writers mark a change
     (:func:`invalidate`) after they commit, so a digest built from older data is never installed.
     """
-    from agentctx.core import jsonio
+    from agentctx.core import files, jsonio  # files: on a write only (SessionStart reads)
 
     project_id = str(digest["project_id"])
     path = path_for(project_id)
@@ -147,6 +147,8 @@ def invalidate(project_ids: Iterable[str]) -> None:
     if not targets:
         return
     import time
+
+    from agentctx.core import files
 
     stamp = str(time.time_ns())
     for project_id in targets:

@@ -32,10 +32,13 @@ import errno
 import os
 import stat
 
+from agentctx.core.nofollow import NotRegularFileError as NotRegularFileError
+from agentctx.core.nofollow import open_regular as open_regular
+from agentctx.core.nofollow import read_bounded as read_bounded
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import BinaryIO
 
     from agentctx.core.errors import UnsafePathError
 
@@ -207,29 +210,6 @@ def _open_inside(root: str, target: str) -> tuple[int, str]:
         raise
 
 
-class NotRegularFileError(OSError):
-    """A path that names a FIFO, a device, a socket or a folder where a file was expected."""
-
-
-def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
-    """Open a file for binary reading only if it is a regular file; OSError otherwise.
-
-    The open is non-blocking (a FIFO with no writer would block a plain open forever) and the type
-    is checked on the open descriptor (``fstat``), so nothing can be swapped in between.
-    """
-    fd = os.open(os.fspath(path), os.O_RDONLY | _NONBLOCK | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotRegularFileError(f"{os.fspath(path)} is not a regular file")
-        if _NONBLOCK:
-            os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def is_regular_or_missing(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` does not exist or is a regular file (symlinks followed)."""
     try:
@@ -238,12 +218,6 @@ def is_regular_or_missing(path: str | os.PathLike[str]) -> bool:
         return True
     except OSError:
         return False
-
-
-def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
-    """At most ``limit`` bytes of a regular file (see :func:`open_regular`)."""
-    with open_regular(path) as fh:
-        return fh.read(limit)
 
 
 def read_tail(path: str | os.PathLike[str], limit: int) -> tuple[bytes, bool]:

@@ -30,20 +30,26 @@ useful at least :data:`LOWER_WHEN_USEFUL` of the time. :func:`effective` decides
 uses: the tuned value only while ``retrieval.auto_calibrate`` is on and the configured value is
 the default (an explicit user setting always wins).
 
-Standard library only: the hooks read :func:`priors` and :func:`tuned`.
+Standard library only. What the prompt hook reads (:func:`priors`, :func:`demote`, :func:`tuned`,
+:func:`effective`, :func:`effective_on`) lives in :mod:`agentctx.core.learned`, a module a tenth of
+this one's size that every prompt loads (ADR-017), and is named here too.
 """
 
 from __future__ import annotations
 
 from agentctx.core import clock
+from agentctx.core.learned import AUTO_SETTING as AUTO_SETTING
+from agentctx.core.learned import demote as demote
+from agentctx.core.learned import effective as effective
+from agentctx.core.learned import effective_on as effective_on
+from agentctx.core.learned import priors as priors
+from agentctx.core.learned import tuned as tuned
 from agentctx.core.plan import execute, execute_many, rows
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
-
-    import sqlean
 
     from agentctx.core.plan import Plan
     from agentctx.core.shapes import LedgerEntry
@@ -88,7 +94,6 @@ COSTS = {"retrieval.min_relevance": 0.5, "retrieval.strong_relevance": 1.0}
 #: The thresholds calibration may tune (those the settings have; ``retrieval.strong_relevance`` is
 #: the strong/possible boundary of the prompt hook's tiers).
 CALIBRATED = ("retrieval.min_relevance", "retrieval.strong_relevance")
-AUTO_SETTING = "retrieval.auto_calibrate"
 
 
 # -- injections ---------------------------------------------------------------------------------
@@ -307,24 +312,6 @@ def refresh_priors() -> Plan[dict[str, Any]]:
     }
 
 
-def priors(ids: Iterable[str]) -> Plan[dict[str, float]]:
-    """The demotion priors of these records (only those below 1; the rest are 1)."""
-    wanted = sorted(set(ids))
-    if not wanted:
-        return {}
-    marks = ", ".join("?" * len(wanted))
-    found = yield rows(
-        f"SELECT record_id, prior FROM record_priors WHERE record_id IN ({marks})", wanted
-    )
-    return {str(r[0]): float(r[1]) for r in found}
-
-
-def demote(scores: Mapping[str, float]) -> Plan[dict[str, float]]:
-    """Relevance by record id with each record's prior applied (the prompt hook's ranking)."""
-    found = yield from priors(scores)
-    return {i: value * found.get(i, 1.0) for i, value in scores.items()}
-
-
 # -- calibration --------------------------------------------------------------------------------
 
 
@@ -352,12 +339,6 @@ def calibrate(
     return round(best, 2)
 
 
-def tuned() -> Plan[dict[str, float]]:
-    """The calibrated thresholds by setting key (none before a calibration)."""
-    found = yield rows("SELECT key, value FROM tuned_settings")
-    return {str(k): float(v) for k, v in found}
-
-
 def tune(key: str, value: float, previous: float, configured: float, verdicts: int) -> Plan[None]:
     """Store a calibrated threshold with the value it replaced and on how many verdicts."""
     yield execute(
@@ -367,29 +348,3 @@ def tune(key: str, value: float, previous: float, configured: float, verdicts: i
         "verdicts = excluded.verdicts, tuned_at = excluded.tuned_at",
         (key, value, previous, configured, verdicts, clock.now()),
     )
-
-
-def effective(
-    key: str, configured: float, default: float, auto: bool, tuned_values: Mapping[str, float]
-) -> float:
-    """The value a reader uses: the calibrated one while ``auto`` is on and the setting is still
-    its default (an explicit setting wins), else the configured one."""
-    if not auto or abs(configured - default) > 1e-9:
-        return configured
-    return tuned_values.get(key, configured)
-
-
-def effective_on(
-    conn: sqlean.Connection, key: str, configured: float, default: float, auto: bool
-) -> float:
-    """:func:`effective` with the tuned values read on ``conn`` (the prompt hook's floor); the
-    configured value when they cannot be read (fail-open)."""
-    if not auto or abs(configured - default) > 1e-9:
-        return configured  # no query: nothing tuned can apply
-    from agentctx.core.plan import run
-
-    try:
-        values = run(conn, tuned())
-    except Exception:
-        return configured
-    return effective(key, configured, default, auto, values)

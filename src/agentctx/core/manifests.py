@@ -23,7 +23,7 @@ import os
 import stat
 import time
 
-from agentctx.core import files, home, nofollow
+from agentctx.core import home, nofollow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -150,6 +150,8 @@ def fact_hash(body: str) -> str:
 
 
 def _write(project_id: str, sig: str, state: str, facts_json: str) -> None:
+    from agentctx.core import files  # on a write only: SessionStart compares, mostly
+
     home.ensure_sub("profiles")
     text = f"{sig}\n{state} {time.time():.3f}\n{facts_json}"
     files.write_atomic(stamp_path(project_id), text.encode("utf-8"))

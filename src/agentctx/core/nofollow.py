@@ -29,6 +29,10 @@ import stat
 
 from agentctx.core import home
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
 #: ``O_NOFOLLOW`` where the platform has it (POSIX); 0 elsewhere.
 NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
@@ -37,7 +41,8 @@ _DIRECTORY: int = getattr(os, "O_DIRECTORY", 0)
 
 
 class NotRegularFileError(OSError):
-    """A fixed name of the home that holds a FIFO, a device, a socket or a folder, not a file."""
+    """A path that names a FIFO, a device, a socket or a folder where a file was expected (a
+    fixed name of the home, or a file read by :func:`open_regular`)."""
 
 
 def open_fd(path: str, flags: int, mode: int = 0o600) -> int:
@@ -132,3 +137,34 @@ def mtime(path: str) -> float | None:
     except (OSError, ValueError):
         return None
     return info.st_mtime if stat.S_ISREG(info.st_mode) else None
+
+
+# -- reading any file only when it is a regular file ---------------------------------------------
+# (named by agentctx.core.files too; here so that a hook, which reads the project's git files on
+# every event and writes no file on its common path, does not load the atomic-write helpers:
+# ADR-017, speed pass 4)
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open a file for binary reading only if it is a regular file; OSError otherwise.
+
+    The open is non-blocking (a FIFO with no writer would block a plain open forever) and the type
+    is checked on the open descriptor (``fstat``), so nothing can be swapped in between.
+    """
+    fd = os.open(os.fspath(path), os.O_RDONLY | _NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFileError(f"{os.fspath(path)} is not a regular file")
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
+    """At most ``limit`` bytes of a regular file (see :func:`open_regular`)."""
+    with open_regular(path) as fh:
+        return fh.read(limit)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import files
+from agentctx.core import nofollow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -160,7 +160,9 @@ def _local(path: str, base: str | None) -> str | None:
 def _read_text(path: str) -> str | None:
     try:  # a FIFO or a device planted in a repository would block or flood a plain open
         # "utf-8-sig" would import its codec module on every hook: the same, by hand
-        return files.read_bounded(path, _MAX_READ).decode("utf-8", "replace").removeprefix("\ufeff")
+        return (
+            nofollow.read_bounded(path, _MAX_READ).decode("utf-8", "replace").removeprefix("\ufeff")
+        )
     except (OSError, ValueError):
         return None
 
@@ -367,11 +369,16 @@ def _find_sha256() -> Any:
 
     Looked up once: a failed import is not cached, and each try searches the whole path.
     """
-    try:
-        from _sha2 import sha256  # type: ignore[import-not-found,unused-ignore]  # CPython >= 3.12
-    except ImportError:
+    import sys
+
+    # the module of this version first: a failed import searches the whole path (0.45M
+    # instructions on every hook, ADR-017)
+    names = ("_sha2", "_sha256") if sys.version_info >= (3, 12) else ("_sha256", "_sha2")
+    for name in names:
         try:
-            from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
-        except ImportError:
-            from hashlib import sha256  # type: ignore[assignment,unused-ignore]
+            return __import__(name).sha256
+        except (ImportError, AttributeError):
+            continue
+    from hashlib import sha256
+
     return sha256

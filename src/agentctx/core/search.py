@@ -47,11 +47,11 @@ looks for history on purpose.
 
 from __future__ import annotations
 
-import math
-
 from agentctx.core import plan
-from agentctx.core.clock import age_days
-from agentctx.core.schema import GLOBAL_PROJECT_ID, RECORD_COLUMNS
+
+# ``math``, ``agentctx.core.clock`` and ``agentctx.core.schema`` load when a search runs, not with
+# this module: the prompt hook imports it to read the prompt's terms before it sends the prompt to
+# the embedding server, and the request goes out that much sooner (ADR-017, speed pass 4).
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path; mypy reads this name as True
 if TYPE_CHECKING:
@@ -247,7 +247,16 @@ BM25_POOL = 200
 #: Stores larger than this count common terms only up to the budget (:func:`term_counts`).
 CAPPED_FROM = 8 * MATCH_BUDGET
 MAX_TEXT = 20_000  # characters of a prompt looked at for terms (a pasted log can be huge)
-_COLUMNS_SQL = ", ".join(f"r.{name}" for name in RECORD_COLUMNS)
+_columns: list[str] = []
+
+
+def _columns_sql() -> str:
+    """The record columns of a search's rows, as SQL (made once)."""
+    if not _columns:
+        from agentctx.core.schema import RECORD_COLUMNS
+
+        _columns.append(", ".join(f"r.{name}" for name in RECORD_COLUMNS))
+    return _columns[0]
 
 
 def query_terms(text: str, max_terms: int = MAX_TERMS) -> list[str]:
@@ -298,6 +307,8 @@ def select_terms(terms: Sequence[str], counts: Sequence[int]) -> list[str]:
 
 def scope_projects(project_id: str | None, scope: str) -> tuple[str, ...]:
     """The ``project_id`` values a search covers: ``all`` = project + global."""
+    from agentctx.core.schema import GLOBAL_PROJECT_ID
+
     if scope == "global" or not project_id:
         return (GLOBAL_PROJECT_ID,)
     if scope == "project":
@@ -360,7 +371,7 @@ def search_sql(
         # (the filters' columns live in the records table, one page read per row).
         w_title, w_body, w_keywords = BM25_WEIGHTS
         sql = (
-            f"SELECT {_COLUMNS_SQL}, top.rank AS rank FROM ("
+            f"SELECT {_columns_sql()}, top.rank AS rank FROM ("
             f"SELECT rowid AS seq, bm25(records_fts, {w_title}, {w_body}, {w_keywords}) AS rank "
             "FROM records_fts WHERE records_fts MATCH ? ORDER BY rank, rowid LIMIT ?"
             f") AS top JOIN records AS r ON r.seq = top.seq WHERE {where} "
@@ -373,7 +384,7 @@ def search_sql(
         # The best candidates are chosen on (rowid, rank) alone, then their columns are read: the
         # sorter holds two numbers per match instead of every column of every match.
         sql = (
-            f"SELECT {_COLUMNS_SQL}, best.rank AS rank FROM ("
+            f"SELECT {_columns_sql()}, best.rank AS rank FROM ("
             f"SELECT r.seq AS seq, bm25(records_fts, {w_title}, {w_body}, {w_keywords}) AS rank "
             "FROM records_fts JOIN records AS r ON r.seq = records_fts.rowid "
             f"WHERE records_fts MATCH ? AND {where} ORDER BY rank, r.seq LIMIT ?"
@@ -387,7 +398,7 @@ def search_sql(
     )
     hit_params = [t for term in terms for t in (term, term, term)]
     sql = (
-        f"SELECT * FROM (SELECT {_COLUMNS_SQL}, -({hits}) AS rank FROM records AS r "
+        f"SELECT * FROM (SELECT {_columns_sql()}, -({hits}) AS rank FROM records AS r "
         f"WHERE {where}) WHERE rank < 0 ORDER BY rank LIMIT ?"
     )
     return sql, [*hit_params, *params, candidates]
@@ -399,6 +410,8 @@ def rank_score(row: Any, reference: float | None = None) -> float:
     half_life = HALF_LIFE_DAYS.get(row["type"])
     recency = 1.0
     if half_life:
+        from agentctx.core.clock import age_days
+
         recency = max(RECENCY_FLOOR, 0.5 ** (age_days(row["valid_from"], reference) / half_life))
     score = relevance * TYPE_WEIGHT.get(row["type"], 1.0) * recency
     score *= CONFIDENCE_WEIGHT.get(row["confidence"], 1.0)
@@ -507,6 +520,8 @@ def is_identifier(term: str) -> bool:
 
 def term_weights(counts: Sequence[int], total: int) -> list[float]:
     """Each term's IDF weight from its document count; an absent term weighs as a count of 1."""
+    import math
+
     weights = []
     for count in counts:
         found = max(int(count), 1)
@@ -631,7 +646,7 @@ def keyword_search(
     ``sqlean.OperationalError``) or ``fts`` is False the LIKE search runs instead and ``degraded``
     says why. ``as_of`` or ``include_superseded`` adds the archive's matches (LIKE: the cold
     table has no FTS index, so their scores are on the LIKE scale). ``demote``: apply each
-    record's demotion prior to its relevance (:func:`agentctx.core.learning.demote`).
+    record's demotion prior to its relevance (:func:`agentctx.core.learned.demote`).
     """
     if not terms or limit <= 0:
         return Found()
@@ -677,9 +692,9 @@ def keyword_search(
                     return Found(relevance=dict.fromkeys(ids, highest), considered=len(ranked))
                 scores = yield from judge(chosen, weights, denominator, ids, matches=matched)
                 if demote:  # issue 25: a record judged ignored again and again ranks lower
-                    from agentctx.core import learning
+                    from agentctx.core import learned
 
-                    scores = yield from learning.demote(scores)
+                    scores = yield from learned.demote(scores)
                 best = max(scores.values(), default=0.0)
                 kept = [
                     (row, score)

@@ -42,7 +42,7 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 #: MiniLM's int8 variant (:data:`agentctx.embeddings.models.INT8_VARIANTS`) takes MiniLM's
 #: measured values: its vectors are at cosine 0.9995 to MiniLM's on average, 0.9987 at the lowest
 #: (docs/retrieval.md, "A lighter model"; the first variant, ``:int8``, was at 0.994), but for
-#: dedupe's merge candidate (:data:`MERGE_BOUNDS`). It is off by default (``embedding.int8``).
+#: dedupe's merge candidate (:data:`MERGE_BOUNDS`). It is the default (``embedding.int8`` on).
 MINILM_INT8 = MINILM + ":int8v2"
 
 #: Cosine floors of ``ctx_search``'s vector hits, by embedding model name: measured on the tuning

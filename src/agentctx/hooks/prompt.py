@@ -235,7 +235,7 @@ def _explain(
 
 def min_relevance(ctx: HookContext, conn: sqlean.Connection | None = None) -> float:
     """The configured relevance floor, or (issue 25) the one consolidation calibrated from the
-    injection verdicts while it is on (:func:`agentctx.core.learning.effective_on`); the default
+    injection verdicts while it is on (:func:`agentctx.core.learned.effective_on`); the default
     when the config file cannot be read."""
     from agentctx import config
     from agentctx.core.errors import ConfigError
@@ -249,10 +249,10 @@ def min_relevance(ctx: HookContext, conn: sqlean.Connection | None = None) -> fl
     configured = float(settings[key])
     if conn is None:
         return configured
-    from agentctx.core import learning
+    from agentctx.core import learned
 
-    auto = bool(settings[learning.AUTO_SETTING])
-    return learning.effective_on(conn, key, configured, float(config.SETTINGS[key][1]), auto)
+    auto = bool(settings[learned.AUTO_SETTING])
+    return learned.effective_on(conn, key, configured, float(config.SETTINGS[key][1]), auto)
 
 
 def _subagent(ctx: HookContext) -> str | None:
