@@ -23,7 +23,6 @@ Standard library only: the hook fast path imports this module.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 
@@ -56,6 +55,8 @@ def open_fd(path: str, flags: int, mode: int = 0o600) -> int:
             os.close(folder_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
+            import errno  # here only: a module load on every hook otherwise (ADR-017)
+
             raise NotRegularFileError(errno.EINVAL, "not a regular file", path)
         if _NONBLOCK and not flags & _NONBLOCK:
             os.set_blocking(fd, True)

@@ -44,18 +44,23 @@ def handle(ctx: HookContext) -> str | None:
         whole, ids = _pinned_only(ctx)
     else:
         whole, ids = digests.assemble(data["parts"], project.checkout)
-    text = truncate_to_tokens(whole, digests.MAX_TOKENS, digests.MAX_CHARS)
+    # the digest file's text fits its caps (digest.build cut it): one estimate, for the ledger too
+    tokens = estimate_tokens(whole)
+    if tokens <= digests.MAX_TOKENS and len(whole) <= digests.MAX_CHARS:
+        text = whole
+    else:  # cut again here (a hand-edited file): keep the ids still visible
+        text = truncate_to_tokens(whole, digests.MAX_TOKENS, digests.MAX_CHARS)
+        tokens = estimate_tokens(text)
+        ids = [i for i in ids if i in text]
     if not text.strip():
         return None
-    if text != whole:  # cut again here (a hand-edited file): keep the ids still visible
-        ids = [i for i in ids if i in text]
     if ctx.session_id:
         with Ledger(ctx.session_id) as ledger:
             ledger.append(
                 {
                     "event": ctx.event,
                     "ids": ids,
-                    "tokens": estimate_tokens(text),
+                    "tokens": tokens,
                     "project_id": project.project_id,
                     "cwd": ctx.cwd,
                     "transcript_path": ctx.text("transcript_path"),
