@@ -240,6 +240,35 @@ def seed(project_dir: Path, records: Iterable[dict[str, Any]]) -> list[str]:
     return anyio.run(go)
 
 
+def use_model(name: str, folder: Path, cwd: Path) -> None:
+    """Configure the embedding model ``name`` loaded from ``folder`` through the real CLI."""
+    for key, value in (("embedding.path", str(folder)), ("embedding.model", name)):
+        assert run_cli("config", "set", key, value, cwd=cwd).returncode == 0
+
+
+def vectors_check(cwd: Path) -> dict[str, Any]:
+    """``doctor --json``'s vectors check, its ``vectors`` details merged in."""
+    result = run_cli("doctor", "--json", cwd=cwd)
+    (check,) = [c for c in json.loads(result.stdout) if c["name"] == "vectors"]
+    return {**check, **check.pop("vectors")}
+
+
+def reembed_when_pending(
+    cwd: Path, stored_model: str, count: int
+) -> subprocess.CompletedProcess[str]:
+    """While a re-embed is pending, search is keyword-only and says why; ``agentctx model
+    reembed`` then drops the ``stored_model`` vectors and embeds the ``count`` records again. The
+    store holds "gRPC for internal services" (the re-embed tests' texts); the reembed's result."""
+    search = run_cli("search", "gRPC internal services", cwd=cwd)
+    assert search.returncode == 0 and "gRPC for internal services" in search.stdout
+    assert "re-embed pending" in search.stderr  # keyword-only, and why
+    result = run_cli("model", "reembed", cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    assert f"vectors of {stored_model} (384 dimensions) dropped" in result.stderr
+    assert f"embedded {count}/{count} records" in result.stderr
+    return result
+
+
 def fixtures_dir() -> Path:
     """The repository's test fixtures (``tests/fixtures``: real transcripts, with their provenance)."""
     return Path(__file__).resolve().parent / "fixtures"

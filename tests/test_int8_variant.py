@@ -201,7 +201,7 @@ def test_a_store_of_fp32_vectors_is_reembedded_once_the_default_turns_the_varian
     import anyio
 
     from agentctx.store import Store
-    from tests.helpers import run_cli, seed
+    from tests.helpers import reembed_when_pending, run_cli, seed, use_model, vectors_check
 
     ids = seed(project_dir, [{"type": t, "title": a, "body": b} for t, a, b in TEXTS])
 
@@ -211,24 +211,12 @@ def test_a_store_of_fp32_vectors_is_reembedded_once_the_default_turns_the_varian
             return await vecstore.embed_pending(store, fp32)
 
     assert anyio.run(embed_with_fp32) == len(ids)
-    for key, value in (("embedding.path", str(minilm_fp32_dir)), ("embedding.model", minilm.NAME)):
-        assert run_cli("config", "set", key, value, cwd=project_dir).returncode == 0
+    use_model(minilm.NAME, minilm_fp32_dir, project_dir)
 
-    doctor = json.loads(run_cli("doctor", "--json", cwd=project_dir).stdout)
-    (check,) = [{**c, **c.pop("vectors")} for c in doctor if c["name"] == "vectors"]
+    check = vectors_check(project_dir)
     assert check["status"] == "pending" and check["ok"] is None
-    assert (check["configured"], check["model"]) == (
-        minilm.MODEL_ID,
-        minilm.NAME,
-    )
-    search = run_cli("search", "gRPC internal services", cwd=project_dir)
-    assert search.returncode == 0 and "gRPC for internal services" in search.stdout
-    assert "re-embed pending" in search.stderr  # keyword-only, and why
-
-    result = run_cli("model", "reembed", cwd=project_dir)
-    assert result.returncode == 0, result.stderr
-    assert f"vectors of {minilm.NAME} (384 dimensions) dropped" in result.stderr
-    assert f"embedded {len(ids)}/{len(ids)} records" in result.stderr
+    assert (check["configured"], check["model"]) == (minilm.MODEL_ID, minilm.NAME)
+    reembed_when_pending(project_dir, minilm.NAME, len(ids))
     folder = models.int8_folder(minilm.NAME, str(minilm_fp32_dir), str(agentctx_home / "models"))
     assert quantize.is_variant(folder)  # derived once, under the home
     search = run_cli("search", "which protocol do the internal services use?", cwd=project_dir)

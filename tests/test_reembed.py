@@ -32,8 +32,11 @@ from tests.helpers import (
     INSERT_BEFORE_0008,
     add_texts,
     new_record,
+    reembed_when_pending,
     run_cli,
     seed,
+    use_model,
+    vectors_check,
 )
 
 if TYPE_CHECKING:
@@ -367,44 +370,27 @@ def _cli_json(*args: str, cwd: Path) -> Any:
     return json.loads(result.stdout)
 
 
-def _vectors_check(cwd: Path) -> dict[str, Any]:
-    result = run_cli("doctor", "--json", cwd=cwd)
-    (check,) = [c for c in json.loads(result.stdout) if c["name"] == "vectors"]
-    return {**check, **check.pop("vectors")}
-
-
-def _use(name: str, folder: Path, cwd: Path) -> None:
-    for key, value in (("embedding.path", str(folder)), ("embedding.model", name)):
-        assert run_cli("config", "set", key, value, cwd=cwd).returncode == 0
-
-
 def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: Path) -> None:
     seed(project_dir, [{"type": t, "title": a, "body": b} for t, a, b in TEXTS])
-    _use(minilm.NAME, minilm_dir, project_dir)
+    use_model(minilm.NAME, minilm_dir, project_dir)
     first = _cli_json("model", "reembed", cwd=project_dir)
     assert first["embedded"] == len(TEXTS)
     assert thresholds.source(minilm.MODEL_ID) == "measured"
     assert thresholds.calibrated(minilm.MODEL_ID) is None
-    check = _vectors_check(project_dir)
+    check = vectors_check(project_dir)
     assert check["ok"] is True and check["status"] == "current"
     assert check["model"] == minilm.MODEL_ID and check["dims"] == 384  # the variant, by default
     doctor = run_cli("doctor", cwd=project_dir).stdout
     assert doctor.count(f"{minilm.MODEL_ID} (384 dimensions)") == 1
 
     wide_name = minilm.derived_name(768)
-    _use(wide_name, wide_dir, project_dir)
-    check = _vectors_check(project_dir)
+    use_model(wide_name, wide_dir, project_dir)
+    check = vectors_check(project_dir)
     assert check["ok"] is None and check["status"] == "pending"
     assert check["configured"] == wide_name and check["model"] == minilm.MODEL_ID
     assert "agentctx model reembed" in check["fix"]
-    search = run_cli("search", "gRPC internal services", cwd=project_dir)
-    assert search.returncode == 0 and "gRPC for internal services" in search.stdout
-    assert "re-embed pending" in search.stderr  # keyword-only, and why
 
-    result = run_cli("model", "reembed", cwd=project_dir)
-    assert result.returncode == 0, result.stderr
-    assert f"vectors of {minilm.MODEL_ID} (384 dimensions) dropped" in result.stderr
-    assert f"embedded {len(TEXTS)}/{len(TEXTS)} records" in result.stderr
+    result = reembed_when_pending(project_dir, minilm.MODEL_ID, len(TEXTS))
     # a model without measured thresholds is calibrated once, when it is loaded to re-embed
     assert f"agentctx: calibrated the cosine thresholds of {wide_name}: " in result.stderr
     assert thresholds.source(wide_name) == "calibrated"
@@ -412,7 +398,7 @@ def test_cli_reembed_and_doctor(project_dir: Path, minilm_dir: Path, wide_dir: P
         f"{len(TEXTS)} records have vectors of {wide_name} (768 dimensions); "
         f"{len(TEXTS)} embedded now"
     )
-    check = _vectors_check(project_dir)
+    check = vectors_check(project_dir)
     assert check["ok"] is True and check["dims"] == 768
     search = run_cli("search", QUERY, cwd=project_dir)
     assert search.returncode == 0 and "keyword-only" not in search.stderr  # hybrid again
@@ -426,7 +412,9 @@ def test_a_killed_reembed_resumes_where_it_stopped(project_dir: Path, wide_dir: 
     notes = [{"type": "discovery", "title": f"Note {i}", "body": f"Fact {i}"} for i in range(count)]
     zebra = {"type": "decision", "title": "Zebra crossings", "body": "Zebra crossings get lights"}
     seed(project_dir, [*notes[:-1], zebra])  # the last one: re-embedded last
-    _use(minilm.derived_name(768), wide_dir, project_dir)  # from the new store's 384 dimensions
+    use_model(
+        minilm.derived_name(768), wide_dir, project_dir
+    )  # from the new store's 384 dimensions
 
     command = [sys.executable, "-m", "agentctx", "model", "reembed", "--batch", "4"]
     with subprocess.Popen(
@@ -440,7 +428,7 @@ def test_a_killed_reembed_resumes_where_it_stopped(project_dir: Path, wide_dir: 
         child.wait(timeout=60)
     assert child.returncode == -signal.SIGKILL
 
-    check = _vectors_check(project_dir)
+    check = vectors_check(project_dir)
     assert check["status"] == "running" and check["ok"] is None
     progress = check["reembed"]
     assert progress["total"] == count and 4 <= progress["done"] < count
@@ -455,7 +443,7 @@ def test_a_killed_reembed_resumes_where_it_stopped(project_dir: Path, wide_dir: 
     assert resumed["prepared"]["action"] == "same"  # no second switch: it resumes
     assert resumed["embedded"] == count - progress["done"]
     assert resumed["vectors"]["embedded"] == count and resumed["vectors"]["pending"] == 0
-    check = _vectors_check(project_dir)
+    check = vectors_check(project_dir)
     assert check["ok"] is True and check["model"] == minilm.derived_name(768)
     conn, _ = db.connect(os.environ["AGENTCTX_HOME"] + "/agentctx.db", readonly=True)
     with closing(conn):
