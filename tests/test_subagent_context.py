@@ -177,3 +177,30 @@ def test_a_call_written_just_after_the_hook_started_is_found(project_dir: Path) 
         assert TASK in task_of(str(path), "afg", "Explore", wait=2.0)
     finally:
         timer.join()
+
+
+def test_a_transcript_created_after_the_hook_started_is_waited_for(project_dir: Path) -> None:
+    """Claude Code creates the transcript on its first flush, which under load can come late.
+
+    Seen once in CI: the subagent got the standing rules because the call's line was not there
+    within the old 0.5 s. The file here appears 0.6 s after the hook started.
+    """
+    import subprocess
+    import sys
+    import time
+
+    seed(project_dir, RECORDS)
+    data = payload("SubagentStart", SID, project_dir, agent_id="afg", agent_type="Explore")
+    with subprocess.Popen([sys.executable, "-m", "agentctx", "hook", "subagent-start"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=project_dir) as hook:  # fmt: skip
+        assert hook.stdin is not None and hook.stdout is not None
+        hook.stdin.write(json.dumps(data).encode())
+        hook.stdin.close()
+        time.sleep(0.6)
+        _transcript(project_dir, _call("toolu_9", TASK, "Explore"))
+        out = hook.stdout.read()
+        hook.wait(timeout=60)
+    text = contract(
+        subprocess.CompletedProcess(hook.args, hook.returncode, out, b""), "SubagentStart"
+    )
+    assert text and "useAuthStore returned stale tokens" in text and RULES_HEADER not in text

@@ -63,5 +63,5 @@ def test_a_subagent_gets_records_for_its_task(tmp_path_factory: pytest.TempPathF
     assert subagent, machine.diagnostics()
     contexts = hook_contexts(subagent[0], "SubagentStart")
     assert contexts, machine.diagnostics()
-    assert BUGFIX[0] in contexts[0] and OTHER[0] not in contexts[0]
+    assert BUGFIX[0] in contexts[0] and OTHER[0] not in contexts[0], machine.diagnostics()
     assert not [line for line in machine.hooks_log() if "SubagentStart" in line]

@@ -11,8 +11,9 @@ before 2.1, ``Task``) tool call, which is in the parent's transcript by then:
 2. otherwise the newest ``Agent``/``Task`` tool call of the tail that has no result yet and whose
    ``subagent_type`` is this ``agent_type`` (a foreground agent: the call waits for it).
 
-The transcript is written asynchronously: the hook reads it again for up to :data:`WAIT_S`
-while the call is not there yet. Bounded: a regular file only, its last :data:`TAIL_BYTES`, only the lines that can hold either; an
+The transcript is written asynchronously (Claude Code flushes it every 100 ms, later under load,
+and creates the file on its first flush): the hook reads it again for up to :data:`WAIT_S` while
+the file or the call is not there yet. Bounded: a regular file only, its last :data:`TAIL_BYTES`, only the lines that can hold either; an
 unreadable or foreign transcript gives "" (the hook then falls back, :mod:`agentctx.hooks.prompt`).
 Standard library only (the SubagentStart hook imports it).
 """
@@ -32,8 +33,9 @@ TAIL_BYTES = 2 * 1024 * 1024
 AGENT_TOOLS = ("Agent", "Task")
 #: The longest task text kept (the prompt search reads the start of a text anyway).
 TASK_MAX_CHARS = 8000
-#: How long SubagentStart waits for the agent call's line to reach the transcript.
-WAIT_S = 0.5
+#: How long SubagentStart waits for the agent call's line to reach the transcript (0.5 s missed
+#: it once on a loaded CI machine; only a subagent whose task is never found waits this long).
+WAIT_S = 2.0
 #: ``subagent_type`` of a call that names none.
 DEFAULT_TYPE = "general-purpose"
 

@@ -268,7 +268,8 @@ def _subagent(ctx: HookContext) -> str | None:
     from agentctx.core.tokens import estimate_tokens
 
     path = ctx.text("transcript_path")
-    wait = WAIT_S if path and os.path.isfile(path) else 0.0  # no transcript: nothing to wait for
+    # The file may not exist before Claude Code's first flush; no folder for it: nothing to wait for.
+    wait = WAIT_S if path and os.path.isdir(os.path.dirname(path)) else 0.0
     task = task_of(path, ctx.text("agent_id"), ctx.text("agent_type"), wait)
     text, ids = _for_task(ctx, task) if task else ("", [])
     if text:
