@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentctx.core import clock, digests, inject, jsonio
+from agentctx.core.handles import handle
 from agentctx.core.schema import BODY_MAX, RECORD_TYPES, TITLE_MAX
 from agentctx.core.tokens import estimate_tokens
 from agentctx.retrieval import digest
@@ -94,19 +95,19 @@ def test_digest_stays_within_both_caps_in_every_checkout(
         # (ids drawn for other records may repeat a handover's: those say nothing here)
         taken = base_ids | {(mine or {}).get("id")}
         others = [h for h in current if h is not mine and h["id"] not in taken]
-        assert not any(f"id {h['id']})" in text for h in others)
+        assert not any(f"id {handle(h['id'])})" in text for h in others)
 
-        # a shown record is visible: decision lines and the handover heading print the id,
+        # a shown record is visible: decision lines and the handover heading print its handle,
         # profile and preference lines the title
         def visible(record_id: str, text: str = text) -> bool:
-            return record_id in text or any(j == record_id and t in text for j, t in titled)
+            return handle(record_id) in text or any(j == record_id and t in text for j, t in titled)
 
         assert all(visible(i) for i in shown)
         assert len(set(shown)) == len(shown)
         if not (profile or decisions or mine or preferences):
             assert text == ""
         if mine:
-            assert f"## Last handover ({mine['valid_from'][:10]}, id {mine['id']})" in text
+            assert f"## Last handover ({mine['valid_from'][:10]}, id {handle(mine['id'])})" in text
             assert mine["id"] in shown
 
 
@@ -119,8 +120,8 @@ def test_prompt_injection_stays_within_both_caps(found: list[dict[str, Any]]) ->
     assert len(shown) <= inject.TOP_K
     assert len(set(shown)) == len(shown)
     assert bool(text) == bool(shown)
-    for record_id in shown:
-        assert record_id in text
+    for record_id in shown:  # named by its handle (issue 25: the full id costs ~47 tokens)
+        assert f"id {handle(record_id)}" in text
 
 
 def test_a_decision_line_says_what_the_body_adds_to_the_title() -> None:
@@ -129,13 +130,13 @@ def test_a_decision_line_says_what_the_body_adds_to_the_title() -> None:
         return digest._decision_line({**row, "confidence": confidence, "source": "cli"})
 
     tagged = line("Use ruff format", "Use ruff format\n(applies to: project)")
-    assert tagged == "- [convention | you | stated] Use ruff format (id 01X)"
+    assert tagged == "- [convention | you | stated] Use ruff format (id 01x)"
     repeated = line("Postgres over MySQL", "Postgres over MySQL. Rationale: JSONB and CTEs.")
     assert repeated == (
-        "- [convention | you | stated] Postgres over MySQL: Rationale: JSONB and CTEs. (id 01X)"
+        "- [convention | you | stated] Postgres over MySQL: Rationale: JSONB and CTEs. (id 01x)"
     )
     plain = line("Short", "A body that says more.", "inferred")
-    assert plain == "- [convention | you | unconfirmed] Short: A body that says more. (id 01X)"
+    assert plain == "- [convention | you | unconfirmed] Short: A body that says more. (id 01x)"
 
 
 def test_a_preference_line_says_what_the_body_adds_to_the_title() -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 from anthropic import AsyncAnthropic, NotFoundError
 
+from agentctx.core import inject
 from agentctx.demo import DEMO_API_KEY, run_demo
 from agentctx.demo.standin import LABEL, StandIn
 from agentctx.store import Store, inventory
@@ -79,7 +80,7 @@ def test_demo_shows_the_whole_loop_and_leaves_nothing(tmp_path: Path, agentctx_h
     assert "keyword mode" in part[3]
     # the next session's digest carries the decision; the prompt gets the explained bugfix
     assert "# agentctx: context for invoice-service" in part[4] and DECISION in part[4]
-    assert "Relevant records from the agentctx context store" in part[5]
+    assert inject.HEADER in part[5]
     assert BUGFIX_BODY in part[5] and DECISION not in part[5]
     assert "Fixed: `pytest tests/test_totals.py` passed at " in part[5]
     # ctx_search ranks the decision first
@@ -102,10 +103,12 @@ def readme_excerpt() -> list[str]:
 
 
 def excerpt_pattern(line: str) -> str:
-    """A regular expression for one excerpt line: ``[…]`` is any text, a ULID any ULID."""
+    """A regular expression for one excerpt line: ``[…]`` is any text, a ULID any ULID, a
+    record's handle after ``id `` any handle."""
     masked = re.sub(r"\b[0-9A-HJKMNP-TV-Z]{26}\b", "\0", line)
-    pieces = re.split(r"(\[…\]|\0)", masked)
-    wild = {"[…]": ".*", "\0": "[0-9A-Z]{26}"}
+    masked = re.sub(r"(?<=\bid )[0-9a-hjkmnp-tv-z]{8}\b", "\x01", masked)
+    pieces = re.split(r"(\[…\]|\0|\x01)", masked)
+    wild = {"[…]": ".*", "\0": "[0-9A-Z]{26}", "\x01": "[0-9a-z]{8}"}
     return "".join(wild.get(piece, re.escape(piece)) for piece in pieces)
 
 

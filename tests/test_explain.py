@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING
 
 from agentctx.core import search
+from agentctx.core.handles import handle
 from tests.helpers import contract, payload, run_cli, run_hook, seed
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def test_explain_names_what_the_hook_injects_and_why_the_rest_is_out(project_dir
         "UserPromptSubmit",
     )
     assert hook is not None
-    assert report["injected"] == re.findall(r"id (\w{26})", hook)
+    assert [handle(i) for i in report["injected"]] == re.findall(r"\| id (\w{8})\]", hook)
     verdicts = {c["id"]: c["verdict"] for c in report["candidates"]}
     assert all(verdicts[i].startswith("injected whole") for i in report["injected"])
     assert all(c["tier"] == "whole" for c in report["candidates"] if c["id"] in report["injected"])

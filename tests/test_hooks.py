@@ -16,6 +16,7 @@ import pytest
 import sqlean
 
 from agentctx.core import digests, home, ledger
+from agentctx.core.handles import handle
 from agentctx.core.project import identify
 from agentctx.core.tokens import estimate_tokens
 from tests.helpers import FORBIDDEN, contract, payload, query, run_hook, seed
@@ -312,7 +313,7 @@ def test_session_start_injects_digest(source: str, project_dir: Path) -> None:
     data = payload("SessionStart", SID, project_dir, source=source, model="claude-sonnet-4-5")
     text = contract(run_hook("session-start", data, cwd=project_dir), "SessionStart")
     assert text is not None
-    assert "Use gRPC for internal services" in text and ids[0] in text
+    assert "Use gRPC for internal services" in text and handle(ids[0]) in text
     assert "Tests live beside the code" in text
     assert "Prefer small commits" in text  # explicit global preference
     assert "More in the agentctx store" in text
@@ -329,7 +330,7 @@ def test_records_the_digest_showed_are_not_injected_again(project_dir: Path) -> 
     text = contract(run_hook("session-start", start, cwd=project_dir), "SessionStart")
     assert text and "Prefer small commits" in text
     preference = ids[DECISIONS.index(next(d for d in DECISIONS if "small commits" in d["title"]))]
-    assert preference not in text  # shown by title only
+    assert handle(preference) not in text  # shown by title only
     assert preference in ledger.injected_ids(ledger.read_entries(SID))
     ask = payload("UserPromptSubmit", SID, project_dir, prompt="should I prefer small commits?")
     again = contract(run_hook("user-prompt-submit", ask, cwd=project_dir), "UserPromptSubmit")

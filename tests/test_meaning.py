@@ -27,7 +27,7 @@ import anyio
 import pytest
 from mcp import Client, ClientSession, stdio_client
 
-from agentctx.core import meaning, search, tiers
+from agentctx.core import handles, meaning, search, tiers
 from agentctx.core.errors import ValidationError
 from agentctx.core.inject import LINES_NOTE, explain, render_tiers
 from agentctx.core.project import identify
@@ -135,7 +135,7 @@ async def test_the_server_lends_its_model_and_the_hook_fuses_meaning(
             text = hook(
                 project_dir, PROMPT, AGENTCTX_DEBUG="1", AGENTCTX_MEANING_DEADLINE_MS="5000"
             )
-            assert text is not None and f"id {embedded[1]}" in text
+            assert text is not None and f"id {handles.handle(embedded[1])}" in text
             log = hooks_log(agentctx_home)
             assert "keywords alone" not in log and "cos None" not in log
             assert re.search(rf"{embedded[1]} rel [\d.]+ cos 0\.\d+: whole", log)
@@ -247,7 +247,7 @@ def test_the_hook_falls_back_to_keywords(
 ) -> None:
     ids = seed(project_dir, RECORDS)
     alone = hook(project_dir, PROMPT, AGENTCTX_MEANING="off")
-    assert alone is not None and f"id {ids[1]}" in alone
+    assert alone is not None and f"id {handles.handle(ids[1])}" in alone
     with fake_server(answer, delay) as requests:
         text = hook(project_dir, PROMPT, AGENTCTX_DEBUG="1", AGENTCTX_MEANING_DEADLINE_MS="200")
     assert text == alone  # keywords alone, exactly as with no server
@@ -261,7 +261,7 @@ def test_no_server_and_a_stale_socket_cost_nothing(project_dir: Path, agentctx_h
     at once (the connect is non-blocking), and the next server removes the stale socket."""
     ids = seed(project_dir, RECORDS)
     text = hook(project_dir, PROMPT, AGENTCTX_DEBUG="1")
-    assert text is not None and f"id {ids[1]}" in text
+    assert text is not None and f"id {handles.handle(ids[1])}" in text
     folder = lend.prepare_dir()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)  # fmt: skip
@@ -374,10 +374,12 @@ def test_a_line_then_whole_in_one_session(project_dir: Path, agentctx_home: Path
         second = hook(project_dir, prompt, session, **wait)
         third = hook(project_dir, prompt, session, **wait)
     assert first is not None and LINES_NOTE in first
-    assert f"({tiers.handle(login)})" in first and f"id {login}" not in first
+    assert f"({handles.handle(login)})" in first and f"id {handles.handle(login)}" not in first
     assert "- bugfix, today: Login loop after the token refresh (" in first
     assert second is None  # offered as a line already: not again
-    assert third is not None and f"id {login}" in third  # now close in meaning: whole
+    assert (
+        third is not None and f"id {handles.handle(login)}" in third
+    )  # now close in meaning: whole
     entries = [json.loads(line) for line in
                (agentctx_home / "sessions" / f"{session}.jsonl").read_text().splitlines()]  # fmt: skip
     assert entries[0]["ids"] == [] and entries[0]["lines"] == [login]
@@ -567,7 +569,7 @@ def test_render_tiers_and_explain(project_dir: Path) -> None:
 def test_handles_name_records_everywhere(project_dir: Path, agentctx_home: Path) -> None:
     ids = seed(project_dir, RECORDS)
     money = ids[1]
-    handle = tiers.handle(money)
+    handle = handles.handle(money)
     shown = run_cli("show", handle, "--json", cwd=project_dir)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["id"] == money
@@ -576,7 +578,7 @@ def test_handles_name_records_everywhere(project_dir: Path, agentctx_home: Path)
     assert short.returncode != 0 and "Traceback" not in short.stderr
     # every record of one process shares its ULID's time prefix: ambiguous, said in one line
     common = os.path.commonprefix(ids)  # noqa: RUF071  # strings, on purpose
-    if len(common) >= tiers.MIN_HANDLE:
+    if len(common) >= handles.MIN_HANDLE:
         ambiguous = run_cli("show", common)
         assert ambiguous.returncode != 0
         assert "matches several records" in ambiguous.stderr
@@ -591,7 +593,7 @@ def test_handles_name_records_everywhere(project_dir: Path, agentctx_home: Path)
             assert [r["id"] for r in data["records"]] == [money]
             assert data["missing"] == ["zzzzzzzz"]
         async with await Store.open() as store:
-            if len(common) >= tiers.MIN_HANDLE:
+            if len(common) >= handles.MIN_HANDLE:
                 with pytest.raises(ValidationError, match="matches several records"):
                     await store.get(common.lower())
             from tests.test_web import serving

@@ -11,6 +11,7 @@ import sqlean
 
 from agentctx.core import clock, db
 from agentctx.core.errors import ConflictError, NotFoundError, ValidationError
+from agentctx.core.handles import handle
 from agentctx.store import SearchQuery, Store, deletion, inventory
 from tests.helpers import new_record
 
@@ -383,6 +384,20 @@ async def test_set_pinned(store: Store) -> None:
     with pytest.raises(NotFoundError):
         await store.set_pinned("nope", True)
     assert counts(store.path) == (1, 0, 1)
+
+
+async def test_a_handle_names_the_record_to_supersede_edit_and_pin(store: Store) -> None:
+    """Injected text names records by handle (core/handles.py): what Claude or the user copies from
+    it must work wherever an id does, and the new version points at the full id."""
+    record = await store.add(new_record(title=TITLE, body=BODY))
+    short = handle(record.id)
+    assert short != record.id and (await store.get(short)).id == record.id
+    assert (await store.set_pinned(short.upper(), True)).pinned is True
+    old, created = await store.supersede(short, "We use sqlite now.", "simpler ops")
+    assert old.id == record.id and old.superseded_by == created.id
+    assert edges(store.path) == [(created.id, record.id, "supersedes")]
+    _, edited = await store.edit(handle(created.id), title="Database decision")
+    assert [r.id for r in await store.history(short)] == [record.id, created.id, edited.id]
 
 
 async def test_edit_makes_a_new_version(store: Store) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agentctx.core import ledger
+from agentctx.core.handles import handle
 from agentctx.core.project import checkout_key, identify
 from agentctx.extract import apply, extract_session
 from agentctx.store import Store, transfer
@@ -88,9 +89,9 @@ def test_each_worktree_is_handed_its_own_handover(worktrees: tuple[Path, Path]) 
         (linked / "pkg", "cccccccc-0000-4000-8000-00000000000c", key_b, key_a),
     ):
         text = session_start(checkout, sid)
-        assert DECISION["title"] in text and decision in text  # the rest is shared
-        assert f"id {current[mine][0]})" in text and current[mine][1][10:] in text
-        assert current[other][0] not in text and current[other][1][10:] not in text
+        assert DECISION["title"] in text and handle(decision) in text  # the rest is shared
+        assert f"id {handle(current[mine][0])})" in text and current[mine][1][10:] in text
+        assert handle(current[other][0]) not in text and current[other][1][10:] not in text
         shown = ledger.injected_ids(ledger.read_entries(sid))
         assert current[mine][0] in shown and current[other][0] not in shown
         assert decision in shown
@@ -102,12 +103,12 @@ def test_a_legacy_handover_is_shown_everywhere_until_the_first_keyed_one(
     main, linked = worktrees
     (legacy,) = seed(main, [{"type": "handover", "title": "Handover: old task", "body": "old"}])
     for checkout, sid in ((main, SID_A), (linked, SID_B)):
-        assert f"id {legacy})" in session_start(checkout, sid)
+        assert f"id {handle(legacy)})" in session_start(checkout, sid)
     pre_compact(linked, SID_B, TASK_B)
     (kept,) = current_handovers().values()
     assert query("SELECT superseded_by FROM records WHERE id = ?", (legacy,)) == [(kept[0],)]
     text_b = session_start(linked, SID_B)
-    assert f"id {kept[0]})" in text_b and legacy not in text_b
+    assert f"id {handle(kept[0])})" in text_b and handle(legacy) not in text_b
     text_a = session_start(main, "dddddddd-0000-4000-8000-00000000000d")
     assert "Last handover" not in text_a and kept[0] not in text_a  # B's is not A's
 

@@ -42,6 +42,7 @@ import pytest
 
 from agentctx.consolidate import cues
 from agentctx.core import inject
+from agentctx.core.handles import handle
 from agentctx.core.project import identify
 from agentctx.extract import verdicts
 from agentctx.extract.prompt import TOOL_NAME
@@ -483,7 +484,7 @@ def step2_injection_once(scenario: Scenario, d1: str, preference: str, discovery
     assert run.output["result"] == ASK_ANSWER, scenario.diagnostics()
     (first,) = run.requests
     (start,) = hook_contexts(first, "SessionStart")
-    assert f"] {D1_TITLE}: " in start and f"(id {d1})" in start, start
+    assert f"] {D1_TITLE}: " in start and f"(id {handle(d1)})" in start, start
     (records,) = hook_contexts(first, "UserPromptSubmit")
     assert records.startswith(f"{inject.HEADER}\n{inject.FENCE_OPEN}\n{inject.FENCE_NOTE}\n\n### [")
     assert f"| today | id {preference}] {PREFERENCE_TITLE}\n" in records, records
@@ -496,10 +497,13 @@ def step2_injection_once(scenario: Scenario, d1: str, preference: str, discovery
     assert again.session_id == run.session_id and again.output["result"] == ASK_AGAIN_ANSWER
     (second,) = again.requests
     replayed, new = hook_contexts(second, "UserPromptSubmit")  # the history replays the first
-    assert replayed.startswith(records.split("\n\n### ")[0]) and f"id {preference}]" in replayed
+    assert (
+        replayed.startswith(records.split("\n\n### ")[0])
+        and f"id {handle(preference)}]" in replayed
+    )
     assert new.startswith(f"{inject.HEADER}\n{inject.FENCE_OPEN}\n{inject.FENCE_NOTE}\n\n### [")
     assert f"| unconfirmed | today | id {discovery}] {DISCOVERY_TITLE}\n" in new, new
-    assert f"id {preference}]" not in new and d1 not in new, new
+    assert f"id {handle(preference)}]" not in new and handle(d1) not in new, new
 
 
 def step3_supersede_by_extraction(scenario: Scenario, d1: str) -> tuple[str, str]:
@@ -559,7 +563,7 @@ def step3_supersede_by_mcp(scenario: Scenario, d2: str) -> tuple[str, str]:
     assert run.output["permission_denials"] == [], run.output["permission_denials"]
     first, second = run.requests
     (start,) = hook_contexts(first, "SessionStart")
-    assert f"] {D2_TITLE}: " in start and f"(id {d2})" in start, start
+    assert f"] {D2_TITLE}: " in start and f"(id {handle(d2)})" in start, start
     assert D1_TITLE not in start, start
     assert SUPERSEDE in {t["name"] for t in first.body.get("tools") or []}
     results = [
@@ -581,7 +585,7 @@ def step3_only_the_newest_and_history(
     run = scenario.session(NOW)
     assert run.output["result"] == NOW_ANSWER, scenario.diagnostics()
     (start,) = hook_contexts(run.requests[0], "SessionStart")
-    assert f"(id {d3})" in start and "over HTTP/1.1 with JSON" in start, start
+    assert f"(id {handle(d3)})" in start and "over HTTP/1.1 with JSON" in start, start
     assert d1 not in start and d2 not in start and D1_TITLE not in start, start
     assert "the browser app calls them directly" not in start  # the body of the second one
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from agentctx.core.handles import handle
 from tests.e2e.harness import Machine, blocks, wait_until
 from tests.messages_server import MessagesServer, Recorded, Reply, TextReply, ToolUseReply
 
@@ -168,7 +169,7 @@ def test_the_plugin_installs_and_works_in_a_session(scenario: Scenario) -> None:
     )
     assert f"{DECISION[0]}: {DECISION[1]} (id {decision['id']})" in system
     assert "UserPromptSubmit hook additional context: " in system
-    assert f"id {discovery['id']}] {DISCOVERY[0]}" in system, system
+    assert f"id {handle(discovery['id'])}] {DISCOVERY[0]}" in system, system
 
     # the plugin's MCP server: its tools listed with their schemas, and ctx_search answered
     searching = next(r for r in requests if SEARCH in tool_names(r))

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from agentctx.core import files
+from agentctx.core import files, inject
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -65,9 +65,9 @@ SUBAGENT_PREFIX = "Subagent task: "
 _BLANK_RUNS = re.compile(r"\n(?:[ \t]*\n){2,}")
 _LEADING_BLANKS = re.compile(r"\A(?:[ \t]*\n)+")
 _HOOK_ELEMENTS = re.compile(r"<(system-reminder|[a-z][a-z-]*-hook)>.*?</\1>", re.S)
-_INJECTED = re.compile(
-    r"^[^\n]*Relevant records from the agentctx context store"
-    r"|^# agentctx: context\b|^Project decisions and conventions \(agentctx\):",
+_INJECTED = re.compile(  # what the hooks inject (and the prompt's header before issue 25)
+    rf"^[^\n]*{re.escape(inject.HEADER)}|^{re.escape(inject.FENCE_OPEN)}$|^{re.escape(inject.RULES_HEADER)}"
+    r"|^[^\n]*Relevant records from the agentctx context store|^# agentctx: context\b",
     re.M,
 )
 _NOISE = re.compile(  # ANSI escapes and tool_use_error tags in tool results

@@ -93,9 +93,6 @@ WHOLE_SCORE = 0.25
 LINE_SCORE = 0.0
 #: At most this many entries (whole and lines together) per prompt.
 MAX_ENTRIES = 3
-#: Characters of a record id a line shows as its handle (the id's random end).
-HANDLE_CHARS = 8
-MIN_HANDLE = 6
 _COLUMNS_SQL = ", ".join(f"r.{name}" for name in RECORD_COLUMNS)
 
 
@@ -284,44 +281,3 @@ def select(
             continue
         result.entries.append(candidate)
     return result
-
-
-def handle(record_id: str) -> str:
-    """A record's short handle: the last :data:`HANDLE_CHARS` characters of its id, lower case
-    (ULIDs end in 80 random bits; lower case costs Claude fewer tokens, and handles match
-    case-insensitively)."""
-    return record_id[-HANDLE_CHARS:].lower()
-
-
-def resolve(handle_text: str) -> Plan[str]:
-    """The full id of a record named by its id or by a unique prefix or suffix of it (at least
-    :data:`MIN_HANDLE` characters, any case); a one-line error when none or several match."""
-    from agentctx.core.errors import NotFoundError, ValidationError
-
-    text = handle_text.strip()
-    exact = yield plan.one(
-        "SELECT id FROM records WHERE id = ? UNION ALL SELECT id FROM records_archive WHERE id = ?",
-        (text, text),
-    )
-    if exact is not None:
-        return str(exact[0])
-    if len(text) < MIN_HANDLE or not text.isalnum():
-        raise NotFoundError(
-            f"no record with id {text!r} (a handle needs at least {MIN_HANDLE} letters or digits "
-            "of the id)"
-        )
-    upper = text.upper()
-    found = yield plan.rows(
-        "SELECT id FROM records WHERE id LIKE ? OR id LIKE ? UNION "
-        "SELECT id FROM records_archive WHERE id LIKE ? OR id LIKE ? LIMIT 4",
-        (upper + "%", "%" + upper) * 2,
-    )
-    ids = sorted(str(row[0]) for row in found)
-    if not ids:
-        raise NotFoundError(f"no record id starts or ends with {text!r}")
-    if len(ids) > 1:
-        listed = ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
-        raise ValidationError(
-            f"the handle {text!r} matches several records ({listed}): give more characters or the full id"
-        )
-    return ids[0]

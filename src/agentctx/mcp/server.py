@@ -229,7 +229,7 @@ async def ctx_get(
     ids: Annotated[
         list[Annotated[str, Field(max_length=ID_MAX)]],
         Field(
-            description="1 to 10 record ids, from ctx_search or ctx_related.",
+            description="1 to 10 record ids (or the handles injected text shows), from ctx_search, ctx_related or the injected context.",
             min_length=1,
             max_length=GET_MAX,
         ),
@@ -280,7 +280,10 @@ async def ctx_supersede(
     ctx: ServerContext,
     old_id: Annotated[
         str,
-        Field(max_length=ID_MAX, description="Id of the current record that is no longer true."),
+        Field(
+            max_length=ID_MAX,
+            description="Id (or handle) of the current record that is no longer true.",
+        ),
     ],
     new_body: Annotated[str, Field(max_length=BODY_MAX, description="What is true now.")],
     rationale: Annotated[str, Field(max_length=BODY_MAX, description="Why it changed.")],

@@ -264,8 +264,8 @@ def _handover_horizon() -> str:
 
 def _handover_section(row: Any) -> list[str]:
     """``[section text, record id]`` of one handover (the text is "" when nothing of it fits)."""
-    when, record_id = fenced_line(row["valid_from"][:10]), fenced_line(row["id"])
-    heading = f"## Last handover ({when}, id {record_id})\n[{label(row)}]"
+    when = fenced_line(row["valid_from"][:10])
+    heading = f"## Last handover ({when}, id {inject.handle_of(row)})\n[{label(row)}]"
     room = BUDGETS["handover"] - estimate_tokens(heading) - 2
     body = truncate_to_tokens(fenced_text(row["body"]), max(room, 0), 2000)
     text, _ids = _fit(heading, [(body, row["id"])] if body else [], BUDGETS["handover"])
@@ -310,7 +310,7 @@ def _decision_line(row: Any) -> str:
     pin = " | pinned" if row["pinned"] else ""
     body = _one_line(_without_title(row["title"], row["body"]), _ITEM_BODY_CHARS)
     said = f": {fenced_text(body)}" if body else ""
-    return f"- [{label(row)}{pin}] {fenced_line(row['title'])}{said} (id {fenced_line(row['id'])})"
+    return f"- [{label(row)}{pin}] {fenced_line(row['title'])}{said} (id {inject.handle_of(row)})"
 
 
 def _profile_line(row: Any, limit: int = 160, *, compact: bool = False) -> str:

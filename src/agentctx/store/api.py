@@ -226,7 +226,7 @@ class Store:
         """The record with this id or handle (current, superseded or archived), or None.
 
         A handle is a unique prefix or suffix of the id, 6 characters or more, any case
-        (:func:`agentctx.core.tiers.resolve`); one that matches several records is a
+        (:func:`agentctx.core.handles.resolve`); one that matches several records is a
         :class:`ValidationError` that says so.
         """
         row = await self._row_by_id(record_id)
@@ -237,12 +237,12 @@ class Store:
 
     async def resolve(self, handle: str) -> str | None:
         """The full id a record id or handle names, or None when none does (several: an error)."""
-        from agentctx.core import tiers
+        from agentctx.core import handles
 
-        if len(handle.strip()) < tiers.MIN_HANDLE:
+        if len(handle.strip()) < handles.MIN_HANDLE:
             return None
         try:
-            return await self.run(tiers.resolve(handle))
+            return await self.run(handles.resolve(handle))
         except NotFoundError:
             return None
 
@@ -357,10 +357,10 @@ class Store:
                 key=old.key,
                 rationale=rationale,
                 session_id=session_id,
-                supersedes=old_id,
+                supersedes=old.id,  # old_id may be a handle (injected text names records by one)
             )
         )
-        return await self.get(old_id), created
+        return await self.get(old.id), created
 
     async def edit(
         self, record_id: str, *, title: str | None = None, body: str | None = None
@@ -375,6 +375,7 @@ class Store:
 
     async def set_pinned(self, record_id: str, pinned: bool) -> Record:
         """Pin or unpin a record in place (pinning ranks, it does not change the fact)."""
+        record_id = (await self.get(record_id)).id  # an id or a handle
         async with self._write() as conn:
             cursor = await conn.execute(
                 "UPDATE records SET pinned = ? WHERE id = ?", (int(pinned), record_id)
