@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agentctx.core import inject
+from agentctx.core.handles import handle
 from agentctx.core.project import identify
 from agentctx.retrieval import digest as digest_fence
 from tests.e2e.harness import Machine, blocks, texts, wait_until
@@ -246,10 +247,12 @@ def step1_injection(scenario: Scenario, decision_id: str, discovery_id: str) -> 
     assert digest.startswith(fenced + "## Project profile\n"), digest
     assert "] Test command: pytest (from pyproject.toml [tool.pytest.ini_options])\n" in digest
     assert "- [decision | " in digest
-    assert f"] {DECISION[0]}: {DECISION[1]} (id {decision_id})\n" in digest
+    assert f"] {DECISION[0]}: {DECISION[1]} (id {handle(decision_id)})\n" in digest
     records = scenario.context(first, "UserPromptSubmit")
     assert records.startswith(f"{inject.HEADER}\n{inject.FENCE_OPEN}\n{inject.FENCE_NOTE}\n\n### [")
-    assert f"| today | id {discovery_id}] {DISCOVERY[0]}\n{DISCOVERY[1]}" in records, records
+    assert f"| today | id {handle(discovery_id)}] {DISCOVERY[0]}\n{DISCOVERY[1]}" in records, (
+        records
+    )
     # the decision matches the prompt as well, but SessionStart has shown it already
     assert f"### {DECISION[0]}" not in records
     return session_id
@@ -339,9 +342,7 @@ def step3_compaction(scenario: Scenario, session_id: str) -> None:
     contract = json.loads(ran[0][1]["stdout"])
     assert list(contract) == ["hookSpecificOutput"]
     assert contract["hookSpecificOutput"]["hookEventName"] == "SessionStart"
-    handover_line = (
-        f"## Last handover ({valid_from[:10]}, id {handover_id})\n[handover | hook | unconfirmed]\n"
-    )
+    handover_line = f"## Last handover ({valid_from[:10]}, id {handle(handover_id)})\n[handover | hook | unconfirmed]\n"
     assert handover_line in contract["hookSpecificOutput"]["additionalContext"]
 
     # ... and that context reaches the model with the next prompt, after the summary

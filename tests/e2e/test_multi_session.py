@@ -487,7 +487,7 @@ def step2_injection_once(scenario: Scenario, d1: str, preference: str, discovery
     assert f"] {D1_TITLE}: " in start and f"(id {handle(d1)})" in start, start
     (records,) = hook_contexts(first, "UserPromptSubmit")
     assert records.startswith(f"{inject.HEADER}\n{inject.FENCE_OPEN}\n{inject.FENCE_NOTE}\n\n### [")
-    assert f"| today | id {preference}] {PREFERENCE_TITLE}\n" in records, records
+    assert f"| today | id {handle(preference)}] {PREFERENCE_TITLE}\n" in records, records
     assert d1 not in records  # the decision matches too, but SessionStart has shown it
     assert discovery not in records  # it does not match this prompt
 
@@ -502,7 +502,7 @@ def step2_injection_once(scenario: Scenario, d1: str, preference: str, discovery
         and f"id {handle(preference)}]" in replayed
     )
     assert new.startswith(f"{inject.HEADER}\n{inject.FENCE_OPEN}\n{inject.FENCE_NOTE}\n\n### [")
-    assert f"| unconfirmed | today | id {discovery}] {DISCOVERY_TITLE}\n" in new, new
+    assert f"| unconfirmed | today | id {handle(discovery)}] {DISCOVERY_TITLE}\n" in new, new
     assert f"id {handle(preference)}]" not in new and handle(d1) not in new, new
 
 
@@ -631,7 +631,7 @@ def step5_compaction(scenario: Scenario, session_id: str) -> None:
         f"Current request: {NOW}\nLast assistant note: {NOW_ANSWER}"
     ), handover
     heading = (
-        f"## Last handover ({handover['valid_from'][:10]}, id {handover['id']})\n"
+        f"## Last handover ({handover['valid_from'][:10]}, id {handle(handover['id'])})\n"
         "[handover | hook | unconfirmed]\n"
     )
 

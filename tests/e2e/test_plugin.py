@@ -167,7 +167,7 @@ def test_the_plugin_installs_and_works_in_a_session(scenario: Scenario) -> None:
     assert "SessionStart hook additional context: # agentctx: context for shop" in system, (
         scenario.diagnostics()
     )
-    assert f"{DECISION[0]}: {DECISION[1]} (id {decision['id']})" in system
+    assert f"{DECISION[0]}: {DECISION[1]} (id {handle(decision['id'])})" in system
     assert "UserPromptSubmit hook additional context: " in system
     assert f"id {handle(discovery['id'])}] {DISCOVERY[0]}" in system, system
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agentctx.consolidate import cues
+from agentctx.core.handles import handle
 from agentctx.extract import verdicts
 from agentctx.extract.prompt import TOOL_NAME
 from tests.e2e.harness import Machine, hook_contexts, wait_until
@@ -101,7 +102,7 @@ def test_the_stop_worker_judges_an_injection(tmp_path_factory: pytest.TempPathFa
         # the first turn's request carried the injected discovery
         first = next(r for r in server.messages_requests() if ASK in "\n".join(r.texts()))
         injected = "\n".join(hook_contexts(first, "UserPromptSubmit"))
-        assert record["id"] in injected, diagnostics(machine)
+        assert handle(record["id"]) in injected, diagnostics(machine)
         # one verdict call, made while the session was open (before the second prompt): Stop's
         assert len(server.messages_requests(VERDICTS)) >= 1
         assert ASK in judge.asked[0] and DISCOVERY[0] in judge.asked[0]
