@@ -17,8 +17,9 @@ through agentctx's public interfaces only, in a temporary ``AGENTCTX_HOME``:
    ``agentctx hook post-tool-use`` as a PostToolUse(Failure) payload; the stub it writes is found
    again by its session id.
 3. The hook: for every prompt the real ``agentctx hook user-prompt-submit`` runs as a subprocess,
-   from the project folder, with a fresh session id and the event JSON on stdin; the injected ids
-   are read from the ``id <ULID>`` of each record heading of ``additionalContext``.
+   from the project folder, with a fresh session id and the event JSON on stdin; the records
+   injected whole are read from the ``id <handle>`` of each record heading of
+   ``additionalContext``, the one-line entries from their ``(<handle>)``.
 4. ``ctx_search``: the real ``agentctx mcp`` server over stdio (one per project, the mcp SDK's
    client), ``ctx_search`` with the prompt as query and ``limit`` 5: first with ``embeddings``
    off (keyword ranking), then, after the records are embedded with the offline all-MiniLM-L6-v2
@@ -76,7 +77,7 @@ if TYPE_CHECKING:
 
 K_HOOK = 3
 K_SEARCH = 5
-ULID = re.compile(r"\bid ([0-9A-HJKMNP-TV-Z]{26})\b")
+WHOLE = re.compile(r"^### \[[^\]\n]*\| id ([0-9a-z]{8})[\] |]", re.MULTILINE)
 #: A one-line entry ends with its handle in brackets (agentctx.core.inject.format_line).
 HANDLE = re.compile(r"^- .*\(([0-9a-z]{8})\)$", re.MULTILINE)
 #: The hook's wait for the server's answer in the eval (ms): the eval measures what meaning
@@ -277,8 +278,8 @@ def run_hook(
 def hook_prompt(
     prompt: Prompt, folder: Path, env: dict[str, str]
 ) -> tuple[list[str], list[str], str, str]:
-    """What the real UserPromptSubmit hook injects for ``prompt`` (fresh session): the ids shown
-    whole, the handles of the one-line entries, the text, and the session id."""
+    """What the real UserPromptSubmit hook injects for ``prompt`` (fresh session): the handles of
+    the records shown whole and of the one-line entries, the text, and the session id."""
     session = str(uuid.uuid4())
     payload = event_payload("UserPromptSubmit", session, folder, prompt=prompt.text)
     result = run_hook("user-prompt-submit", payload, folder, env)
@@ -290,7 +291,7 @@ def hook_prompt(
     contract = json.loads(out)["hookSpecificOutput"]
     assert contract["hookEventName"] == "UserPromptSubmit", contract
     text = str(contract["additionalContext"])
-    return ULID.findall(text), HANDLE.findall(text), text, session
+    return WHOLE.findall(text), HANDLE.findall(text), text, session
 
 
 def key_of(record_id: str, to_key: dict[str, str]) -> str:
@@ -300,13 +301,14 @@ def key_of(record_id: str, to_key: dict[str, str]) -> str:
 
 
 def by_handle(handles: list[str], to_key: dict[str, str]) -> list[str]:
-    """The dataset keys of one-line entries' handles (each the end of a record id)."""
+    """The dataset keys of the records injected text names by handle (the end of a record id;
+    ``core/handles.py``); one the data does not hold is a non-answer (:func:`key_of`)."""
     keys = []
     for handle in handles:
         found = [key for rid, key in to_key.items() if rid.lower().endswith(handle)]
-        if len(found) != 1:
+        if len(found) > 1:
             raise SystemExit(f"the handle {handle} names {len(found)} records")
-        keys.append(found[0])
+        keys.append(found[0] if found else f"unknown:{handle}")
     return keys
 
 
@@ -603,7 +605,7 @@ async def evaluate(
             for prompt in data.prompts:
                 ids, handles, text, session = hook_prompt(prompt, folders[prompt.project], hook_env)
                 outcome = outcomes[prompt.id]
-                outcome.injected = [key_of(i, to_key) for i in ids]
+                outcome.injected = by_handle(ids, to_key)
                 outcome.lines = by_handle(handles, to_key)
                 outcome.tokens = estimate_tokens(text) if text else 0
                 sessions[session] = prompt.id
@@ -618,7 +620,7 @@ async def evaluate(
         keyword_env = {**env, "AGENTCTX_MEANING": "off"}
         for prompt in data.prompts:
             ids, handles, text, _session = hook_prompt(prompt, folders[prompt.project], keyword_env)
-            outcomes[prompt.id].keyword_injected = [key_of(i, to_key) for i in ids]
+            outcomes[prompt.id].keyword_injected = by_handle(ids, to_key)
             outcomes[prompt.id].keyword_tokens = estimate_tokens(text) if text else 0
             assert not handles, "keywords alone offer no one-line entry"
         hook_log = "\n".join(

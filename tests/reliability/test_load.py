@@ -36,6 +36,7 @@ import sqlean
 
 from agentctx import config
 from agentctx.core import home
+from agentctx.core.handles import handle
 from agentctx.core.project import identify
 from agentctx.core.tokens import estimate_tokens
 from tests.helpers import contract, payload, seed
@@ -60,7 +61,6 @@ CLI_NAMES = {
     "SessionEnd": "session-end",
 }
 TOPICS = ["kestrel", "zebrafish", "quokka", "narwhal", "axolotl", "pangolin", "tapir", "ocelot"]
-ULID = re.compile(r"\b[0-9A-HJKMNP-TV-Z]{26}\b")
 
 
 @dataclass
@@ -383,7 +383,7 @@ def test_sixteen_sessions_at_once_lose_nothing(project_dir: Path, tmp_path: Path
             assert row["transcript_path"].endswith(".jsonl")
             assert row["injections"] == len(texts), sid
             assert row["tokens_injected"] == sum(estimate_tokens(t) for t in texts), sid
-            shown = {i for t in texts for i in ULID.findall(t) if i in known}
+            shown = {i for t in texts for i in known if f"id {handle(i)}" in t}  # named by handle
             rows = conn.execute(
                 "SELECT record_id FROM session_injections WHERE session_id = ?", (sid,)
             ).fetchall()
