@@ -43,12 +43,10 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE))
 
 import minilm  # noqa: E402
-import tune_tiers  # noqa: E402
 from agentctx.core import search, tiers  # noqa: E402
-from precision_eval import dataset, run  # noqa: E402
+from precision_eval import dataset, run, tune_tiers  # noqa: E402
 
 #: Tokens per text: the model's own limit (the server embeds the first 128 of a record's text;
 #: parts are short, and the token signal should see the whole body).
@@ -58,15 +56,18 @@ _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 PARTS = ("part_z", "part_margin_z")
 TOKENS = ("tok_mean", "tok_min", "tok_margin")
-REPORTED = ("part_max", *PARTS, *TOKENS)
+REPORTED = ("part_max", *PARTS, *TOKENS, "tokg_mean", "tokg_min", "tokg_margin")
 
 
 class Model:
     """all-MiniLM-L6-v2 as ONNX Runtime runs it, without pooling."""
 
     def __init__(self, folder: Path, threads: int | None = None) -> None:
-        import onnxruntime as ort
+        import importlib
+
         from tokenizers import Tokenizer
+
+        ort: Any = importlib.import_module("onnxruntime")  # fastembed's runtime (no type stubs)
 
         options = ort.SessionOptions()
         if threads:
@@ -88,7 +89,8 @@ class Model:
                 ids[row, : len(e.ids)] = e.ids
                 mask[row, : len(e.ids)] = 1
             states = self.session.run(
-                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+                None,
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
             )[0]
             out += [(e, states[row, : len(e.ids)]) for row, e in enumerate(encs)]
         return out
@@ -98,7 +100,8 @@ class Model:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
         vecs = np.stack([states.mean(axis=0) for _e, states in self.hidden(texts, limit)])
-        return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+        unit: np.ndarray = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+        return unit
 
     def tokens(self, texts: list[str], *, content: bool) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per text: its unit token vectors (no special tokens; ``content``: only content words'
@@ -106,7 +109,9 @@ class Model:
         out = []
         for text, (enc, states) in zip(texts, self.hidden(texts), strict=True):
             keep, weights = [], []
-            for i, (special, word_id) in enumerate(zip(enc.special_tokens_mask, enc.word_ids, strict=True)):
+            for i, (special, word_id) in enumerate(
+                zip(enc.special_tokens_mask, enc.word_ids, strict=True)
+            ):
                 if special or word_id is None:
                     continue
                 token = enc.tokens[i].removeprefix("##")
@@ -155,7 +160,9 @@ def features(model: Model, items: list[dict[str, Any]], prompts: dict[str, Any])
         k = len(parts[rid])
         by_part[rid] = np.vstack([part_vecs[at : at + k], whole_vecs[n : n + 1]])
         at += k
-    rec_tokens = dict(zip(ids, (v for v, _w in model.tokens([texts[r] for r in ids], content=False)), strict=True))
+    rec_tokens = dict(
+        zip(ids, (v for v, _w in model.tokens([texts[r] for r in ids], content=False)), strict=True)
+    )
     texts_p = [prompts[item["prompt"]].text for item in items]
     p_vecs = model.pooled(texts_p)
     p_tokens = model.tokens(texts_p, content=True)
@@ -277,11 +284,123 @@ def cost(model: Model, items: list[dict[str, Any]], prompts: dict[str, Any]) -> 
     print(f"for scale, one prompt pooled: wall median {statistics.median(walls):.1f} ms")
 
 
+def curve(runs: list[tuple[list[dict[str, Any]], dict[str, str]]], prompts: dict[str, Any]) -> None:
+    """Threshold-free, leaving one project out: each project's evidence under the weights fitted
+    without it (the harness's fit); the area under the curve of that evidence, and the figures of
+    one pair of scores for all projects, from a fine grid: the best named + whole within 40
+    tokens per unanswerable prompt and 10 per chit-chat prompt, pooled (the two scores are chosen
+    on the pool itself, the same way for every set of signals: a comparison of the signals, not an
+    estimate for a held-out part)."""
+    projects = sorted({p.project for p in prompts.values()})
+    steps = [round(v * 0.25, 2) for v in range(-8, 9)]
+    grid = [(w, line) for w in steps for line in steps if line <= w]
+    sums: dict[tuple[str, int, tuple[float, float]], dict[str, float]] = {}
+    oof: dict[tuple[str, int, bool], tuple[list[float], list[float]]] = {}
+    tops: dict[tuple[str, int], list[tuple[float, str, bool]]] = {}
+    for out in projects:
+        xs: list[list[float]] = []
+        ys: list[float] = []
+        for items, to_key in runs:
+            x, y = tune_tiers.examples(items, to_key, prompts, set(projects) - {out})
+            xs += x
+            ys += y
+        tiers.WEIGHTS.update(tune_tiers.fit(xs, ys))
+        pool = tune_tiers.pool_of(out)
+        for i, (items, to_key) in enumerate(runs):
+            for item in items:
+                p = prompts[item["prompt"]]
+                if p.project != out or item["thin"]:
+                    continue
+                cands = tune_tiers._scored(item, search.query_terms(p.text))
+                first = max(cands, key=lambda c: c.evidence or 0.0, default=None)
+                if first is not None:
+                    tops.setdefault((pool, i), []).append(
+                        (first.evidence or 0.0, p.kind, to_key[first.id] in p.answers)
+                    )
+                near = max(cands, key=lambda c: c.cosine if c.cosine is not None else -1)
+                top = {near.id} | {c.id for c in cands if c.keyword_rank == 1}
+                for c in cands:
+                    for firsts in (False, True):
+                        if firsts and c.id not in top:
+                            continue
+                        scores, labels = oof.setdefault((pool, i, firsts), ([], []))
+                        scores.append(c.evidence or 0.0)
+                        labels.append(float(to_key[c.id] in p.answers))
+            for w, line in grid:
+                tune_tiers.apply({"WHOLE_SCORE": w, "LINE_SCORE": line})
+                f = tune_tiers.measure(items, to_key, prompts, {out})
+                total = sums.setdefault((pool, i, (w, line)), {})
+                for key, n in (("named3", "answerable"), ("whole3", "answerable"),
+                               ("neg_tokens", "negatives"), ("chat_tokens", "chitchat")):  # fmt: skip
+                    total[key] = total.get(key, 0.0) + f[key] * f[n]
+                for n in ("answerable", "negatives", "chitchat"):
+                    total[n] = total.get(n, 0.0) + f[n]
+    for (pool, i, firsts), (scores, labels) in sorted(oof.items()):
+        which = "the first by meaning and by keywords" if firsts else "every candidate"
+        print(f"  evidence left out, AUC, {pool}, run {i}, {which}: {auc(scores, labels):.3f}")
+    for (pool, i), firsts_of in sorted(tops.items()):
+        negatives = sorted((e for e, kind, _a in firsts_of if kind != "answerable"), reverse=True)
+        answered = [(e, a) for e, kind, a in firsts_of if kind == "answerable"]
+        cells = []
+        for share in (0.1, 0.2, 0.3):
+            cut = negatives[int(share * len(negatives))]
+            hit = sum(1 for e, a in answered if a and e > cut) / len(answered)
+            cells.append(
+                f"{share:.0%} of unanswerable prompts pass: answer first and past {hit:.1%}"
+            )
+        print(
+            f"  prompt level, {pool}, run {i}, the first candidate by evidence: " + "; ".join(cells)
+        )
+    for pool in ("written blind", "written by us"):
+        for i in range(len(runs)):
+            rows = []
+            for settings in grid:
+                t = sums[(pool, i, settings)]
+                named, whole = t["named3"] / t["answerable"], t["whole3"] / t["answerable"]
+                neg, chat = (
+                    t["neg_tokens"] / t["negatives"],
+                    t["chat_tokens"] / max(t["chitchat"], 1),
+                )
+                rows.append((named, whole, neg, chat, settings))
+            within = [r for r in rows if r[2] <= 40 and r[3] <= 10]
+            best = max(within, key=lambda r: (r[0] + r[1], -r[2]), default=None)
+            best_named = max(within, key=lambda r: (r[0], r[1], -r[2]), default=None)
+            free = [r for r in rows if r[2] <= 40]
+            best_free = max(free, key=lambda r: (r[0] + r[1], -r[2]), default=None)
+            for label, r in (
+                ("best named + whole", best),
+                ("best named", best_named),
+                ("best named + whole, chit-chat unbounded", best_free),
+            ):
+                if r is not None:
+                    print(f"  {pool}, run {i}, {label}, within 40 / 10 tokens: named {r[0]:.1%} "
+                          f"whole {r[1]:.1%} neg {r[2]:.1f} chat {r[3]:.1f} at {r[4]}")  # fmt: skip
+
+
+def gate(items: list[dict[str, Any]], prompts: dict[str, Any]) -> None:
+    """Add the token signals gated as the keyword relevance is (``tokg_*``): a prompt with fewer
+    than :data:`agentctx.core.tiers.MIN_CONTENT_TERMS` content words covers nothing (its raw mean
+    and min 0, no margin), so that one word of a chit-chat prompt found in a record is no match."""
+    for item in items:
+        terms = search.query_terms(prompts[item["prompt"]].text)
+        words = sum(1 for term in terms if search.specificity(term) >= tiers.CONTENT_TERM)
+        few = words < tiers.MIN_CONTENT_TERMS
+        for sig in item["extra"].values():
+            sig["tokg_mean"] = -2.0 if few else sig["tok_mean"]
+            sig["tokg_min"] = -1.2 if few else sig["tok_min"]
+            sig["tokg_margin"] = 0.0 if few else sig["tok_margin"]
+
+
+GATED = ("tokg_mean", "tokg_min", "tokg_margin")
 CONFIGS = {
     "baseline (shipped signals refitted)": (),
     "+ parts": PARTS,
     "+ tokens": TOKENS,
     "+ both": PARTS + TOKENS,
+    "+ tokens gated": GATED,
+    "+ both gated": PARTS + GATED,
+    "+ part_max": ("part_max",),
+    "+ tokg_margin": ("tokg_margin",),
 }
 
 
@@ -291,6 +410,7 @@ def main() -> None:
     parser.add_argument("--leave-one-out", action="store_true")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="which (comma-separated)")
     parser.add_argument("--cost", action="store_true")
+    parser.add_argument("--curve", action="store_true", help="threshold-free comparison (curve)")
     args = parser.parse_args()
     base = run.tuning_only(dataset.load())
     prompts = {p.id: p for p in base.prompts}
@@ -309,6 +429,7 @@ def main() -> None:
             features(model, items, prompts)
             print(f"signals of the {cues}-cues run in {time.perf_counter() - t0:.0f} s", flush=True)
             kept.write_text(json.dumps({item["prompt"]: item["extra"] for item in items}))
+        gate(items, prompts)
         runs.append((items, to_key))
     sample = [prompts[p].text for p in list(prompts)[:40]]
     sample += [record_text(r) for r in list(runs[0][0][0]["rows"].values())[:40]]
@@ -317,16 +438,19 @@ def main() -> None:
     aucs(runs, prompts)
     if args.cost:
         cost(model, runs[1][0], prompts)
-    if args.leave_one_out:
-        shipped = dict(tiers.WEIGHTS)
-        for name in args.configs.split(","):
-            tiers.WEIGHTS.clear()
-            tiers.WEIGHTS.update(shipped)
-            tiers.WEIGHTS.update(dict.fromkeys(CONFIGS[name], 0.0))
-            print(f"\n== {name}: {list(tiers.WEIGHTS)} (load {os.getloadavg()})", flush=True)
-            t0 = time.perf_counter()
+    shipped = dict(tiers.WEIGHTS), tiers.WHOLE_SCORE, tiers.LINE_SCORE
+    for name in args.configs.split(",") if args.leave_one_out or args.curve else ():
+        tiers.WEIGHTS.clear()
+        tiers.WEIGHTS.update(shipped[0])
+        tiers.WEIGHTS.update(dict.fromkeys(CONFIGS[name], 0.0))
+        tune_tiers.apply({"WHOLE_SCORE": shipped[1], "LINE_SCORE": shipped[2]})
+        print(f"\n== {name}: {list(tiers.WEIGHTS)} (load {os.getloadavg()})", flush=True)
+        t0 = time.perf_counter()
+        if args.leave_one_out:
             tune_tiers.leave_one_out(runs, prompts)
-            print(f"({time.perf_counter() - t0:.0f} s)", flush=True)
+        if args.curve:
+            curve(runs, prompts)
+        print(f"({time.perf_counter() - t0:.0f} s)", flush=True)
 
 
 if __name__ == "__main__":
