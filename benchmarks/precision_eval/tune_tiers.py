@@ -18,7 +18,8 @@ projects written blind (:data:`WRITTEN_BLIND`: what predicts a blind held-out pa
 others apart (``--scores WHOLE,LINE`` keeps those scores and refits only the weights in each
 fold; ``--per-project`` chooses the scores by each project's objective); and a sweep of the two
 scores with the shipped weights. The signals are whatever :func:`agentctx.core.tiers.signals`
-returns and :data:`agentctx.core.tiers.WEIGHTS` names: a new signal needs no change here.
+returns and :data:`agentctx.core.tiers.WEIGHTS` names: a new signal needs no change here. An
+experiment's signals computed outside the core join through each item's ``extra`` (:func:`signals_of`).
 """
 
 from __future__ import annotations
@@ -154,10 +155,27 @@ def _scored(item: dict[str, Any], terms: list[str]) -> list[tiers.Candidate]:
     kw = [c.id for c in sorted(candidates, key=lambda c: c.keyword_rank or 99) if c.keyword_rank]
     mo = [rid for rid, _ in sorted(cos.items(), key=lambda p: (-p[1], p[0]))]
     fused = dict(search.rrf([kw, mo]))
-    tiers.evidence(candidates, terms, neighbours(item))
-    for c in candidates:
+    for c, found in zip(candidates, signals_of(item, candidates, terms), strict=True):
+        c.evidence = sum(tiers.WEIGHTS[name] * value for name, value in found.items()
+                         if name in tiers.WEIGHTS)  # fmt: skip
         c.fused = fused.get(c.id, 0.0)
     return candidates
+
+
+def signals_of(
+    item: dict[str, Any], candidates: list[tiers.Candidate], terms: list[str]
+) -> list[dict[str, float]]:
+    """The candidates' signals: the core's (:func:`agentctx.core.tiers.signals`) and, for an
+    experiment, the item's ``extra`` ones (candidate id -> signal -> value, set by the experiment
+    after collecting: ``parts.py``). A signal counts where :data:`agentctx.core.tiers.WEIGHTS`
+    names it; an extra signal a candidate lacks is 0."""
+    found = tiers.signals(candidates, terms, neighbours(item))
+    extra = item.get("extra")
+    if extra:
+        names = {name for signals in extra.values() for name in signals}
+        for c, signals in zip(candidates, found, strict=True):
+            signals.update(dict.fromkeys(names, 0.0) | extra.get(c.id, {}))
+    return found
 
 
 def measure(
@@ -253,7 +271,7 @@ def examples(
         if p.project not in projects or item["thin"]:
             continue
         cands = _candidates(item)
-        found = tiers.signals(cands, search.query_terms(p.text), neighbours(item))
+        found = signals_of(item, cands, search.query_terms(p.text))
         for c, sig in zip(cands, found, strict=True):
             xs.append([sig[name] for name in tiers.WEIGHTS])
             ys.append(float(to_key[c.id] in p.answers))
