@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from agentctx.core.handles import handle
 from agentctx.embeddings import vecstore
 from tests.hub.members import make_team
 
@@ -45,7 +46,7 @@ async def test_a_decision_reaches_a_teammates_prompt_confined_and_labelled(
     assert theirs.body == mine.body
 
     injected = bob.prompt("how do payments retry, with backoff and jitter?")
-    assert injected is not None and mine.id in injected
+    assert injected is not None and f"id {handle(mine.id)}" in injected
     assert "decision | team hub: alice | unconfirmed" in injected
 
     # carol (a writer too) gets it; alice's own sync brings nothing back (no echo)

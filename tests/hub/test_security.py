@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 
+from agentctx.core.handles import handle
 from agentctx.team.hub import HubError, admin, connect
 from tests.hub.members import Member, make_checkout, make_team
 
@@ -215,4 +216,4 @@ async def test_a_client_older_than_the_minimum_gets_one_line(
         keywords="payments retry backoff jitter",
     )
     injected = alice.prompt("how do payments retry, with backoff and jitter?")
-    assert injected is not None and mine.id in injected
+    assert injected is not None and f"id {handle(mine.id)}" in injected
