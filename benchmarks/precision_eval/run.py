@@ -49,6 +49,7 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -91,6 +92,10 @@ DEVBENCH_RESULTS = ROOT / "benchmarks" / "results" / "eval.json"
 #: Variables that would change what the children do (or let them reach the network).
 DROPPED_ENV = ("CLAUDE_PROJECT_DIR", "ANTHROPIC_API_KEY", "PYTHONDONTWRITEBYTECODE")
 MODEL_WAIT = 180.0  # seconds for the server's background model load
+#: The passes without a lending server (the keyword fallback's hooks, ``ctx_search`` per project)
+#: run this many at a time: their answers do not depend on each other, and CI's eval shares the
+#: machine's two cores with the tests for most of its run.
+PARALLEL = 2
 TARGETS = {
     "hit3": 0.90,
     "full3": 0.85,
@@ -618,8 +623,16 @@ async def evaluate(
             outcomes[prompt_id].meaning = session not in alone
         meaningful = sum(1 for o in outcomes.values() if o.meaning)
         keyword_env = {**env, "AGENTCTX_MEANING": "off"}
-        for prompt in data.prompts:
-            ids, handles, text, _session = hook_prompt(prompt, folders[prompt.project], keyword_env)
+
+        def keywords_alone(prompt: Prompt) -> tuple[list[str], list[str], str, str]:
+            return hook_prompt(prompt, folders[prompt.project], keyword_env)
+
+        # No server takes part: the prompts are independent, so two hooks run at a time (the
+        # meaning pass above stays one at a time: a server answers one prompt at a time and a
+        # busy one sends the hook back to keywords).
+        with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+            answers = list(pool.map(keywords_alone, data.prompts))
+        for prompt, (ids, handles, text, _session) in zip(data.prompts, answers, strict=True):
             outcomes[prompt.id].keyword_injected = by_handle(ids, to_key)
             outcomes[prompt.id].keyword_tokens = estimate_tokens(text) if text else 0
             assert not handles, "keywords alone offer no one-line entry"
@@ -654,14 +667,22 @@ async def search_all(
     hybrid: bool,
 ) -> None:
     mode = "hybrid" if hybrid else "keyword"
-    for name, folder in folders.items():
+    answers: dict[str, Answer] = {}
+    limiter = anyio.Semaphore(PARALLEL)  # one server per project, two projects at a time
+
+    async def one(name: str, folder: Path) -> None:
         prompts = [p for p in data.prompts if p.project == name]
-        found = await search_project(folder, prompts, env, errlog, hybrid=hybrid)
-        for prompt_id, (ids, strong, note, served) in found.items():
-            outcomes[prompt_id].search[mode] = [key_of(i, to_key) for i in ids]
-            outcomes[prompt_id].strong[mode] = [key_of(i, to_key) for i in strong]
-            outcomes[prompt_id].notes[mode] = note
-            outcomes[prompt_id].modes[mode] = served
+        async with limiter:
+            answers.update(await search_project(folder, prompts, env, errlog, hybrid=hybrid))
+
+    async with anyio.create_task_group() as group:
+        for name, folder in folders.items():
+            group.start_soon(one, name, folder)
+    for prompt_id, (ids, strong, note, served) in sorted(answers.items()):
+        outcomes[prompt_id].search[mode] = [key_of(i, to_key) for i in ids]
+        outcomes[prompt_id].strong[mode] = [key_of(i, to_key) for i in strong]
+        outcomes[prompt_id].notes[mode] = note
+        outcomes[prompt_id].modes[mode] = served
 
 
 def tuning_only(data: Dataset) -> Dataset:
