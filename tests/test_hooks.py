@@ -323,6 +323,26 @@ def test_session_start_injects_digest(source: str, project_dir: Path) -> None:
     assert oct(os.stat(ledger.path_for(SID)).st_mode & 0o777) == "0o600"
 
 
+def test_a_digest_file_past_its_caps_is_cut_and_keeps_the_ids_still_shown(
+    project_dir: Path,
+) -> None:
+    """A hand-edited digest file longer than the caps is cut again by the hook; the ledger keeps
+    the records whose handles the cut text still shows (and only those)."""
+    ids = seed(project_dir, DECISIONS)
+    data = payload("SessionStart", SID, project_dir, source="startup")
+    assert contract(run_hook("session-start", data, cwd=project_dir), "SessionStart")
+    path = digests.path_for(identify(str(project_dir)).project_id)
+    saved = json.loads(Path(path).read_text())
+    saved["parts"]["head"] += "\n" + "filler words for the cut " * 2000
+    Path(path).write_text(json.dumps(saved))
+    other = payload("SessionStart", "3d1a2c4e-0000-4000-8000-000000000001", project_dir)
+    text = contract(run_hook("session-start", other, cwd=project_dir), "SessionStart")
+    assert text and estimate_tokens(text) <= 1500 and handle(ids[0]) in text
+    shown = ledger.read_entries("3d1a2c4e-0000-4000-8000-000000000001")[-1]["ids"]
+    assert ids[0] in shown
+    assert all(handle(i) in text for i in shown)
+
+
 def test_records_the_digest_showed_are_not_injected_again(project_dir: Path) -> None:
     """Profile and preference lines print no id; the ledger still learns them (demo regression)."""
     ids = seed(project_dir, DECISIONS)

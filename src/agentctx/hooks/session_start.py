@@ -48,10 +48,12 @@ def handle(ctx: HookContext) -> str | None:
     tokens = estimate_tokens(whole)
     if tokens <= digests.MAX_TOKENS and len(whole) <= digests.MAX_CHARS:
         text = whole
-    else:  # cut again here (a hand-edited file): keep the ids still visible
+    else:  # cut again here (a hand-edited file): keep the ids whose handles are still visible
+        from agentctx.core.handles import handle
+
         text = truncate_to_tokens(whole, digests.MAX_TOKENS, digests.MAX_CHARS)
         tokens = estimate_tokens(text)
-        ids = [i for i in ids if i in text]
+        ids = [i for i in ids if handle(i) in text]
     if not text.strip():
         return None
     if ctx.session_id:
