@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from agentctx.core import handles, home, nofollow
+from agentctx.core import home, nofollow
 from agentctx.core.project import GLOBAL_PROJECT_ID
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path; mypy reads this name as True
@@ -48,9 +48,11 @@ def assemble(parts: DigestParts, checkout: str | None) -> tuple[str, list[str]]:
         if parts.get("empty"):
             return "", []
         return "\n\n".join(p for p in (head, tail) if p), ids
+    from agentctx.core.handles import handle  # only with a handover: the heading names it
+
     section, record_id = str(chosen[0]), str(chosen[1])
     text = "\n\n".join(p for p in (head, section, tail) if p)
-    if handles.handle(record_id) in section and record_id not in ids:  # the heading names it
+    if handle(record_id) in section and record_id not in ids:
         at = parts.get("head_ids")
         ids.insert(at if isinstance(at, int) else len(ids), record_id)
     return text, ids
