@@ -206,6 +206,7 @@ def eval(session: nox.Session) -> None:
     """
     session.install("-e", ".")
     session.install(*TEST_MODEL)
+    system_tool(session, "faketime", "faketime")  # the precision eval's fixed clock
     # in the session's folder, but not session.create_tmp(): that also sets TMPDIR, and the evals'
     # temporary projects would then lie inside this repository and take its identity
     staging = os.path.join(session.virtualenv.location, "results")
@@ -302,6 +303,7 @@ def precision_eval(session: nox.Session) -> None:
     """
     session.install("-e", ".")
     session.install(*TEST_MODEL)
+    system_tool(session, "faketime", "faketime")  # the eval's fixed clock (run.fixed_clock)
     session.run("python", "benchmarks/precision_eval/run.py", *session.posargs)
 
 

@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from agentctx.core import ledger
-from agentctx.core.inject import HEADER, RULES_HEADER
+from agentctx.core.inject import FENCE_NOTE, FENCE_OPEN, RULES_HEADER
 from agentctx.core.subagents import task_of
 from tests.helpers import contract, payload, run_hook, seed
 
@@ -87,7 +87,7 @@ def test_a_background_agent_gets_records_for_its_task(project_dir: Path) -> None
     _transcript(project_dir, _call("toolu_1", other), _launched("toolu_1", "aother", other),
                 _call("toolu_2", TASK), _launched("toolu_2", AGENT_ID, TASK))  # fmt: skip
     text = _start(project_dir)
-    assert text.startswith(HEADER)
+    assert text.startswith(f"{FENCE_OPEN}\n{FENCE_NOTE}\n")  # no digest: the full note
     assert "useAuthStore returned stale tokens" in text
     assert "WeasyPrint" not in text and RULES_HEADER not in text
     (entry,) = ledger.read_entries(SID)

@@ -29,7 +29,7 @@ from agentctx.claude.transcript import (
     read_transcript,
     render,
 )
-from agentctx.core.inject import HEADER as PROMPT_HEADER
+from agentctx.core.inject import FENCE_OPEN, OLD_HEADERS, PROMPT_NOTE
 
 DATA = Path(__file__).resolve().parent / "data" / "transcripts"
 KITCHEN = DATA / "kitchen-sink.jsonl"
@@ -588,10 +588,11 @@ def test_agentctx_injected_context_never_reaches_the_output(tmp_path: Path) -> N
     record = "### Prefer httpx (preference, today, id 01JINJECTED000000000000001)\nINJECTED-BODY"
     digest = "# agentctx: context for demo\n\n## Project profile\n- Stack: INJECTED-PROFILE"
     subagent = "Project decisions and conventions (agentctx):\n- [decision] INJECTED-SUBAGENT"
-    hook = f"<user-prompt-submit-hook>{PROMPT_HEADER}\n\n{record}</user-prompt-submit-hook>"
+    # the prompt's records as injected now, and under a header of before (older transcripts)
+    hook = f"<user-prompt-submit-hook>{OLD_HEADERS[0]}\n\n{record}</user-prompt-submit-hook>"
     result = {"type": "tool_result", "tool_use_id": "t", "content": f"ok\n\n{digest}"}
     lines = [
-        _user_line("i1", f"add retries to the client\n\n{PROMPT_HEADER}\n\n{record}"),
+        _user_line("i1", f"add retries to the client\n\n{FENCE_OPEN}\n{PROMPT_NOTE}\n\n{record}"),
         _user_line("i2", [{"type": "text", "text": f"and log them{hook}"}]),
         _user_line("i3", f"<system-reminder>\n{digest}\n</system-reminder>\nkeep it small"),
         _user_line("i4", digest),

@@ -11,8 +11,12 @@ through agentctx's public interfaces only, in a temporary ``AGENTCTX_HOME``:
 1. Each project is a folder with a ``.git/config`` whose ``origin`` remote names it (project
    identity reads that file). Its records are written with the public library API
    (``Store.add(NewRecord(...))``, supersession with ``supersedes=``), in the order of their
-   ``valid_from``, the dates shifted so that the newest record is one day old whenever the eval
-   runs (the recency decay is then the same on every run, as DevBench does it).
+   ``valid_from``, the dates shifted so that the newest record is one day old when the eval
+   runs (the recency decay is then the same on every run, as DevBench does it). The eval runs
+   under a fixed clock (:func:`fixed_clock`: Debian's ``faketime`` at :data:`EVAL_CLOCK`, the
+   processes it starts included), so "today" is the same day on every run: a record's embedded
+   text carries its date, and a date that followed the day of the run moved every cosine, and
+   the figures, from one day to the next.
 2. Capture stubs: each ``capture`` item is a Bash tool call given to the real
    ``agentctx hook post-tool-use`` as a PostToolUse(Failure) payload; the stub it writes is found
    again by its session id.
@@ -87,6 +91,10 @@ HANDLE = re.compile(r"^- .*\(([0-9a-z]{8})\)$", re.MULTILINE)
 #: tighter wait on a busy machine (CI runs the eval beside the fast tests) would fall back to
 #: keywords alone and move the figures at random.
 EVAL_DEADLINE_MS = 30000
+#: The instant the eval's clock starts at, every run (:func:`fixed_clock`), in UTC.
+EVAL_CLOCK = "2026-12-01 12:00:00"
+#: The real date of the run, kept across :func:`fixed_clock`'s re-exec (the results say both).
+STARTED_ENV = "AGENTCTX_EVAL_STARTED"
 DEVBENCH = ROOT / "benchmarks" / "data" / "devbench" / "devbench_dataset.json"
 DEVBENCH_RESULTS = ROOT / "benchmarks" / "results" / "eval.json"
 #: Variables that would change what the children do (or let them reach the network).
@@ -139,6 +147,38 @@ def make_project(folder: Path, origin: str) -> None:
     )
 
 
+def fixed_clock() -> None:
+    """Run this script again under Debian's ``faketime`` at :data:`EVAL_CLOCK` (UTC), unless it
+    runs under it already: every process the eval starts (the hooks, the MCP servers) inherits
+    the clock, each starting at that instant. Without ``faketime`` on PATH the eval says so in one
+    line and runs on the real clock (its figures then follow the day of the run); the ``eval`` and
+    ``precision_eval`` nox sessions install it."""
+    import shutil
+
+    if os.environ.get("FAKETIME"):
+        return
+    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    tool = shutil.which("faketime")
+    if tool is None:
+        print(
+            "precision eval: no faketime on PATH (`apt-get install faketime`): the real clock, "
+            "so the figures follow today's date",
+            file=sys.stderr,
+        )
+        return
+    env = {**os.environ, "TZ": "UTC", STARTED_ENV: started}
+    argv = [tool, EVAL_CLOCK, sys.executable, *sys.argv]
+    os.execve(tool, argv, env)
+
+
+def clock_note() -> str:
+    """What the results say of the run's date and clock."""
+    if os.environ.get("FAKETIME"):
+        real = os.environ.get(STARTED_ENV, "unknown")
+        return f"{real} (the eval's clock: fixed at {EVAL_CLOCK} UTC)"
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC") + " (the real clock)"
+
+
 def shifted_dates(items: list[Item]) -> dict[str, str]:
     """Each written record's ``valid_from``, moved so that the newest is one day before today."""
     days = {i.key: date.fromisoformat(i.valid_from) for i in items if i.valid_from is not None}
@@ -185,7 +225,7 @@ def capture_stubs(data: Dataset, folders: dict[str, Path], env: dict[str, str]) 
         if item.capture is None:
             continue
         folder = folders[item.project]
-        session = str(uuid.uuid4())
+        session = str(uuid.uuid5(uuid.NAMESPACE_URL, f"agentctx-precision-eval/{item.key}"))
         extra: dict[str, Any]
         if item.capture.event == "PostToolUseFailure":
             extra = {"error": "Exit code 1\n" + item.capture.output, "is_interrupt": False}
@@ -718,6 +758,7 @@ def git_revision() -> str:
 
 
 def main() -> None:
+    fixed_clock()
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument(
@@ -768,7 +809,7 @@ def main() -> None:
         run["no_cues_prompts_with_meaning"] = bare_run["prompts_with_meaning"]
     seconds = time.perf_counter() - began
     meta = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": clock_note(),
         "revision": git_revision(),
         "python": platform.python_version(),
         "seconds": round(seconds, 1),

@@ -427,6 +427,7 @@ def main() -> None:
         help="WHOLE,LINE: --leave-one-out refits the weights only and keeps these scores",
     )
     args = parser.parse_args()
+    run.fixed_clock()  # the eval's clock: the same vectors every day
     global PER_PROJECT
     PER_PROJECT = args.per_project
     base = run.tuning_only(dataset.load())

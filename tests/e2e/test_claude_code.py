@@ -249,7 +249,7 @@ def step1_injection(scenario: Scenario, decision_id: str, discovery_id: str) -> 
     assert "- [decision | " in digest
     assert f"] {DECISION[0]}: {DECISION[1]} (id {handle(decision_id)})\n" in digest
     records = scenario.context(first, "UserPromptSubmit")
-    assert records.startswith(f"{inject.HEADER}\n{inject.FENCE_OPEN}\n{inject.FENCE_NOTE}\n\n### [")
+    assert records.startswith(f"{inject.FENCE_OPEN}\n{inject.PROMPT_NOTE}\n\n### [")
     assert f"| today | id {handle(discovery_id)}] {DISCOVERY[0]}\n{DISCOVERY[1]}" in records, (
         records
     )

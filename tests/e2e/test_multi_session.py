@@ -486,7 +486,7 @@ def step2_injection_once(scenario: Scenario, d1: str, preference: str, discovery
     (start,) = hook_contexts(first, "SessionStart")
     assert f"] {D1_TITLE}: " in start and f"(id {handle(d1)})" in start, start
     (records,) = hook_contexts(first, "UserPromptSubmit")
-    assert records.startswith(f"{inject.HEADER}\n{inject.FENCE_OPEN}\n{inject.FENCE_NOTE}\n\n### [")
+    assert records.startswith(f"{inject.FENCE_OPEN}\n{inject.PROMPT_NOTE}\n\n### [")
     assert f"| today | id {handle(preference)}] {PREFERENCE_TITLE}\n" in records, records
     assert d1 not in records  # the decision matches too, but SessionStart has shown it
     assert discovery not in records  # it does not match this prompt
@@ -501,7 +501,7 @@ def step2_injection_once(scenario: Scenario, d1: str, preference: str, discovery
         replayed.startswith(records.split("\n\n### ")[0])
         and f"id {handle(preference)}]" in replayed
     )
-    assert new.startswith(f"{inject.HEADER}\n{inject.FENCE_OPEN}\n{inject.FENCE_NOTE}\n\n### [")
+    assert new.startswith(f"{inject.FENCE_OPEN}\n{inject.PROMPT_NOTE}\n\n### [")
     assert f"| unconfirmed | today | id {handle(discovery)}] {DISCOVERY_TITLE}\n" in new, new
     assert f"id {handle(preference)}]" not in new and handle(d1) not in new, new
 

@@ -65,9 +65,9 @@ SUBAGENT_PREFIX = "Subagent task: "
 _BLANK_RUNS = re.compile(r"\n(?:[ \t]*\n){2,}")
 _LEADING_BLANKS = re.compile(r"\A(?:[ \t]*\n)+")
 _HOOK_ELEMENTS = re.compile(r"<(system-reminder|[a-z][a-z-]*-hook)>.*?</\1>", re.S)
-_INJECTED = re.compile(  # what the hooks inject (and the prompt's header before issue 25)
-    rf"^[^\n]*{re.escape(inject.HEADER)}|^{re.escape(inject.FENCE_OPEN)}$|^{re.escape(inject.RULES_HEADER)}"
-    r"|^[^\n]*Relevant records from the agentctx context store|^# agentctx: context\b",
+_INJECTED = re.compile(  # what the hooks inject (and the prompt's headers of before)
+    rf"^{re.escape(inject.FENCE_OPEN)}$|^{re.escape(inject.RULES_HEADER)}|^# agentctx: context\b|"
+    + "|".join(rf"^[^\n]*{re.escape(old)}" for old in inject.OLD_HEADERS),
     re.M,
 )
 _NOISE = re.compile(  # ANSI escapes and tool_use_error tags in tool results

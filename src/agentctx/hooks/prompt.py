@@ -97,7 +97,10 @@ def _inject(
     store cannot be searched (no connection, or the search itself fails), the last rung: the pinned
     records not shown yet (:mod:`agentctx.core.pinned`), under a note that says so."""
     from agentctx.core import tiers
-    from agentctx.core.inject import render, render_tiers
+    from agentctx.core.inject import FENCE_NOTE, PROMPT_NOTE, render, render_tiers
+
+    # a subagent sees no SessionStart digest: its fence carries the full note (the sources' legend)
+    note = FENCE_NOTE if ctx.event == "SubagentStart" else PROMPT_NOTE
 
     if conn is None:
         if not os.path.exists(home.db_path()):
@@ -126,7 +129,7 @@ def _inject(
                     found=found,
                 ),
             )
-            text, ids, lines = render_tiers(chosen.entries)
+            text, ids, lines = render_tiers(chosen.entries, note)
             _mark("fused")
         except Exception as exc:
             why = f"{type(exc).__name__}: {exc}"
@@ -138,7 +141,7 @@ def _inject(
     from agentctx.core import pinned  # the last rung: loaded only when it is reached
 
     ctx.log(f"search unavailable ({why}); pinned records only")
-    text, ids = render(pinned.fallback(conn, ctx.project.project_id, shown, ctx.log))
+    text, ids = render(pinned.fallback(conn, ctx.project.project_id, shown, ctx.log), note)
     return (f"{pinned.NOTE}\n{text}" if text else ""), ids, []
 
 
