@@ -135,7 +135,8 @@ def test_the_prompt_hook_injects_a_team_record_fenced_and_labelled(project_dir: 
         )
         text = contract(result, event)
         assert text is not None
-        assert text.split("\n")[1] == inject.FENCE_OPEN and text.endswith(inject.FENCE_CLOSE)
+        assert text.split("\n")[:2] == [inject.FENCE_OPEN, inject.PROMPT_NOTE]
+        assert text.endswith(inject.FENCE_CLOSE)
         return text
 
     team = injected("s-fence-1", "do our deploy scripts use bash strict mode")
@@ -362,5 +363,5 @@ def test_the_hooks_hold_the_fence_on_every_line_boundary(project_dir: Path) -> N
         assert text is not None, hook
         if event == "SessionStart":
             assert "## Last handover" in text
-        first = text.split("\n", 1)[0]
-        assert_fenced(text.removeprefix(first), labels)
+        first = text.split("\n", 1)[0]  # a title line before the fence (the digest's, the rules')
+        assert_fenced(text if first == inject.FENCE_OPEN else text.removeprefix(first), labels)
