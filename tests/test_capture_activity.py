@@ -9,6 +9,7 @@ print is what the hook is given. ``gh`` is not installed here: its output is the
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -106,6 +107,8 @@ def test_a_pass_after_a_failure_closes_the_stub_with_the_evidence(project_dir: P
     # the failure is still there, and the evidence of the fix is added to it
     assert "FAILED tests/test_auth.py::test_refresh_on_401" in body
     assert f"Fixed: `{command}` passed at " in body and f"in session {OTHER_SID}" in body
+    # the time to the minute, as a person reads it (not the stored microseconds)
+    assert re.search(r"passed at \d{4}-\d\d-\d\d \d\d:\d\d UTC in session", body), body
     assert "3 passed in 0.04s" in body
     # bi-temporal: the open stub is superseded by the closed version, not edited
     old = query("SELECT superseded_by, superseded_at, title FROM records WHERE id = ?", (stub_id,))
@@ -118,6 +121,7 @@ def test_a_pass_after_a_failure_closes_the_stub_with_the_evidence(project_dir: P
     passes = query("SELECT title, body FROM records WHERE type = 'discovery'")
     assert [p[0] for p in passes] == [f"Tests passed: {command}"]
     assert "1 green run seen" in passes[0][1]
+    assert re.search(r"the first at \d{4}-\d\d-\d\d \d\d:\d\d UTC, the latest at ", passes[0][1])
 
     # a new failure of the same command is a new stub (the closed one does not swallow it)
     post(project_dir, command, PYTEST_FAIL, failed=True)

@@ -185,7 +185,7 @@ def _close_failure(
     """Supersede a failure stub with its closed version: its text plus the green run's evidence."""
     old = str(stub[_COL["body"]]).removesuffix(NOTE_FIX).removesuffix(NOTE).rstrip()
     evidence = (
-        f"Fixed: `{command}` passed at {at}"
+        f"Fixed: `{command}` passed at {readable(at)}"
         + (f" in session {session_id}" if session_id else "")
         + (f": {summary}" if summary else ".")
     )
@@ -205,13 +205,20 @@ def _close_failure(
     return str(row["id"])
 
 
+def readable(at: str) -> str:
+    """A stored time as a record's body shows it: to the minute, ``2026-12-07 09:41 UTC`` (the
+    stored ``…T09:41:38.826230Z`` cost about 15 estimated tokens and, embedded, moved the record's
+    vector with every microsecond)."""
+    return f"{at[:10]} {at[11:16]} UTC" if len(at) >= 16 and at[10:11] == "T" else at
+
+
 def _pass_body(
     command: str, count: int, first: str, latest: str, session_id: str | None, summary: str
 ) -> str:
     runs = "1 green run" if count == 1 else f"{count} green runs"
     text = (
         f"The test command `{command}` passed in this project: {runs} seen, "
-        f"the first at {first}, the latest at {latest}"
+        f"the first at {readable(first)}, the latest at {readable(latest)}"
         + (f" (session {session_id})" if session_id else "")
         + "."
         + (f"\nLatest result: {summary}" if summary else "")
