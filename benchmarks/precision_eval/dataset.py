@@ -29,8 +29,10 @@ CAPTURE_EVENTS = ("PostToolUse", "PostToolUseFailure")
 #: six projects written blind. A fourth blind part (dockyra: Java/Spring Boot, mossbell:
 #: Swift/SwiftUI), written blind at stop 26, replaced it, was run once (aggregates only) and moved
 #: into tuning at stop 27 (eight of thirteen tuning projects written blind). A fifth blind part
-#: (pondwick: C#/.NET 8, skarnfold: Terraform/Kubernetes), written blind at stop 27, replaces it: a
-#: data set without one is refused.
+#: (pondwick: C#/.NET 8, skarnfold: Terraform/Kubernetes), written blind at stop 27, replaced it,
+#: was run once (aggregates only) and moved into tuning on 2026-12-07 (ten of fifteen tuning
+#: projects written blind). A sixth blind part (ostrevane: Scala 3/Spark/Airflow/dbt, fennimay:
+#: Vue 3/Nuxt), written blind on 2026-12-07, replaces it: a data set without one is refused.
 HELDOUT_REQUIRED = True
 #: The issue's minimums (issue 14), and this data set's own (larger) ones.
 MIN_PROJECTS = 4
