@@ -52,7 +52,7 @@ import sqlean
 import agentctx
 import synthetic_store
 from agentctx.core import db, search
-from agentctx.core.inject import HEADER
+from agentctx.core.inject import FENCE_OPEN
 from agentctx.core.project import identify
 from agentctx.hooks import prompt as prompt_hook
 from agentctx.hooks.runner import HookContext
@@ -282,7 +282,7 @@ class Bench:
                 )
         elif scenario == UPS:
             blocks = text.count("\n### ") if text is not None else 0
-            if not text or not text.startswith(HEADER) or blocks < 1:
+            if not text or not text.startswith(FENCE_OPEN) or blocks < 1:
                 raise SystemExit(f"user-prompt-submit injected nothing: {proc.stdout!r}")
             if result is not None:
                 result.injected.append(blocks)

@@ -335,8 +335,18 @@ def tune(
 #: before); the others were written by the project. What the rules do on the blind-written ones,
 #: each left out in turn, is what predicts the next held-out part.
 WRITTEN_BLIND = frozenset(
-    {"tidewater", "parley", "rigyard", "lanternfall", "quayside", "fernweh", "dockyra", "mossbell",
-     "pondwick", "skarnfold"}
+    {
+        "tidewater",
+        "parley",
+        "rigyard",
+        "lanternfall",
+        "quayside",
+        "fernweh",
+        "dockyra",
+        "mossbell",
+        "pondwick",
+        "skarnfold",
+    }
 )
 
 
