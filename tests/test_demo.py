@@ -80,7 +80,7 @@ def test_demo_shows_the_whole_loop_and_leaves_nothing(tmp_path: Path, agentctx_h
     assert "keyword mode" in part[3]
     # the next session's digest carries the decision; the prompt gets the explained bugfix
     assert "# agentctx: context for invoice-service" in part[4] and DECISION in part[4]
-    assert f"{inject.FENCE_OPEN}\n{inject.PROMPT_NOTE}\n" in part[5]
+    assert f"│ {inject.FENCE_OPEN}\n  │ {inject.PROMPT_NOTE}\n" in part[5]
     assert BUGFIX_BODY in part[5] and DECISION not in part[5]
     assert "Fixed: `pytest tests/test_totals.py` passed at " in part[5]
     # ctx_search ranks the decision first
