@@ -372,6 +372,7 @@ def test_gh_pr_create_is_captured_with_its_url(repo: Path) -> None:
     )
     assert not rest
     assert "https://github.com/acme/app/pull/42" in body and "`feat/login`" in body
+    assert re.search(r", at \d{4}-\d\d-\d\d \d\d:\d\d UTC\.\n", body), body  # to the minute
     assert linked(pr_id) == [("branch", "feat/login"), ("file", "login.py")]
     _, activity_body, _ = activity("feat/login")
     assert "PR opened: https://github.com/acme/app/pull/42" in activity_body

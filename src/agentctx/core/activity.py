@@ -136,7 +136,7 @@ def git(
     body = (
         f"A pull request was opened in this session: {ref or 'URL not shown'}"
         + (f" (from branch `{branch}`)" if branch else "")
-        + f", at {at}.\n"
+        + f", at {readable(at)}.\n"
         + (f"Title: {obs['title']}\n" if obs.get("title") else "")
         + NOTE
     )
