@@ -157,7 +157,7 @@ def fixed_clock() -> None:
 
     if os.environ.get("FAKETIME"):
         return
-    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    started = _now()
     tool = shutil.which("faketime")
     if tool is None:
         print(
@@ -176,7 +176,12 @@ def clock_note() -> str:
     if os.environ.get("FAKETIME"):
         real = os.environ.get(STARTED_ENV, "unknown")
         return f"{real} (the eval's clock: fixed at {EVAL_CLOCK} UTC)"
-    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC") + " (the real clock)"
+    return f"{_now()} (the real clock)"
+
+
+def _now() -> str:
+    """This process's clock, as the results print it."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def shifted_dates(items: list[Item]) -> dict[str, str]:
