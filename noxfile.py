@@ -277,8 +277,8 @@ def explore(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
-    """Hook latency, extraction, the MCP server, consolidation, the dashboard, the installed size
-    -> benchmarks/results/*.md.
+    """Hook latency (and SessionStart on other interpreters), extraction, the MCP server,
+    consolidation, the dashboard, the installed size -> benchmarks/results/*.md.
 
     Not in CI (speed on a shared machine is no pass/fail). Options after ``--`` go to the hook
     benchmark, e.g. ``nox -s bench -- --sizes 1000,10000 --runs 20``.
@@ -286,6 +286,7 @@ def bench(session: nox.Session) -> None:
     session.install("-e", ".")
     session.install(*TEST_MODEL)
     session.run("python", "benchmarks/hooks.py", *session.posargs)
+    session.run("python", "benchmarks/session_start_python.py", env=uv_env())
     session.run("python", "benchmarks/extraction.py")
     session.run("python", "benchmarks/mcp_server.py")
     session.run("python", "benchmarks/consolidate.py")

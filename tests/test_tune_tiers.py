@@ -65,3 +65,40 @@ def test_an_extra_signal_counts_once_the_weights_name_it(monkeypatch: pytest.Mon
     after = {c.id: c.evidence for c in tune_tiers._scored(_item({"A": {"probe": 2.0}}), terms)}
     assert after["A"] == pytest.approx((before["A"] or 0.0) + 1.0)
     assert after["B"] == pytest.approx(before["B"] or 0.0)
+
+
+class _Prompt:
+    def __init__(self, kind: str, answers: tuple[str, ...] = ()) -> None:
+        self.kind, self.answers = kind, answers
+
+
+def _near(prompt: str, pairs: list[tuple[str, float]]) -> dict[str, Any]:
+    return {"prompt": prompt, "neighbours": pairs, "all": pairs, "spread": (0.2, 0.1), "rows": {}}
+
+
+def test_separability_counts_the_nearest_and_orders_pairs() -> None:
+    """Two answerable prompts (one answered first, one third), an unanswerable one, a
+    cross-project one and chit-chat (ignored for the AUC): every figure by hand."""
+    to_key = {"a": "k-a", "b": "k-b", "c": "k-c", "d": "k-d"}
+    prompts = {
+        "p1": _Prompt("answerable", ("k-a",)),
+        "p2": _Prompt("answerable", ("k-c",)),
+        "n1": _Prompt("unanswerable"),
+        "n2": _Prompt("cross_project"),
+        "c1": _Prompt("chitchat"),
+    }
+    items = [
+        _near("p1", [("a", 0.7), ("b", 0.4)]),
+        _near("p2", [("b", 0.5), ("d", 0.45), ("c", 0.4)]),
+        _near("n1", [("b", 0.6)]),
+        _near("n2", [("d", 0.3)]),
+        _near("c1", [("a", 0.9)]),
+    ]
+    found = tune_tiers.separability(items, to_key, prompts)
+    assert found["first"] == 0.5  # p1 only
+    assert found["top3"] == 1.0  # p2's answer is third
+    # the answered-first prompt (0.7) against the negatives (0.6, 0.3): both pairs ordered right
+    assert found["auc_cosine"] == 1.0
+    assert found["auc_z"] == 1.0
+    items[2] = _near("n1", [("b", 0.7)])  # a tie counts half
+    assert tune_tiers.separability(items, to_key, prompts)["auc_cosine"] == 0.75

@@ -280,15 +280,22 @@ async def stub_ids(sessions: dict[str, str], needed: set[str]) -> dict[str, str]
     return found
 
 
-async def embed_all(model_dir: Path) -> int:
-    """Embed every record with the offline MiniLM, as consolidation would (DevBench does the same)."""
-    from agentctx.embeddings import models, vecstore
+async def embed_all(model_dir: Path, name: str = minilm.NAME) -> int:
+    """Embed every record with the offline MiniLM (or ``name``, a local sentence-transformers ONNX
+    folder: the tuning harness's ``--model``), as consolidation would (DevBench does the same)."""
+    from agentctx.embeddings import models, reembed, vecstore
 
-    model = await models.load_model_async(minilm.settings(model_dir))
+    settings = {**minilm.settings(model_dir), "embedding.model": name}
+    model = await models.load_model_async(settings)
     if model is None:
-        raise SystemExit("the offline MiniLM did not load (see the log line above)")
+        raise SystemExit(f"the model {name} did not load (see the log line above)")
     async with await Store.open() as store:
-        return await vecstore.embed_pending(store, model)
+        if name != minilm.NAME:  # another space than the fresh store's: switch it, as reembed
+            await reembed.prepare(store, model)
+        count = await vecstore.embed_pending(store, model)
+        if name != minilm.NAME:
+            await reembed.finish(store)
+        return count
 
 
 # -- the hook and the server -----------------------------------------------------------------------

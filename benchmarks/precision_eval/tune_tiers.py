@@ -1,6 +1,7 @@
 """The tuning harness of the prompt hook's tiers (issue 25): the tuning part only.
 
     python benchmarks/precision_eval/tune_tiers.py [--cache DIR] [--fit] [--leave-one-out]
+        [--model FOLDER NAME]
 
 Builds the eval's store from the **tuning** projects and the global preferences (never a held-out
 project), starts a real ``agentctx mcp`` that lends its model, and for every prompt collects once
@@ -20,6 +21,9 @@ fold; ``--per-project`` chooses the scores by each project's objective); and a s
 scores with the shipped weights. The signals are whatever :func:`agentctx.core.tiers.signals`
 returns and :data:`agentctx.core.tiers.WEIGHTS` names: a new signal needs no change here. An
 experiment's signals computed outside the core join through each item's ``extra`` (:func:`signals_of`).
+``--model FOLDER NAME`` collects with another embedding model than the offline MiniLM (a local
+sentence-transformers ONNX export), and every run prints what that model's neighbours alone allow
+(:func:`separability`), so that two models compare before and after the rules.
 """
 
 from __future__ import annotations
@@ -52,13 +56,18 @@ if TYPE_CHECKING:
     from precision_eval.dataset import Dataset
 
 
-async def collect(data: Dataset) -> tuple[list[dict[str, Any]], dict[str, str]]:
+async def collect(
+    data: Dataset, model: tuple[Path, str] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Every prompt's candidates, with the offline MiniLM or ``model`` (a local
+    sentence-transformers ONNX folder and a name for it: ``--model``)."""
     with tempfile.TemporaryDirectory(prefix="agentctx-tune-") as tmp:
         work = Path(tmp)
         env, folders, to_key = await run.build(data, work)
-        await run.embed_all(minilm.assemble_int8(work / "minilm"))
-        run.config_set("embedding.model", minilm.NAME, env)
-        run.config_set("embedding.path", str(work / "minilm"), env)
+        folder, name = model or (minilm.assemble_int8(work / "minilm"), minilm.NAME)
+        await run.embed_all(folder, name)
+        run.config_set("embedding.model", name, env)
+        run.config_set("embedding.path", str(folder), env)
         conn = open_db(print)
         assert conn is not None
         out = []
@@ -97,6 +106,51 @@ async def collect(data: Dataset) -> tuple[list[dict[str, Any]], dict[str, str]]:
 #: Neighbours collected per prompt (the hook asks for :data:`agentctx.core.meaning.NEIGHBOURS`;
 #: the rest, nearly every record in scope of these small stores, feeds the experiments).
 WIDE = 64
+
+
+def separability(
+    items: list[dict[str, Any]], to_key: dict[str, str], prompts: dict[str, Any]
+) -> dict[str, float]:
+    """What the model's neighbours alone allow, whatever the rules: the share of answerable
+    prompts whose answer is the nearest record (``first``) or among the three nearest (``top3``),
+    and how well the nearest record's cosine tells a prompt whose nearest record answers it from
+    an unanswerable or cross-project prompt (``auc_cosine``; ``auc_z`` on the prompt's own scale,
+    :func:`neighbours`'s spread). An AUC is the chance that a random pair is ordered right."""
+    first = top3 = answerable = 0
+    right: dict[str, list[float]] = {"cosine": [], "z": []}
+    wrong: dict[str, list[float]] = {"cosine": [], "z": []}
+    for item in items:
+        prompt = prompts[item["prompt"]]
+        near = item.get("all") or item.get("raw") or item["neighbours"]
+        if prompt.kind == "answerable":
+            answerable += 1
+            keys = [to_key.get(rid) for rid, _cos in near[:3]]
+            first += bool(keys) and keys[0] in prompt.answers
+            top3 += any(key in prompt.answers for key in keys)
+        if not near or prompt.kind == "chitchat":
+            continue
+        spread = neighbours(item).spread or (0.0, 1.0)
+        cosine = float(near[0][1])
+        z = (cosine - spread[0]) / (spread[1] or 1.0)
+        if prompt.kind in ("unanswerable", "cross_project"):
+            wrong["cosine"].append(cosine)
+            wrong["z"].append(z)
+        elif to_key.get(near[0][0]) in prompt.answers:
+            right["cosine"].append(cosine)
+            right["z"].append(z)
+    return {
+        "first": first / answerable if answerable else 0.0,
+        "top3": top3 / answerable if answerable else 0.0,
+        "auc_cosine": _auc(right["cosine"], wrong["cosine"]),
+        "auc_z": _auc(right["z"], wrong["z"]),
+    }
+
+
+def _auc(higher: list[float], lower: list[float]) -> float:
+    if not higher or not lower:
+        return 0.0
+    wins = sum((a > b) + 0.5 * (a == b) for a in higher for b in lower)
+    return wins / (len(higher) * len(lower))
 
 
 def _plain(row: Any) -> dict[str, Any]:
@@ -437,7 +491,15 @@ def main() -> None:
         type=lambda text: tuple(float(v) for v in text.split(",")),
         help="WHOLE,LINE: --leave-one-out refits the weights only and keeps these scores",
     )
+    parser.add_argument(
+        "--model",
+        nargs=2,
+        metavar=("FOLDER", "NAME"),
+        help="collect with another embedding model: a local sentence-transformers ONNX export "
+        "(model.onnx and its tokenizer files) and a name for it (default: the offline MiniLM)",
+    )
     args = parser.parse_args()
+    model = None if args.model is None else (Path(args.model[0]).resolve(), args.model[1])
     run.fixed_clock()  # the eval's clock: the same vectors every day
     global PER_PROJECT
     PER_PROJECT = args.per_project
@@ -451,7 +513,7 @@ def main() -> None:
         if cache is not None and cache.exists():
             items, to_key = json.loads(cache.read_text())
         else:
-            items, to_key = anyio.run(collect, data)
+            items, to_key = anyio.run(collect, data, model)
             if cache is not None:
                 cache.parent.mkdir(parents=True, exist_ok=True)
                 cache.write_text(json.dumps([items, to_key]))
@@ -466,6 +528,16 @@ def main() -> None:
     for pool in sorted({pool_of(p.project) for p in prompts.values()}):
         members = {p.project for p in prompts.values() if pool_of(p.project) == pool}
         print(f"  {pool}:", " || ".join(_show(measure(i, k, prompts, members)) for i, k in runs))
+    print(
+        "the model's neighbours alone (answer nearest, in the nearest three; AUC of the nearest "
+        "cosine, and on the prompt's scale, answered against unanswerable):",
+        " || ".join(
+            "first {first:.1%} top3 {top3:.1%} auc {auc_cosine:.3f} auc_z {auc_z:.3f}".format(
+                **separability(i, k, prompts)
+            )
+            for i, k in runs
+        ),
+    )
     if args.leave_one_out:
         leave_one_out(runs, prompts, args.scores)
     if args.fit:
