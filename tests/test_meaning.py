@@ -29,7 +29,8 @@ from mcp import Client, ClientSession, stdio_client
 
 from agentctx.core import handles, meaning, search, tiers
 from agentctx.core.errors import ValidationError
-from agentctx.core.inject import LINES_NOTE, explain, render_tiers
+from agentctx.core.explain import explain
+from agentctx.core.inject import LINES_NOTE, render_tiers
 from agentctx.core.project import identify
 from agentctx.embeddings import models, vecstore
 from agentctx.mcp import lend

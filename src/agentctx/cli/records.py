@@ -358,7 +358,7 @@ async def supersede(
 async def _explain(prompt: str, json: bool) -> int:
     """``search --explain``: the hook's injection for a prompt, candidate by candidate."""
     from agentctx import config
-    from agentctx.core.inject import explain
+    from agentctx.core.explain import explain
 
     project = _project()
     settings = config.load()

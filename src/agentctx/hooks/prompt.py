@@ -1,4 +1,4 @@
-"""UserPromptSubmit and SubagentStart: inject the records that matter for what is asked now.
+"""UserPromptSubmit: inject the records that matter for what is asked now.
 
 UserPromptSubmit first sends the prompt to a live ``agentctx mcp`` that lends its warm embedding
 model (:mod:`agentctx.core.meaning`; none: keywords alone), then runs the core's keyword search
@@ -9,10 +9,7 @@ already, reads the server's nearest records by the deadline, and fuses and tiers
 one line with a handle, within 2,000 tokens and 8,000 characters. Trivial prompts and prompts with
 no new relevant match print nothing. Inferred records are marked unconfirmed.
 
-SubagentStart searches the subagent's task (read from the parent's transcript,
-:mod:`agentctx.core.subagents`) the same way, without the session's dedup (a subagent's context is
-new); with no task found or nothing relevant to it, the project's active decisions and conventions,
-fenced and labelled (:func:`agentctx.core.inject.render_rules`, 800 tokens).
+SubagentStart (:mod:`agentctx.hooks.subagent`) runs the same injection on the subagent's task.
 """
 
 from __future__ import annotations
@@ -37,9 +34,7 @@ DEBUG_ENV = "AGENTCTX_DEBUG"
 
 
 def handle(ctx: HookContext) -> str | None:
-    """Dispatch on the event."""
-    if ctx.event == "SubagentStart":
-        return _subagent(ctx)
+    """The prompt's injection."""
     return _prompt(ctx)
 
 
@@ -63,12 +58,12 @@ def _prompt(ctx: HookContext) -> str | None:
     conn = open_db(ctx.log)
     try:
         if not ctx.session_id:
-            return _inject(ctx, conn, terms, set(), set(), pending)[0] or None
+            return inject(ctx, conn, terms, set(), set(), pending)[0] or None
         with Ledger(ctx.session_id) as ledger:
             from agentctx.core.ledger import injected_ids
 
             mentioned = injected_ids(ledger.entries, "lines")  # offered as a line before
-            text, ids, lines = _inject(
+            text, ids, lines = inject(
                 ctx, conn, terms, injected_ids(ledger.entries), mentioned, pending
             )
             if not text:
@@ -85,7 +80,7 @@ def _prompt(ctx: HookContext) -> str | None:
             release(conn)
 
 
-def _inject(
+def inject(
     ctx: HookContext,
     conn: sqlean.Connection | None,
     terms: list[str],
@@ -206,10 +201,10 @@ def _explain(
 ) -> None:
     """With ``AGENTCTX_DEBUG`` set: why each candidate was injected or left out, in the log.
 
-    The same report as ``agentctx search --explain`` (:func:`agentctx.core.inject.explain`), one
+    The same report as ``agentctx search --explain`` (:func:`agentctx.core.explain.explain`), one
     line: it searches again, so it costs a second search and is off by default.
     """
-    from agentctx.core.inject import explain
+    from agentctx.core.explain import explain
 
     try:
         report = plan.run(
@@ -256,76 +251,3 @@ def min_relevance(ctx: HookContext, conn: sqlean.Connection | None = None) -> fl
 
     auto = bool(settings[learned.AUTO_SETTING])
     return learned.effective_on(conn, key, configured, float(config.SETTINGS[key][1]), auto)
-
-
-def _subagent(ctx: HookContext) -> str | None:
-    """The subagent's task searched like a prompt, else the project's standing rules.
-
-    Claude Code does not send the task; :func:`agentctx.core.subagents.task_of` reads it from the
-    parent's transcript. A subagent starts with a context of its own: what the parent session was
-    shown is not excluded, and what the subagent is shown is noted in the ledger apart from the
-    session's ``ids`` (the parent may still be shown it, docs/spec.md).
-    """
-    from agentctx.core.ledger import Ledger
-    from agentctx.core.subagents import WAIT_S, task_of
-    from agentctx.core.tokens import estimate_tokens
-
-    path = ctx.text("transcript_path")
-    # The file may not exist before Claude Code's first flush; no folder for it: nothing to wait for.
-    wait = WAIT_S if path and os.path.isdir(os.path.dirname(path)) else 0.0
-    task = task_of(path, ctx.text("agent_id"), ctx.text("agent_type"), wait)
-    text, ids = _for_task(ctx, task) if task else ("", [])
-    if text:
-        if ctx.session_id:
-            with Ledger(ctx.session_id) as ledger:
-                entry: LedgerEntry = {
-                    "event": ctx.event,
-                    "ids": [],
-                    "tokens": estimate_tokens(text),
-                }
-                entry["subagent_ids"] = ids
-                ledger.append(entry)
-        return text
-    return _standing_rules(ctx)
-
-
-def _for_task(ctx: HookContext, task: str) -> tuple[str, list[str]]:
-    """What :func:`_inject` gives the task (the prompt's tiers and budgets), no session dedup."""
-    terms = search.query_terms(task)
-    if not terms:
-        return "", []
-    from agentctx.core.connect import open_db, release
-
-    pending = None
-    if search.content(terms) >= search.MIN_CONTENT:
-        pending = meaning.ask(task, ctx.project.project_id, ctx.log)
-    conn = open_db(ctx.log)
-    try:
-        text, ids, lines = _inject(ctx, conn, terms, set(), set(), pending)
-    finally:
-        if conn is not None:
-            release(conn)
-    return text, [*ids, *lines]
-
-
-def _standing_rules(ctx: HookContext) -> str | None:
-    """The project's active decisions and conventions (no task found, or nothing matched it)."""
-    from agentctx.core.connect import open_db, release
-    from agentctx.core.inject import render_rules
-    from agentctx.core.ledger import Ledger
-    from agentctx.core.tokens import estimate_tokens
-
-    conn = open_db(ctx.log)
-    if conn is None:
-        return None
-    try:
-        rows = plan.run(conn, search.standing_rules(ctx.project.project_id))
-    finally:
-        release(conn)
-    if not rows:
-        return None
-    text = render_rules(rows)
-    if text and ctx.session_id:  # counted in the session's tax, but no dedup: a new context
-        with Ledger(ctx.session_id) as ledger:
-            ledger.append({"event": ctx.event, "ids": [], "tokens": estimate_tokens(text)})
-    return text or None

@@ -29,7 +29,7 @@ LOG_MAX_BYTES = 1024 * 1024
 EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "session-start": ("agentctx.hooks.session_start", ("SessionStart",)),
     "user-prompt-submit": ("agentctx.hooks.prompt", ("UserPromptSubmit",)),
-    "subagent-start": ("agentctx.hooks.prompt", ("SubagentStart",)),
+    "subagent-start": ("agentctx.hooks.subagent", ("SubagentStart",)),
     "post-tool-use": ("agentctx.hooks.capture", ("PostToolUse", "PostToolUseFailure")),
     "pre-compact": ("agentctx.hooks.capture", ("PreCompact",)),
     "stop": ("agentctx.hooks.lifecycle", ("Stop",)),
