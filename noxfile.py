@@ -277,8 +277,9 @@ def explore(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
-    """Hook latency (and SessionStart on other interpreters), extraction, the MCP server,
-    consolidation, the dashboard, the installed size -> benchmarks/results/*.md.
+    """Hook latency (SessionStart on other interpreters, the hooks against an older revision),
+    extraction, the MCP server, consolidation, the dashboard, the installed size
+    -> benchmarks/results/*.md.
 
     Not in CI (speed on a shared machine is no pass/fail). Options after ``--`` go to the hook
     benchmark, e.g. ``nox -s bench -- --sizes 1000,10000 --runs 20``.
@@ -287,6 +288,8 @@ def bench(session: nox.Session) -> None:
     session.install(*TEST_MODEL)
     session.run("python", "benchmarks/hooks.py", *session.posargs)
     session.run("python", "benchmarks/session_start_python.py", env=uv_env())
+    # the hooks of before issue 25, in the same rounds: "no slower without a server"
+    session.run("python", "benchmarks/hooks_against.py", "1d61281", env=uv_env())
     session.run("python", "benchmarks/extraction.py")
     session.run("python", "benchmarks/mcp_server.py")
     session.run("python", "benchmarks/consolidate.py")
