@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import uvtool
 from hooks import DROPPED_ENV, PROMPT, SEED, make_project
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,9 +138,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
-    uv = os.environ.get("UV") or shutil.which("uv")
-    if uv is None:
-        raise SystemExit("uv is not on PATH: `pipx install uv` (nox[uv] brings it)")
+    uv = uvtool.uv()
     commit = run(["git", "rev-parse", "--short", args.rev], cwd=ROOT).stdout.decode().strip()
     here = run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT).stdout.decode().strip()
     sizes = [int(s) for s in args.sizes.split(",")]

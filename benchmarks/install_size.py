@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import Requirement  # fastembed's huggingface_hub brings it
+
+import uvtool
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "install_size.md"
@@ -233,10 +234,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15, help="how many distributions to list")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
-    uv = os.environ.get("UV") or shutil.which("uv")
-    if uv is None:
-        sys.exit("uv is not on PATH: `pipx install uv` (nox[uv] brings it)")
-    text = report(measure(uv), args.top)
+    text = report(measure(uvtool.uv()), args.top)
     if args.out.exists():  # the hand-written reading of the figures is kept across runs
         kept = args.out.read_text().partition("\n## Findings\n")
         if kept[1]:

@@ -25,7 +25,6 @@ import json
 import os
 import platform
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import synthetic_store
+import uvtool
 from agentctx.core.project import identify
 from hooks import DROPPED_ENV, ORIGIN, PROJECT_NAME, SEED, check_output, make_project
 
@@ -86,9 +86,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
-    uv = os.environ.get("UV") or shutil.which("uv")
-    if uv is None:
-        raise SystemExit("uv is not on PATH: `pipx install uv` (nox[uv] brings it)")
+    uv = uvtool.uv()
     pythons = args.python or [base_interpreter()]
     if not args.python and os.path.exists("/usr/bin/python3"):
         system = os.path.realpath("/usr/bin/python3")
