@@ -32,7 +32,10 @@ CAPTURE_EVENTS = ("PostToolUse", "PostToolUseFailure")
 #: (pondwick: C#/.NET 8, skarnfold: Terraform/Kubernetes), written blind at stop 27, replaced it,
 #: was run once (aggregates only) and moved into tuning on 2026-12-07 (ten of fifteen tuning
 #: projects written blind). A sixth blind part (ostrevane: Scala 3/Spark/Airflow/dbt, fennimay:
-#: Vue 3/Nuxt), written blind on 2026-12-07, replaces it: a data set without one is refused.
+#: Vue 3/Nuxt), written blind on 2026-12-07, replaced it, was run once (aggregates only) and moved
+#: into tuning the same day (twelve of seventeen tuning projects written blind). A seventh blind
+#: part (sprigly: Kotlin/Android, rotaflow: Django/Celery), written blind at the stop before and
+#: kept unopened, replaces it: a data set without one is refused.
 HELDOUT_REQUIRED = True
 #: The issue's minimums (issue 14), and this data set's own (larger) ones.
 MIN_PROJECTS = 4

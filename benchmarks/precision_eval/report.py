@@ -93,7 +93,7 @@ def tier_lines(figures: dict[str, Any], meta: dict[str, Any]) -> list[str]:
         "a shared machine; the hook's speed is benchmarks/results/hooks.md's). *Named*: an answer "
         "injected whole or offered as a one-line entry. *Without cues*: the same data with every "
         "record's hand-written retrieval cues stripped (a user without an LLM has none). The "
-        "held-out part is the third blind one of issue 25 (the first two are tuning data now), "
+        "held-out part is the newest blind one of issue 25 (the earlier ones are tuning data now), "
         "run once after the rules were fixed.",
         "",
         "| figure | goal | " + " | ".join(f"{label}: {c}" for label, _f in runs

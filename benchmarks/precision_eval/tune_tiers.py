@@ -400,6 +400,8 @@ WRITTEN_BLIND = frozenset(
         "mossbell",
         "pondwick",
         "skarnfold",
+        "ostrevane",
+        "fennimay",
     }
 )
 
