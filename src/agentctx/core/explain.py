@@ -9,7 +9,7 @@ not being explained does not load it.
 
 from __future__ import annotations
 
-from agentctx.core import search
+from agentctx.core import search, tiers
 from agentctx.core.inject import TOP_K, render_tiers
 
 TYPE_CHECKING = False
@@ -37,8 +37,6 @@ def explain(
     alone); each candidate then also has its ``cosine``, ``fused`` score and ``tier``
     (:mod:`agentctx.core.tiers`: whole, line or none) and ``lines`` lists the one-line entries.
     """
-    from agentctx.core import tiers
-
     terms = search.query_terms(text)
     result: dict[str, Any] = {
         "terms": [],

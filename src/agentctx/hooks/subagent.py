@@ -53,7 +53,8 @@ def handle(ctx: HookContext) -> str | None:
 
 
 def _for_task(ctx: HookContext, task: str) -> tuple[str, list[str]]:
-    """What :func:`agentctx.hooks.prompt.inject` gives the task (the prompt's tiers and budgets), no session dedup."""
+    """What :func:`agentctx.hooks.prompt.inject` gives the task (the prompt's tiers and
+    budgets), without the session's dedup."""
     terms = search.query_terms(task)
     if not terms:
         return "", []
