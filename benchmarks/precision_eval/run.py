@@ -289,11 +289,12 @@ async def embed_all(model_dir: Path, name: str = minilm.NAME) -> int:
     model = await models.load_model_async(settings)
     if model is None:
         raise SystemExit(f"the model {name} did not load (see the log line above)")
+    switch = name != minilm.NAME  # another space than the fresh store's: switch it, as reembed
     async with await Store.open() as store:
-        if name != minilm.NAME:  # another space than the fresh store's: switch it, as reembed
+        if switch:
             await reembed.prepare(store, model)
         count = await vecstore.embed_pending(store, model)
-        if name != minilm.NAME:
+        if switch:
             await reembed.finish(store)
         return count
 

@@ -28,7 +28,7 @@ from the command or output, already clipped; the bodies are cut to the schema's 
 
 from __future__ import annotations
 
-from agentctx.core import schema, writes
+from agentctx.core import clock, schema, writes
 from agentctx.core.observe import STUB_NOTE as NOTE
 from agentctx.core.observe import STUB_NOTE_FIX as NOTE_FIX
 from agentctx.core.observe import TEST_FAILURE
@@ -102,7 +102,7 @@ def git(
     files = [str(f) for f in obs.get("files") or []][:FILES_MAX]
     if not files and obs.get("session_files") and session_id:
         files = yield from _session_files(project_id, session_id)
-    item = f"- {at[:16].replace('T', ' ')} {obs['item']}"
+    item = f"- {clock.minute(at)} {obs['item']}"
     if files:
         item += " — files: " + ", ".join(files)
     item = item[:400]
@@ -209,7 +209,7 @@ def readable(at: str) -> str:
     """A stored time as a record's body shows it: to the minute, ``2026-12-07 09:41 UTC`` (the
     stored ``…T09:41:38.826230Z`` cost about 15 estimated tokens and, embedded, moved the record's
     vector with every microsecond)."""
-    return f"{at[:10]} {at[11:16]} UTC" if len(at) >= 16 and at[10:11] == "T" else at
+    return f"{clock.minute(at)} UTC" if len(at) >= 16 and at[10:11] == "T" else at
 
 
 def _pass_body(

@@ -46,6 +46,11 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime(_FMT)
 
 
+def minute(stored: str) -> str:
+    """A stored time to the minute, as lists and pages show it: ``2026-12-07 09:41``."""
+    return stored[:16].replace("T", " ")
+
+
 def parse_time(text: str) -> str:
     """Normalize a user-given time to stored text, or raise ``ValueError``.
 

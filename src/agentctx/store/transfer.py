@@ -409,7 +409,7 @@ def _summary(data: Mapping[str, Any]) -> str:
 
 def _when(stored: str | None) -> str:
     """A stored time as ``2026-12-06 13:51``."""
-    return (stored or "")[:16].replace("T", " ") or "?"
+    return clock.minute(stored or "") or "?"
 
 
 def _quoted(title: str) -> str:

@@ -90,7 +90,7 @@ def when(stored: str | None) -> Safe:
     """A stored time as ``2026-11-01 14:03`` with its age (``3d``) as a tooltip."""
     if not stored:
         return tag("span", "—", class_="muted")
-    short = stored[:16].replace("T", " ")
+    short = clock.minute(stored)
     return tag("time", short, datetime=stored, title=f"{clock.age_label(stored)} ago")
 
 
